@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Makes a fresh Debian machine ready: Java 17 (for Spark), a Python >= 3.11 venv in .venv with the
+# project and its dev dependencies. Idempotent and quick when nothing changed (stamp on pyproject.toml).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+apt_install() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        log "apt-get not found: please install $* yourself"; return 1
+    fi
+    local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    log "installing $* with apt-get"
+    $sudo apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+java_major() {
+    command -v java >/dev/null 2>&1 || { echo 0; return; }
+    java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
+}
+
+if [ "$(java_major)" -lt 17 ]; then
+    apt_install openjdk-17-jre-headless
+fi
+
+pick_python() {
+    for c in python3.11 python3.12 python3.13 python3; do
+        if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$c"; return
+        fi
+    done
+}
+py="$(pick_python)"
+if [ -z "$py" ]; then
+    apt_install python3 python3-venv python3-dev
+    py="$(pick_python)"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv with $py"
+    "$py" -m venv .venv || { apt_install python3-venv; "$py" -m venv .venv; }
+fi
+
+stamp=".venv/.acidstream-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log "installing Python dependencies (first run downloads pyspark: a few minutes)"
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e ".[dev]"
+    echo "$want" > "$stamp"
+fi

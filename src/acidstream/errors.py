@@ -1,0 +1,162 @@
+"""The one exception hierarchy of acidstream, rooted at :class:`StreamingException`.
+
+Names follow Hive's Java classes (``org.apache.hive.streaming`` and the metastore's Thrift exceptions) so that a
+Hive user recognises them. Every class says whether retrying the *same* operation can succeed
+(``retryable``), so that a Spark driver or a streaming agent decides retry-or-fail without matching strings.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class StreamingException(Exception):
+    """Root of every error acidstream raises on purpose."""
+
+    retryable: ClassVar[bool] = False
+
+
+# --- streaming client errors (org.apache.hive.streaming) -------------------------------------------------
+
+
+class ConnectionError(StreamingException):  # Hive's name, shadowing the builtin on purpose
+    """The connection cannot be made or used (bad table, bad options, closed connection)."""
+
+
+class InvalidTable(ConnectionError):
+    """The table does not exist or is not a full-ACID ORC table."""
+
+    def __init__(self, db: str, table: str, reason: str) -> None:
+        super().__init__(f"Invalid table {db}.{table}: {reason}")
+        self.db, self.table, self.reason = db, table, reason
+
+
+class InvalidPartition(StreamingException):
+    """A partition spec does not fit the table's partition keys."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"Invalid partition {name}: {reason}")
+        self.name, self.reason = name, reason
+
+
+class SerializationError(StreamingException):
+    """A record cannot be parsed into the table's columns; the transaction stays usable."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        record_index: int | None = None,
+        field: str | None = None,
+        record: bytes | None = None,
+    ) -> None:
+        where = []
+        if record_index is not None:
+            where.append(f"record {record_index}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.record_index, self.field, self.record = record_index, field, record
+
+
+class StreamingIOFailure(StreamingException):
+    """Writing or flushing data files failed (disk full, permission, storage outage)."""
+
+    retryable = True
+
+
+class TransactionError(StreamingException):
+    """A transaction cannot move to the requested state (not open, aborted, timed out)."""
+
+
+class HeartBeatFailure(StreamingException):
+    """Heartbeats found transactions of the batch aborted or missing: the batch is dead."""
+
+    def __init__(self, aborted: list[int], missing: list[int]) -> None:
+        super().__init__(f"Heartbeat found aborted txns {aborted} and missing txns {missing}")
+        self.aborted, self.missing = aborted, missing
+
+
+# --- metastore errors (Hive metastore Thrift exception names) ---------------------------------------------
+
+
+class MetaException(StreamingException):
+    """The metastore failed or refused an operation for a reason not covered below."""
+
+
+class MetastoreUnavailable(MetaException):
+    """The metastore database cannot be reached right now."""
+
+    retryable = True
+
+
+class SchemaVersionError(MetaException):
+    """The metastore database was created by an incompatible acidstream release."""
+
+
+class NoSuchObjectException(MetaException):
+    """A database, table or partition does not exist."""
+
+
+class AlreadyExistsException(MetaException):
+    """A database, table or partition already exists."""
+
+
+class InvalidObjectException(MetaException):
+    """A definition is malformed (unknown type, bad partition spec, bad property)."""
+
+
+class DdlSyntaxError(InvalidObjectException):
+    """A DDL statement does not parse; ``position`` is the 0-based offset of the offending token."""
+
+    def __init__(self, message: str, sql: str, position: int) -> None:
+        pointer = f"\n  {sql}\n  {' ' * position}^"
+        super().__init__(f"{message} at position {position}{pointer}")
+        self.sql, self.position = sql, position
+
+
+class NoSuchTxnException(MetaException):
+    """The transaction id was never opened (or has been cleaned away)."""
+
+
+class TxnAbortedException(MetaException):
+    """The transaction was aborted (by the client, a timeout or a conflict) and cannot be committed."""
+
+
+class TxnOpenException(MetaException):
+    """The operation needs the transaction to be finished, but it is still open."""
+
+
+class WriteConflictException(TxnAbortedException):
+    """First-committer-wins: a concurrent committed txn updated/deleted the same partition."""
+
+    retryable = True
+
+
+class NoSuchLockException(MetaException):
+    """The lock id is unknown (released, or its txn ended)."""
+
+
+class LockTimeoutException(MetaException):
+    """A lock could not be acquired within the wait timeout."""
+
+    retryable = True
+
+
+# --- on-disk format errors ---------------------------------------------------------------------------------
+
+
+class AcidFormatError(StreamingException):
+    """Files or directories on disk violate the Hive ACID format."""
+
+
+class NotEnoughHistory(AcidFormatError):
+    """The snapshot is older than the oldest compacted base: the history it needs was cleaned."""
+
+
+class CorruptFileError(AcidFormatError):
+    """A data or side file is truncated or inconsistent; the message names the path."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason

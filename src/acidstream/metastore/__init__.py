@@ -1,0 +1,1 @@
+"""The transactional metastore: catalog, transactions, write ids, locks, heartbeats, compaction queue, events."""

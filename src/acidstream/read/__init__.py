@@ -1,0 +1,1 @@
+"""Snapshot scans of ACID tables to Arrow."""

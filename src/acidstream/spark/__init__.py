@@ -1,0 +1,1 @@
+"""PySpark integration: the only package that imports pyspark."""

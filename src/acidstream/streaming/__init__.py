@@ -1,0 +1,1 @@
+"""Hive Streaming Data Ingest V2 in Python: connections, transaction batches, heartbeats, record writers."""

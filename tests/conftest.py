@@ -1,0 +1,55 @@
+"""Fixtures shared by the whole suite: warehouse directories and the metastore URLs to run behaviour suites on."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_URL = os.environ.get("ACIDSTREAM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _pg_reason() -> str | None:
+    """None when PostgreSQL answers at PG_URL, else why its tests skip."""
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - psycopg is a hard dependency
+        return f"psycopg not importable: {exc}"
+    try:
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return None
+    except Exception as exc:
+        return f"PostgreSQL not reachable at {PG_URL}: {exc}"
+
+
+_PG_SKIP = _pg_reason()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    return wh
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def metastore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty metastore database URL on each backend (PostgreSQL: a schema of its own)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'metastore.db'}"
+        return
+    if _PG_SKIP is not None:
+        pytest.skip(_PG_SKIP)
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
