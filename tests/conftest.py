@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,26 @@ def metastore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
     yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one SparkSession of the test session (a JVM costs seconds: never build a second one)."""
+    from acidstream.spark.session import session
+
+    s = session("acidstream-tests", master="local[2]")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def jvm(spark: Any) -> Any:
+    """py4j view of the shared JVM: Hive 2.3.10, storage-api 2.8.1 and orc-core classes from pyspark's jars."""
+    return spark._jvm
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests using the ``spark``/``jvm`` fixtures are marked ``spark`` automatically, so ``-m 'not spark'`` works."""
+    for item in items:
+        if {"spark", "jvm"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
