@@ -1,0 +1,384 @@
+"""The ``Metastore`` façade: the one object every other layer holds; each call is one DB transaction."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy import Connection, select
+
+from acidstream.acid.types import Column
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
+from acidstream.errors import LockTimeoutException
+from acidstream.metastore import catalog, compaction, locks, notifications, txns
+from acidstream.metastore import schema as s
+from acidstream.metastore.counters import now_ms
+from acidstream.metastore.engine import Database
+from acidstream.metastore.models import (
+    CompactionInfo,
+    CompletedComponent,
+    HeartbeatTxnRangeResponse,
+    LockComponent,
+    LockInfo,
+    LockResponse,
+    LockState,
+    NotificationEvent,
+    OperationType,
+    Partition,
+    Table,
+    TxnInfo,
+    TxnState,
+)
+
+R = TypeVar("R")
+
+#: Housekeeping piggy-backed on normal calls runs at most this often (and at least 4x per txn timeout).
+MAX_HOUSEKEEPING_INTERVAL = 60.0
+
+
+class Metastore:
+    """Catalog, transactions, write ids, locks, compaction queue and notification log over SQLite/PostgreSQL."""
+
+    table_class: ClassVar[type[Table]] = Table
+
+    def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
+        self._db = db
+        self.warehouse = warehouse
+        self.txn_timeout = txn_timeout
+        self.lock_wait_timeout = lock_wait_timeout
+        self._housekeeping_interval = min(txn_timeout / 4, MAX_HOUSEKEEPING_INTERVAL)
+        self._next_housekeeping = time.monotonic() + self._housekeeping_interval
+        self._housekeeping_lock = threading.Lock()
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        *,
+        warehouse: str | os.PathLike[str],
+        txn_timeout: float = 300.0,
+        lock_wait_timeout: float = 10.0,
+    ) -> Metastore:
+        """Open (creating or checking the schema version of) the metastore database at ``url``."""
+        db = Database(url)
+        wh = os.fspath(warehouse)
+
+        def init(conn: Connection) -> None:
+            s.ensure_schema(conn, now_ms())
+            catalog.create_database(conn, wh, catalog.DEFAULT_DB, if_not_exists=True)
+
+        try:
+            db.write(init)
+        except BaseException:
+            db.dispose()
+            raise
+        return cls(db, wh, txn_timeout, lock_wait_timeout)
+
+    def close(self) -> None:
+        self._db.dispose()
+
+    def __enter__(self) -> Metastore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        return self._db.url
+
+    @property
+    def dialect(self) -> str:
+        return self._db.dialect
+
+    # --- plumbing -------------------------------------------------------------------------------------------
+
+    def _write(self, fn: Callable[[Connection], R]) -> R:
+        return self._db.write(fn)
+
+    def _read(self, fn: Callable[[Connection], R]) -> R:
+        return self._db.read(fn)
+
+    def _housekeep_if_due(self) -> None:
+        """Abort timed-out txns as a side effect of normal use, so no daemon is needed for correctness."""
+        if time.monotonic() < self._next_housekeeping:
+            return
+        with self._housekeeping_lock:
+            if time.monotonic() < self._next_housekeeping:
+                return
+            self._next_housekeeping = time.monotonic() + self._housekeeping_interval
+        self.perform_timeouts()
+
+    # --- DDL --------------------------------------------------------------------------------------------------
+
+    def execute(self, sql: str) -> list[tuple[Any, ...]] | None:
+        """Run one statement of the Hive DDL subset; SHOW/DESCRIBE return rows, others None."""
+        from acidstream.metastore.ddl import run
+
+        return run(self, sql)
+
+    # --- catalog ----------------------------------------------------------------------------------------------
+
+    def create_database(self, name: str, if_not_exists: bool = False, comment: str | None = None) -> None:
+        self._write(
+            lambda c: catalog.create_database(
+                c, self.warehouse, name, if_not_exists=if_not_exists, comment=comment
+            )
+        )
+
+    def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> None:
+        self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
+
+    def list_databases(self) -> list[str]:
+        return self._read(catalog.list_databases)
+
+    def create_table(
+        self,
+        db: str,
+        name: str,
+        columns: Sequence[Column],
+        *,
+        partition_keys: Sequence[Column] = (),
+        bucket_columns: Sequence[str] = (),
+        num_buckets: int = 0,
+        properties: Mapping[str, str] | None = None,
+        if_not_exists: bool = False,
+    ) -> Table:
+        self._write(
+            lambda c: catalog.create_table(
+                c,
+                self.warehouse,
+                db,
+                name,
+                columns,
+                partition_keys=partition_keys,
+                bucket_columns=bucket_columns,
+                num_buckets=num_buckets,
+                properties=properties,
+                if_not_exists=if_not_exists,
+            )
+        )
+        return self.table(f"{db}.{name}")
+
+    def table(self, table_name: str) -> Table:
+        db, name = catalog.split_name(table_name)
+        fields = self._read(lambda c: catalog.load_table(c, db, name))
+        return self.table_class(**fields, metastore=self)
+
+    def list_tables(self, db: str = catalog.DEFAULT_DB) -> list[str]:
+        db = db.lower()
+
+        def run(c: Connection) -> list[str]:
+            catalog.require_database(c, db)
+            return catalog.list_tables(c, db)
+
+        return self._read(run)
+
+    def drop_table(self, table_name: str, if_exists: bool = False) -> None:
+        db, name = catalog.split_name(table_name)
+        self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
+
+    def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
+        db, name = catalog.split_name(table_name)
+        self._write(lambda c: catalog.alter_table_properties(c, db, name, properties))
+
+    def add_partition(
+        self, table_name: str, values: Sequence[str], *, if_not_exists: bool = True
+    ) -> Partition:
+        db, name = catalog.split_name(table_name)
+        return self._write(lambda c: catalog.add_partition(c, db, name, values, if_not_exists=if_not_exists))
+
+    def get_partition(self, table_name: str, values: Sequence[str]) -> Partition | None:
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: catalog.get_partition(c, db, name, values))
+
+    def list_partitions(self, table_name: str) -> list[Partition]:
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: catalog.list_partitions(c, db, name))
+
+    def drop_partition(self, table_name: str, values: Sequence[str]) -> None:
+        db, name = catalog.split_name(table_name)
+        self._write(lambda c: catalog.drop_partition(c, db, name, values))
+
+    # --- transactions -------------------------------------------------------------------------------------------
+
+    def open_txns(
+        self, n: int = 1, *, user: str | None = None, host: str | None = None, agent_info: str | None = None
+    ) -> list[int]:
+        self._housekeep_if_due()
+        return self._write(lambda c: txns.open_txns(c, n, user=user, host=host, agent_info=agent_info))
+
+    def allocate_table_write_ids(self, txn_ids: Sequence[int], table_name: str) -> list[tuple[int, int]]:
+        db, name = catalog.split_name(table_name)
+        return self._write(lambda c: txns.allocate_table_write_ids(c, txn_ids, db, name))
+
+    def commit_txn(self, txn_id: int, *, key: str | None = None, value: str | None = None) -> None:
+        conflict = self._write(lambda c: txns.commit_txn(c, txn_id, key, value))
+        if conflict is not None:
+            raise conflict
+
+    def abort_txn(self, txn_id: int) -> None:
+        self.abort_txns([txn_id])
+
+    def abort_txns(self, txn_ids: Sequence[int]) -> None:
+        self._write(lambda c: txns.abort_txns(c, txn_ids))
+
+    def heartbeat(self, txn_id: int) -> None:
+        self._write(lambda c: txns.heartbeat(c, txn_id))
+
+    def heartbeat_txn_range(self, lo: int, hi: int) -> HeartbeatTxnRangeResponse:
+        return self._write(lambda c: txns.heartbeat_txn_range(c, lo, hi))
+
+    def get_open_txns(self) -> ValidTxnList:
+        return self._read(txns.get_open_txns)
+
+    def get_valid_write_ids(self, table_name: str, txn_id: int | None = None) -> ValidWriteIdList:
+        """The table's snapshot; with ``txn_id`` (which must be open) its own write id is an open exception."""
+        self._housekeep_if_due()
+        db, name = catalog.split_name(table_name)
+
+        def run(c: Connection) -> ValidWriteIdList:
+            if txn_id is not None:
+                txns.require_open(c, txn_id)
+            return txns.get_valid_write_ids(c, db, name)
+
+        return self._read(run)
+
+    def get_txn_state(self, txn_id: int) -> TxnState:
+        return self._read(lambda c: txns.get_txn_state(c, txn_id))
+
+    def show_txns(self) -> list[TxnInfo]:
+        return self._read(txns.show_txns)
+
+    def get_write_id(self, txn_id: int, table_name: str) -> int | None:
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: txns.get_write_id(c, txn_id, db, name))
+
+    def add_dynamic_partitions(
+        self,
+        txn_id: int,
+        write_id: int,
+        table_name: str,
+        partition_names: Sequence[str],
+        operation: OperationType = OperationType.INSERT,
+    ) -> None:
+        db, name = catalog.split_name(table_name)
+        self._write(
+            lambda c: txns.add_dynamic_partitions(c, txn_id, write_id, db, name, partition_names, operation)
+        )
+
+    def add_write_notification(
+        self, txn_id: int, write_id: int, table_name: str, partition_name: str | None, files: Sequence[str]
+    ) -> int:
+        db, name = catalog.split_name(table_name)
+        return self._write(
+            lambda c: txns.add_write_notification(c, txn_id, write_id, db, name, partition_name, files)
+        )
+
+    def perform_timeouts(self) -> list[int]:
+        """One housekeeper pass: abort txns silent for longer than ``txn_timeout``; returns their ids."""
+        return self._write(lambda c: txns.perform_timeouts(c, int(self.txn_timeout * 1000)))
+
+    def completed_components(self, table_name: str, since_txn: int = 0) -> list[CompletedComponent]:
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: txns.completed_components(c, db, name, since_txn))
+
+    # --- locks ---------------------------------------------------------------------------------------------------
+
+    def lock(
+        self,
+        components: Sequence[LockComponent],
+        *,
+        txn_id: int | None = None,
+        agent_info: str | None = None,
+        user: str | None = None,
+        host: str | None = None,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> LockResponse:
+        """Request all components at once; with ``wait`` poll until acquired or ``timeout`` (then release)."""
+        self._housekeep_if_due()
+
+        def request(c: Connection) -> tuple[int, LockState, str | None]:
+            ext_id = locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
+            return (ext_id, *locks.check(c, ext_id))
+
+        lock_id, state, blocker = self._write(request)
+        if state is LockState.ACQUIRED or not wait:
+            return LockResponse(lock_id, state)
+        limit = self.lock_wait_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        pause = 0.005
+        while time.monotonic() < deadline:
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.25)
+            state, blocker = self._write(lambda c: locks.check(c, lock_id))
+            if state is LockState.ACQUIRED:
+                return LockResponse(lock_id, state)
+        self._write(lambda c: locks.unlock(c, lock_id, waiting_only=True))
+        if self._lock_exists(lock_id):
+            return LockResponse(
+                lock_id, LockState.ACQUIRED
+            )  # acquired between the last check and the release
+        raise LockTimeoutException(f"lock {lock_id} not acquired within {limit:g}s: waiting for {blocker}")
+
+    def _lock_exists(self, lock_id: int) -> bool:
+        return self._read(
+            lambda c: (
+                c.execute(
+                    select(s.hive_locks.c.hl_lock_ext_id).where(s.hive_locks.c.hl_lock_ext_id == lock_id)
+                ).first()
+                is not None
+            )
+        )
+
+    def check_lock(self, lock_id: int) -> LockState:
+        return self._write(lambda c: locks.check(c, lock_id))[0]
+
+    def unlock(self, lock_id: int) -> None:
+        self._write(lambda c: locks.unlock(c, lock_id))
+
+    def heartbeat_lock(self, lock_id: int) -> None:
+        """Keep a lock taken without a txn alive (txn locks live as long as their txn)."""
+        self._write(lambda c: locks.heartbeat(c, lock_id))
+
+    def show_locks(self, table_name: str | None = None) -> list[LockInfo]:
+        if table_name is None:
+            return self._read(locks.show_locks)
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: locks.show_locks(c, db, name))
+
+    # --- compaction ------------------------------------------------------------------------------------------------
+
+    def compact(self, table_name: str, partition_name: str | None = None, kind: str = "major") -> int:
+        db, name = catalog.split_name(table_name)
+        return self._write(lambda c: compaction.enqueue(c, db, name, partition_name, kind))
+
+    def show_compactions(self) -> list[CompactionInfo]:
+        return self._read(compaction.show)
+
+    def find_next_compaction(self, worker_id: str) -> CompactionInfo | None:
+        return self._write(lambda c: compaction.claim_next(c, worker_id))
+
+    def mark_compacted(self, compaction_id: int, highest_write_id: int | None = None) -> None:
+        self._write(lambda c: compaction.mark_compacted(c, compaction_id, highest_write_id))
+
+    def mark_cleaned(self, compaction_id: int) -> None:
+        self._write(lambda c: compaction.mark_cleaned(c, compaction_id))
+
+    def mark_failed(self, compaction_id: int, message: str) -> None:
+        self._write(lambda c: compaction.mark_failed(c, compaction_id, message))
+
+    # --- notifications ----------------------------------------------------------------------------------------------
+
+    def notifications(self, after_event_id: int = 0, limit: int = 1000) -> list[NotificationEvent]:
+        return self._read(lambda c: notifications.events(c, after_event_id, limit))
+
+    def current_notification_event_id(self) -> int:
+        return self._read(notifications.current_event_id)

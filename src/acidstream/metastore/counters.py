@@ -1,0 +1,29 @@
+"""Row-locked counters (Hive's NEXT_TXN_ID style): gap-free, ordered ids on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import Connection, Table, select, update
+
+
+def take_ids(conn: Connection, counter: Table, n: int = 1) -> int:
+    """Reserve ``n`` consecutive ids from a single-row counter table; returns the first one.
+
+    The row lock (``FOR UPDATE``; SQLite's write lock is already held) is held until the caller's transaction
+    ends, so a rolled-back caller leaves no gap and concurrent callers are served in commit order.
+    """
+    col = next(iter(counter.c))
+    first = conn.execute(select(col).with_for_update()).scalar_one()
+    conn.execute(update(counter).values({col.name: first + n}))
+    return int(first)
+
+
+def peek_next(conn: Connection, counter: Table) -> int:
+    """The id the counter would hand out next, without reserving it."""
+    return int(conn.execute(select(next(iter(counter.c)))).scalar_one())
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: hosts sharing a PostgreSQL metastore must keep their clocks in sync."""
+    return int(time.time() * 1000)

@@ -1,0 +1,205 @@
+"""Values the metastore hands out: table and partition handles, Hive's enums with their one-letter DB codes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from acidstream.acid.types import Column
+
+if TYPE_CHECKING:
+    from acidstream.metastore.client import Metastore
+
+
+class TxnState(enum.Enum):
+    OPEN = "o"
+    COMMITTED = "c"
+    ABORTED = "a"
+    UNKNOWN = "u"
+
+
+class OperationType(enum.Enum):
+    SELECT = "s"
+    INSERT = "i"
+    UPDATE = "u"
+    DELETE = "d"
+    COMPACT = "c"
+
+    @property
+    def writes(self) -> bool:
+        return self in (OperationType.INSERT, OperationType.UPDATE, OperationType.DELETE)
+
+    @property
+    def is_update_delete(self) -> bool:
+        return self in (OperationType.UPDATE, OperationType.DELETE)
+
+
+class LockType(enum.Enum):
+    SHARED_READ = "r"
+    SHARED_WRITE = "w"
+    EXCLUSIVE = "e"
+
+
+class LockLevel(enum.Enum):
+    DB = "db"
+    TABLE = "table"
+    PARTITION = "partition"
+
+
+class LockState(enum.Enum):
+    ACQUIRED = "a"
+    WAITING = "w"
+    NOT_ACQUIRED = "n"
+    ABORT = "x"
+
+
+@dataclass(frozen=True)
+class LockComponent:
+    type: LockType
+    level: LockLevel
+    db: str
+    table: str | None = None
+    partition: str | None = None
+    operation: OperationType = OperationType.SELECT
+    is_dynamic_partition_write: bool = False
+
+
+@dataclass(frozen=True)
+class LockResponse:
+    lock_id: int
+    state: LockState
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """One row of SHOW LOCKS (one component of a lock request)."""
+
+    lock_id: int
+    component_id: int
+    txn_id: int | None
+    db: str
+    table: str | None
+    partition: str | None
+    state: LockState
+    type: LockType
+    last_heartbeat: int
+    acquired_at: int | None
+    user: str | None
+    host: str | None
+    agent_info: str | None
+    blocked_by: int | None
+
+
+@dataclass(frozen=True)
+class TxnInfo:
+    """One row of SHOW TRANSACTIONS (open and aborted txns; committed ones are not listed, as in Hive)."""
+
+    txn_id: int
+    state: TxnState
+    started: int
+    last_heartbeat: int
+    user: str | None
+    host: str | None
+    agent_info: str | None
+
+
+@dataclass(frozen=True)
+class HeartbeatTxnRangeResponse:
+    aborted: list[int]
+    nosuch: list[int]
+
+
+@dataclass(frozen=True)
+class NotificationEvent:
+    event_id: int
+    event_time: int
+    event_type: str
+    db: str | None
+    table: str | None
+    partition: str | None
+    txn_id: int | None
+    write_id: int | None
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CompactionInfo:
+    """A compaction request, queued or completed; ``state`` is Hive's SHOW COMPACTIONS text."""
+
+    id: int
+    db: str
+    table: str
+    partition: str | None
+    kind: str  # 'major' | 'minor'
+    state: str
+    worker_id: str | None
+    enqueue_time: int
+    start: int | None
+    end: int | None
+    highest_write_id: int | None
+    error_message: str | None
+
+    @property
+    def table_name(self) -> str:
+        return f"{self.db}.{self.table}"
+
+
+@dataclass(frozen=True)
+class CompletedComponent:
+    """A table/partition written by a committed txn: the compaction initiator's input."""
+
+    txn_id: int
+    db: str
+    table: str
+    partition: str | None
+    write_id: int | None
+    update_delete: bool
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table handle; upper layers subclass it (``Metastore.table_class``) to add reading/writing methods."""
+
+    db: str
+    name: str
+    columns: tuple[Column, ...]
+    partition_keys: tuple[Column, ...]
+    bucket_columns: tuple[str, ...]
+    num_buckets: int
+    bucketing_version: int
+    properties: Mapping[str, str]
+    location: str
+    table_id: int
+    metastore: Metastore | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    @property
+    def is_transactional(self) -> bool:
+        """Full ACID: ``transactional=true`` and not ``insert_only`` (Hive's ``AcidUtils.isFullAcidTable``)."""
+        props = {k.lower(): v.lower() for k, v in self.properties.items()}
+        return (
+            props.get("transactional") == "true"
+            and props.get("transactional_properties", "default") != "insert_only"
+        )
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_keys)
+
+    @property
+    def all_columns(self) -> tuple[Column, ...]:
+        return self.columns + self.partition_keys
+
+
+@dataclass(frozen=True)
+class Partition:
+    table: str
+    values: tuple[str, ...]
+    name: str
+    location: str

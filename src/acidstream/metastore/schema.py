@@ -1,0 +1,320 @@
+"""The metastore's SQL schema: Hive's table names (lower-cased), plus a version table for upgrades.
+
+Counters are single-row tables updated under a row lock (``NEXT_TXN_ID``, ``NEXT_LOCK_ID`` ...), as in Hive 3,
+so that ids are gap-free and ordered on every backend without relying on database sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    insert,
+    inspect,
+    select,
+)
+
+from acidstream.errors import SchemaVersionError
+
+#: Bump when the schema changes and register the step in ``UPGRADES``.
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+NAME = 128
+#: Auto-increment ids: SQLite only auto-increments an INTEGER PRIMARY KEY.
+AUTO_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+schema_version = Table(
+    "acidstream_version",
+    metadata,
+    Column("version", Integer, nullable=False),
+    Column("created", BigInteger, nullable=False),
+)
+
+# --- catalog -------------------------------------------------------------------------------------------------
+
+dbs = Table(
+    "dbs",
+    metadata,
+    Column("db_id", AUTO_ID, primary_key=True, autoincrement=True),
+    Column("name", String(NAME), nullable=False, unique=True),
+    Column("location", Text, nullable=False),
+    Column("comment", Text),
+    Column("create_time", BigInteger, nullable=False),
+)
+
+tbls = Table(
+    "tbls",
+    metadata,
+    Column("tbl_id", AUTO_ID, primary_key=True, autoincrement=True),
+    Column("db_name", String(NAME), nullable=False),
+    Column("tbl_name", String(NAME), nullable=False),
+    Column("location", Text, nullable=False),
+    Column("num_buckets", Integer, nullable=False),
+    Column("create_time", BigInteger, nullable=False),
+    UniqueConstraint("db_name", "tbl_name", name="uq_tbls_name"),
+)
+
+columns_v2 = Table(
+    "columns_v2",
+    metadata,
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("integer_idx", Integer, nullable=False),
+    Column("column_name", String(NAME), nullable=False),
+    Column("type_name", Text, nullable=False),
+    Column("comment", Text),
+    PrimaryKeyConstraint("tbl_id", "integer_idx"),
+)
+
+partition_keys = Table(
+    "partition_keys",
+    metadata,
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("integer_idx", Integer, nullable=False),
+    Column("pkey_name", String(NAME), nullable=False),
+    Column("pkey_type", Text, nullable=False),
+    Column("pkey_comment", Text),
+    PrimaryKeyConstraint("tbl_id", "integer_idx"),
+)
+
+bucketing_cols = Table(
+    "bucketing_cols",
+    metadata,
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("integer_idx", Integer, nullable=False),
+    Column("bucket_col_name", String(NAME), nullable=False),
+    PrimaryKeyConstraint("tbl_id", "integer_idx"),
+)
+
+table_params = Table(
+    "table_params",
+    metadata,
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("param_key", String(256), nullable=False),
+    Column("param_value", Text, nullable=False),
+    PrimaryKeyConstraint("tbl_id", "param_key"),
+)
+
+partitions = Table(
+    "partitions",
+    metadata,
+    Column("part_id", AUTO_ID, primary_key=True, autoincrement=True),
+    Column("tbl_id", BigInteger, nullable=False),
+    Column("part_name", Text, nullable=False),
+    Column("part_values", Text, nullable=False),  # JSON list, in partition-key order
+    Column("location", Text, nullable=False),
+    Column("create_time", BigInteger, nullable=False),
+    UniqueConstraint("tbl_id", "part_name", name="uq_partitions_name"),
+)
+
+# --- transactions ----------------------------------------------------------------------------------------------
+
+next_txn_id = Table("next_txn_id", metadata, Column("ntxn_next", BigInteger, nullable=False))
+
+txns = Table(
+    "txns",
+    metadata,
+    Column("txn_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("txn_state", String(1), nullable=False),
+    Column("txn_started", BigInteger, nullable=False),
+    Column("txn_last_heartbeat", BigInteger, nullable=False),
+    Column("txn_user", String(NAME)),
+    Column("txn_host", String(NAME)),
+    Column("txn_agent_info", Text),
+    Column("txn_heartbeat_count", Integer, nullable=False, default=0),
+    Index("ix_txns_state", "txn_state"),
+)
+
+txn_components = Table(
+    "txn_components",
+    metadata,
+    Column("tc_txnid", BigInteger, nullable=False),
+    Column("tc_database", String(NAME), nullable=False),
+    Column("tc_table", String(NAME)),
+    Column("tc_partition", Text),
+    Column("tc_operation_type", String(1), nullable=False),
+    Column("tc_writeid", BigInteger),
+    Index("ix_tc_txnid", "tc_txnid"),
+    Index("ix_tc_table", "tc_database", "tc_table"),
+)
+
+completed_txn_components = Table(
+    "completed_txn_components",
+    metadata,
+    Column("ctc_txnid", BigInteger, nullable=False),
+    Column("ctc_database", String(NAME), nullable=False),
+    Column("ctc_table", String(NAME)),
+    Column("ctc_partition", Text),
+    Column("ctc_timestamp", BigInteger, nullable=False),
+    Column("ctc_writeid", BigInteger),
+    Column("ctc_update_delete", String(1), nullable=False),
+    Index("ix_ctc_table", "ctc_database", "ctc_table", "ctc_txnid"),
+)
+
+txn_to_write_id = Table(
+    "txn_to_write_id",
+    metadata,
+    Column("t2w_txnid", BigInteger, nullable=False),
+    Column("t2w_database", String(NAME), nullable=False),
+    Column("t2w_table", String(NAME), nullable=False),
+    Column("t2w_writeid", BigInteger, nullable=False),
+    UniqueConstraint("t2w_txnid", "t2w_database", "t2w_table", name="uq_t2w_txnid"),
+    UniqueConstraint("t2w_database", "t2w_table", "t2w_writeid", name="uq_t2w_writeid"),
+)
+
+next_write_id = Table(
+    "next_write_id",
+    metadata,
+    Column("nwi_database", String(NAME), nullable=False),
+    Column("nwi_table", String(NAME), nullable=False),
+    Column("nwi_next", BigInteger, nullable=False),
+    PrimaryKeyConstraint("nwi_database", "nwi_table"),
+)
+
+write_set = Table(
+    "write_set",
+    metadata,
+    Column("ws_database", String(NAME), nullable=False),
+    Column("ws_table", String(NAME), nullable=False),
+    Column("ws_partition", Text),
+    Column("ws_txnid", BigInteger, nullable=False),
+    Column("ws_commit_id", BigInteger, nullable=False),
+    Column("ws_operation_type", String(1), nullable=False),
+    Index("ix_ws_table", "ws_database", "ws_table"),
+)
+
+# --- locks -------------------------------------------------------------------------------------------------------
+
+next_lock_id = Table("next_lock_id", metadata, Column("nl_next", BigInteger, nullable=False))
+
+hive_locks = Table(
+    "hive_locks",
+    metadata,
+    Column("hl_lock_ext_id", BigInteger, nullable=False),
+    Column("hl_lock_int_id", BigInteger, nullable=False),
+    Column("hl_txnid", BigInteger, nullable=False),  # 0 = no txn
+    Column("hl_db", String(NAME), nullable=False),
+    Column("hl_table", String(NAME)),
+    Column("hl_partition", Text),
+    Column("hl_lock_state", String(1), nullable=False),
+    Column("hl_lock_type", String(1), nullable=False),
+    Column("hl_last_heartbeat", BigInteger, nullable=False),
+    Column("hl_acquired_at", BigInteger),
+    Column("hl_user", String(NAME)),
+    Column("hl_host", String(NAME)),
+    Column("hl_agent_info", Text),
+    Column("hl_blockedby_ext_id", BigInteger),
+    Column("hl_blockedby_int_id", BigInteger),
+    PrimaryKeyConstraint("hl_lock_ext_id", "hl_lock_int_id"),
+    Index("ix_hl_txnid", "hl_txnid"),
+)
+
+# --- compaction ----------------------------------------------------------------------------------------------------
+
+next_compaction_queue_id = Table(
+    "next_compaction_queue_id", metadata, Column("ncq_next", BigInteger, nullable=False)
+)
+
+
+def _compaction_columns(prefix: str) -> list[Column[object]]:
+    return [
+        Column(f"{prefix}_id", BigInteger, primary_key=True, autoincrement=False),
+        Column(f"{prefix}_database", String(NAME), nullable=False),
+        Column(f"{prefix}_table", String(NAME), nullable=False),
+        Column(f"{prefix}_partition", Text),
+        Column(f"{prefix}_state", String(1), nullable=False),
+        Column(f"{prefix}_type", String(1), nullable=False),
+        Column(f"{prefix}_worker_id", String(NAME)),
+        Column(f"{prefix}_enqueue_time", BigInteger, nullable=False),
+        Column(f"{prefix}_start", BigInteger),
+        Column(f"{prefix}_end", BigInteger),
+        Column(f"{prefix}_run_as", String(NAME)),
+        Column(f"{prefix}_highest_write_id", BigInteger),
+        Column(f"{prefix}_error_message", Text),
+    ]
+
+
+compaction_queue = Table("compaction_queue", metadata, *_compaction_columns("cq"))
+completed_compactions = Table("completed_compactions", metadata, *_compaction_columns("cc"))
+
+# --- notifications ---------------------------------------------------------------------------------------------------
+
+notification_sequence = Table(
+    "notification_sequence", metadata, Column("next_event_id", BigInteger, nullable=False)
+)
+
+notification_log = Table(
+    "notification_log",
+    metadata,
+    Column("nl_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("event_time", BigInteger, nullable=False),
+    Column("event_type", String(32), nullable=False),
+    Column("db_name", String(NAME)),
+    Column("tbl_name", String(NAME)),
+    Column("partition", Text),
+    Column("txn_id", BigInteger),
+    Column("write_id", BigInteger),
+    Column("message", Text, nullable=False),
+)
+
+#: Housekeeping bookkeeping shared by all clients (Hive's AUX_TABLE): key → last run time in ms.
+aux_table = Table(
+    "aux_table",
+    metadata,
+    Column("mt_key", String(NAME), primary_key=True),
+    Column("mt_value", BigInteger, nullable=False),
+)
+
+COUNTERS = (next_txn_id, next_lock_id, next_compaction_queue_id, notification_sequence)
+
+#: Upgrade steps: ``UPGRADES[v]`` migrates a version-``v`` database to ``v + 1`` inside the caller's transaction.
+UPGRADES: dict[int, Callable[[Connection], None]] = {}
+
+
+def ensure_schema(conn: Connection, now_ms: int) -> None:
+    """Create the schema in an empty database, upgrade an older one, or refuse an incompatible one.
+
+    Runs inside the caller's write transaction, so concurrent first connections create it exactly once.
+    """
+    existing = set(inspect(conn).get_table_names())
+    if schema_version.name not in existing:
+        if existing & set(metadata.tables):
+            raise SchemaVersionError(
+                "metastore database has acidstream tables but no version table; it was not created by "
+                "acidstream (or is damaged)"
+            )
+        metadata.create_all(conn)
+        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION, created=now_ms))
+        for counter in COUNTERS:
+            conn.execute(insert(counter).values({next(iter(counter.c)).name: 1}))
+        return
+    found = conn.execute(select(schema_version.c.version)).scalar()
+    if found is None:
+        raise SchemaVersionError("metastore version table is empty; the database is damaged")
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"metastore schema version {found} was written by a newer acidstream release; this release "
+            f"understands versions up to {SCHEMA_VERSION}: upgrade acidstream"
+        )
+    while found < SCHEMA_VERSION:
+        step = UPGRADES.get(found)
+        if step is None:
+            raise SchemaVersionError(
+                f"metastore schema version {found} is too old for this release (version {SCHEMA_VERSION}) "
+                "and no upgrade path exists from it"
+            )
+        step(conn)
+        found += 1
+        conn.execute(schema_version.update().values(version=found))

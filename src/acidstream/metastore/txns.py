@@ -1,0 +1,538 @@
+"""Transactions and write ids with Hive 3 TxnHandler semantics; each function runs inside one DB transaction.
+
+Committed txns keep their ``TXNS`` row in state ``c`` (Hive 4 style) so that a repeated commit is a no-op and
+``get_txn_state`` answers exactly; snapshots only look at open and aborted rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, and_, delete, insert, or_, select, true, update
+
+from acidstream.acid.writeids import LONG_MAX, ValidTxnList, ValidWriteIdList, write_id_list_from_states
+from acidstream.errors import (
+    InvalidObjectException,
+    MetaException,
+    NoSuchTxnException,
+    TxnAbortedException,
+    WriteConflictException,
+)
+from acidstream.metastore import catalog, notifications
+from acidstream.metastore import schema as s
+from acidstream.metastore.counters import now_ms, peek_next, take_ids
+from acidstream.metastore.models import (
+    CompletedComponent,
+    HeartbeatTxnRangeResponse,
+    OperationType,
+    TxnInfo,
+    TxnState,
+)
+
+MAX_OPEN_BATCH = 1000  # hive.txn.max.open.batch
+#: Seconds to sleep inside the commit's DB transaction: lets crash tests kill a client mid-commit.
+COMMIT_DELAY_ENV = "ACIDSTREAM_METASTORE_COMMIT_DELAY"
+
+T = s.txns.c
+TC = s.txn_components.c
+T2W = s.txn_to_write_id.c
+
+
+def txn_str(txn_id: int) -> str:
+    return f"txnid:{txn_id}"
+
+
+def _state(conn: Connection, txn_id: int, *, for_update: bool = False) -> TxnState:
+    query = select(T.txn_state).where(T.txn_id == txn_id)
+    if for_update:
+        query = query.with_for_update()
+    code = conn.execute(query).scalar()
+    return TxnState.UNKNOWN if code is None else TxnState(code)
+
+
+def _raise_unexpected(state: TxnState, txn_id: int) -> None:
+    """Hive's ``raiseTxnUnexpectedState``: the typed error for a txn that is not open."""
+    if state is TxnState.ABORTED:
+        raise TxnAbortedException(f"Transaction {txn_str(txn_id)} already aborted")
+    if state is TxnState.COMMITTED:
+        raise NoSuchTxnException(f"Transaction {txn_str(txn_id)} is already committed.")
+    raise NoSuchTxnException(f"No such transaction {txn_str(txn_id)}")
+
+
+def require_open(conn: Connection, txn_id: int, *, for_update: bool = False) -> None:
+    state = _state(conn, txn_id, for_update=for_update)
+    if state is not TxnState.OPEN:
+        _raise_unexpected(state, txn_id)
+
+
+def get_txn_state(conn: Connection, txn_id: int) -> TxnState:
+    return _state(conn, txn_id)
+
+
+def open_txns(
+    conn: Connection, n: int, *, user: str | None, host: str | None, agent_info: str | None
+) -> list[int]:
+    if not 1 <= n <= MAX_OPEN_BATCH:
+        raise InvalidObjectException(f"can open 1..{MAX_OPEN_BATCH} transactions at once, not {n}")
+    first = take_ids(conn, s.next_txn_id, n)
+    now = now_ms()
+    ids = list(range(first, first + n))
+    conn.execute(
+        insert(s.txns),
+        [
+            {
+                "txn_id": i,
+                "txn_state": TxnState.OPEN.value,
+                "txn_started": now,
+                "txn_last_heartbeat": now,
+                "txn_user": user,
+                "txn_host": host,
+                "txn_agent_info": agent_info,
+                "txn_heartbeat_count": 0,
+            }
+            for i in ids
+        ],
+    )
+    notifications.emit(conn, "OPEN_TXN", txn_id=first, message={"txn_ids": ids, "user": user, "host": host})
+    return ids
+
+
+def allocate_table_write_ids(
+    conn: Connection, txn_ids: Sequence[int], db: str, table: str
+) -> list[tuple[int, int]]:
+    """Consecutive write ids for the txns in ascending order; idempotent when all already have one."""
+    if not txn_ids:
+        raise InvalidObjectException("allocate_table_write_ids needs at least one txn id")
+    ordered = sorted(set(txn_ids))
+    if not catalog.is_transactional_table(conn, db, table):
+        raise InvalidObjectException(f"Table {db}.{table} is not transactional: it has no write ids")
+    states = dict(
+        conn.execute(
+            select(T.txn_id, T.txn_state).where(T.txn_id.in_(ordered)).order_by(T.txn_id).with_for_update()
+        )
+        .tuples()
+        .all()
+    )
+    for txn_id in ordered:
+        state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
+        if state is not TxnState.OPEN:
+            _raise_unexpected(state, txn_id)
+    existing = dict(
+        conn.execute(
+            select(T2W.t2w_txnid, T2W.t2w_writeid).where(
+                T2W.t2w_database == db, T2W.t2w_table == table, T2W.t2w_txnid.in_(ordered)
+            )
+        )
+        .tuples()
+        .all()
+    )
+    if len(existing) == len(ordered):
+        return [(t, existing[t]) for t in ordered]
+    if existing:
+        raise MetaException(
+            f"write ids for {db}.{table} were allocated to only some of txns {ordered}: {sorted(existing)}"
+        )
+    nwi = s.next_write_id.c
+    key = and_(nwi.nwi_database == db, nwi.nwi_table == table)
+    first = conn.execute(select(nwi.nwi_next).where(key).with_for_update()).scalar()
+    if first is None:
+        first = 1
+        conn.execute(
+            insert(s.next_write_id).values(nwi_database=db, nwi_table=table, nwi_next=1 + len(ordered))
+        )
+    else:
+        conn.execute(update(s.next_write_id).where(key).values(nwi_next=first + len(ordered)))
+    pairs = [(t, first + i) for i, t in enumerate(ordered)]
+    conn.execute(
+        insert(s.txn_to_write_id),
+        [{"t2w_txnid": t, "t2w_database": db, "t2w_table": table, "t2w_writeid": w} for t, w in pairs],
+    )
+    notifications.emit(
+        conn,
+        "ALLOC_WRITE_ID",
+        db=db,
+        table=table,
+        txn_id=ordered[0],
+        write_id=first,
+        message={"txn_to_write_id": [list(p) for p in pairs]},
+    )
+    return pairs
+
+
+def get_write_id(conn: Connection, txn_id: int, db: str, table: str) -> int | None:
+    return conn.execute(
+        select(T2W.t2w_writeid).where(T2W.t2w_txnid == txn_id, T2W.t2w_database == db, T2W.t2w_table == table)
+    ).scalar()
+
+
+def _commit_key_value(conn: Connection, txn_id: int, key: str | None, value: str | None) -> None:
+    """Store ``key=value`` as a property of every table the txn has a write id for (exactly-once sinks)."""
+    if key is None and value is None:
+        return
+    if key is None or value is None:
+        raise InvalidObjectException("commit key and value must be given together")
+    if not key.startswith("_meta"):
+        raise InvalidObjectException(f"commit key must start with '_meta', got {key!r}")
+    tables = (
+        conn.execute(
+            select(s.tbls.c.tbl_id)
+            .join(
+                s.txn_to_write_id,
+                and_(T2W.t2w_database == s.tbls.c.db_name, T2W.t2w_table == s.tbls.c.tbl_name),
+            )
+            .where(T2W.t2w_txnid == txn_id)
+        )
+        .scalars()
+        .all()
+    )
+    if not tables:
+        raise InvalidObjectException(f"Transaction {txn_str(txn_id)} wrote no table to attach {key!r} to")
+    for tbl_id in tables:
+        catalog.set_properties(conn, tbl_id, {key: value})
+
+
+def _write_conflict(
+    conn: Connection, txn_id: int, components: Sequence[tuple[str, str | None, str | None, str]]
+) -> str | None:
+    """First-committer-wins: a txn that committed after ours started updated/deleted the same partition."""
+    ws = s.write_set.c
+    for db, table, partition, op in components:
+        if not OperationType(op).is_update_delete:
+            continue
+        part_match = (
+            true() if partition is None else or_(ws.ws_partition.is_(None), ws.ws_partition == partition)
+        )
+        hit = conn.execute(
+            select(ws.ws_txnid, ws.ws_partition)
+            .where(
+                ws.ws_database == db,
+                ws.ws_table == table,
+                part_match,
+                ws.ws_commit_id >= txn_id,
+                ws.ws_txnid != txn_id,
+                ws.ws_operation_type.in_([OperationType.UPDATE.value, OperationType.DELETE.value]),
+            )
+            .limit(1)
+        ).first()
+        if hit is not None:
+            where = f"{db}.{table}" + (f"/{hit.ws_partition}" if hit.ws_partition else "")
+            return (
+                f"Aborting {txn_str(txn_id)} due to a write conflict on {where} committed by "
+                f"{txn_str(hit.ws_txnid)}"
+            )
+    return None
+
+
+def commit_txn(
+    conn: Connection, txn_id: int, key: str | None, value: str | None
+) -> WriteConflictException | None:
+    """Commit; on a write conflict the txn is aborted in this DB transaction and the error is returned."""
+    state = _state(conn, txn_id, for_update=True)
+    if state is TxnState.COMMITTED:
+        return None
+    if state is not TxnState.OPEN:
+        _raise_unexpected(state, txn_id)
+    components = [
+        (r.tc_database, r.tc_table, r.tc_partition, r.tc_operation_type, r.tc_writeid)
+        for r in conn.execute(select(s.txn_components).where(TC.tc_txnid == txn_id))
+    ]
+    conflict = _write_conflict(conn, txn_id, [c[:4] for c in components])
+    if conflict is not None:
+        abort_txns(conn, [txn_id], reason="write conflict")
+        return WriteConflictException(conflict)
+    _commit_key_value(conn, txn_id, key, value)
+    now = now_ms()
+    update_delete = any(OperationType(c[3]).is_update_delete for c in components)
+    if components:
+        conn.execute(
+            insert(s.completed_txn_components),
+            [
+                {
+                    "ctc_txnid": txn_id,
+                    "ctc_database": db,
+                    "ctc_table": tbl,
+                    "ctc_partition": part,
+                    "ctc_timestamp": now,
+                    "ctc_writeid": wid,
+                    "ctc_update_delete": "Y" if update_delete else "N",
+                }
+                for db, tbl, part, _op, wid in components
+            ],
+        )
+    if update_delete:
+        commit_id = peek_next(conn, s.next_txn_id) - 1
+        conn.execute(
+            insert(s.write_set),
+            [
+                {
+                    "ws_database": db,
+                    "ws_table": tbl,
+                    "ws_partition": part,
+                    "ws_txnid": txn_id,
+                    "ws_commit_id": commit_id,
+                    "ws_operation_type": op,
+                }
+                for db, tbl, part, op, _wid in components
+                if OperationType(op).is_update_delete
+            ],
+        )
+    conn.execute(delete(s.txn_components).where(TC.tc_txnid == txn_id))
+    conn.execute(delete(s.hive_locks).where(s.hive_locks.c.hl_txnid == txn_id))
+    conn.execute(update(s.txns).where(T.txn_id == txn_id).values(txn_state=TxnState.COMMITTED.value))
+    write_ids = {
+        f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid
+        for r in conn.execute(select(s.txn_to_write_id).where(T2W.t2w_txnid == txn_id))
+    }
+    notifications.emit(
+        conn,
+        "COMMIT_TXN",
+        txn_id=txn_id,
+        message={
+            "write_ids": write_ids,
+            "key": key,
+            "value": value,
+            "partitions": sorted(
+                {f"{db}.{tbl}" + (f"/{part}" if part else "") for db, tbl, part, _o, _w in components}
+            ),
+        },
+    )
+    delay = os.environ.get(COMMIT_DELAY_ENV)
+    if delay:
+        time.sleep(float(delay))
+    return None
+
+
+def abort_txns(conn: Connection, txn_ids: Sequence[int], *, reason: str = "client") -> list[int]:
+    """Abort the open txns among ``txn_ids`` (already aborted: no-op); unknown/committed ids raise."""
+    ordered = sorted(set(txn_ids))
+    states = dict(
+        conn.execute(
+            select(T.txn_id, T.txn_state).where(T.txn_id.in_(ordered)).order_by(T.txn_id).with_for_update()
+        )
+        .tuples()
+        .all()
+    )
+    for txn_id in ordered:
+        state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
+        if state not in (TxnState.OPEN, TxnState.ABORTED):
+            _raise_unexpected(state, txn_id)
+    opened = [t for t in ordered if states[t] == TxnState.OPEN.value]
+    _abort_open(conn, opened, reason)
+    return opened
+
+
+def _abort_open(conn: Connection, txn_ids: list[int], reason: str) -> None:
+    if not txn_ids:
+        return
+    conn.execute(
+        update(s.txns)
+        .where(T.txn_id.in_(txn_ids), T.txn_state == TxnState.OPEN.value)
+        .values(txn_state=TxnState.ABORTED.value)
+    )
+    conn.execute(delete(s.hive_locks).where(s.hive_locks.c.hl_txnid.in_(txn_ids)))
+    notifications.emit(conn, "ABORT_TXN", txn_id=txn_ids[0], message={"txn_ids": txn_ids, "reason": reason})
+
+
+def heartbeat(conn: Connection, txn_id: int) -> None:
+    now = now_ms()
+    updated = conn.execute(
+        update(s.txns)
+        .where(T.txn_id == txn_id, T.txn_state == TxnState.OPEN.value)
+        .values(txn_last_heartbeat=now, txn_heartbeat_count=T.txn_heartbeat_count + 1)
+    ).rowcount
+    if not updated:
+        _raise_unexpected(_state(conn, txn_id), txn_id)
+    conn.execute(update(s.hive_locks).where(s.hive_locks.c.hl_txnid == txn_id).values(hl_last_heartbeat=now))
+
+
+def heartbeat_txn_range(conn: Connection, lo: int, hi: int) -> HeartbeatTxnRangeResponse:
+    """Heartbeat the open txns in [lo, hi]; report the aborted ones and the ones not open or never opened."""
+    now = now_ms()
+    in_range = and_(T.txn_id >= lo, T.txn_id <= hi)
+    conn.execute(
+        update(s.txns)
+        .where(in_range, T.txn_state == TxnState.OPEN.value)
+        .values(txn_last_heartbeat=now, txn_heartbeat_count=T.txn_heartbeat_count + 1)
+    )
+    conn.execute(
+        update(s.hive_locks)
+        .where(s.hive_locks.c.hl_txnid >= lo, s.hive_locks.c.hl_txnid <= hi)
+        .values(hl_last_heartbeat=now)
+    )
+    states = dict(conn.execute(select(T.txn_id, T.txn_state).where(in_range)).tuples().all())
+    aborted = [t for t in range(lo, hi + 1) if states.get(t) == TxnState.ABORTED.value]
+    nosuch = [t for t in range(lo, hi + 1) if states.get(t) in (None, TxnState.COMMITTED.value)]
+    return HeartbeatTxnRangeResponse(aborted=aborted, nosuch=nosuch)
+
+
+def get_open_txns(conn: Connection) -> ValidTxnList:
+    hwm = peek_next(conn, s.next_txn_id) - 1
+    rows = conn.execute(
+        select(T.txn_id, T.txn_state).where(
+            T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value]), T.txn_id <= hwm
+        )
+    ).all()
+    opened = [r.txn_id for r in rows if r.txn_state == TxnState.OPEN.value]
+    aborted = [r.txn_id for r in rows if r.txn_state == TxnState.ABORTED.value]
+    return ValidTxnList(hwm, tuple(opened), tuple(aborted), min_open_txn=min(opened, default=LONG_MAX))
+
+
+def get_valid_write_ids(conn: Connection, db: str, table: str) -> ValidWriteIdList:
+    """The table's snapshot now: write ids of open txns are open exceptions, of aborted txns aborted ones."""
+    catalog.require_table_id(conn, db, table)
+    nwi = s.next_write_id.c
+    nxt = conn.execute(select(nwi.nwi_next).where(nwi.nwi_database == db, nwi.nwi_table == table)).scalar()
+    hwm = (nxt or 1) - 1
+    rows = conn.execute(
+        select(T2W.t2w_writeid, T.txn_state)
+        .select_from(s.txns)
+        .join(s.txn_to_write_id, T2W.t2w_txnid == T.txn_id)
+        .where(
+            T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value]),
+            T2W.t2w_database == db,
+            T2W.t2w_table == table,
+            T2W.t2w_writeid <= hwm,
+        )
+    ).all()
+    opened = [r.t2w_writeid for r in rows if r.txn_state == TxnState.OPEN.value]
+    aborted = [r.t2w_writeid for r in rows if r.txn_state == TxnState.ABORTED.value]
+    return write_id_list_from_states(f"{db}.{table}", hwm, opened, aborted)
+
+
+def show_txns(conn: Connection) -> list[TxnInfo]:
+    rows = conn.execute(
+        select(s.txns)
+        .where(T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value]))
+        .order_by(T.txn_id)
+    ).all()
+    return [
+        TxnInfo(
+            r.txn_id,
+            TxnState(r.txn_state),
+            r.txn_started,
+            r.txn_last_heartbeat,
+            r.txn_user,
+            r.txn_host,
+            r.txn_agent_info,
+        )
+        for r in rows
+    ]
+
+
+def record_components(
+    conn: Connection, txn_id: int, db: str, table: str, partitions: Sequence[str | None], op: OperationType
+) -> None:
+    """TXN_COMPONENTS rows: where this txn wrote (the compactor's and cleaner's input)."""
+    write_id = get_write_id(conn, txn_id, db, table)
+    conn.execute(
+        insert(s.txn_components),
+        [
+            {
+                "tc_txnid": txn_id,
+                "tc_database": db,
+                "tc_table": table,
+                "tc_partition": p,
+                "tc_operation_type": op.value,
+                "tc_writeid": write_id,
+            }
+            for p in partitions
+        ],
+    )
+
+
+def add_dynamic_partitions(
+    conn: Connection,
+    txn_id: int,
+    write_id: int,
+    db: str,
+    table: str,
+    partition_names: Sequence[str],
+    op: OperationType,
+) -> None:
+    require_open(conn, txn_id, for_update=True)
+    allocated = get_write_id(conn, txn_id, db, table)
+    if allocated != write_id:
+        raise InvalidObjectException(
+            f"{txn_str(txn_id)} has write id {allocated} on {db}.{table}, not {write_id}"
+        )
+    if partition_names:
+        record_components(conn, txn_id, db, table, list(partition_names), op)
+
+
+def add_write_notification(
+    conn: Connection,
+    txn_id: int,
+    write_id: int,
+    db: str,
+    table: str,
+    partition: str | None,
+    files: Sequence[str],
+) -> int:
+    require_open(conn, txn_id)
+    allocated = get_write_id(conn, txn_id, db, table)
+    if allocated != write_id:
+        raise InvalidObjectException(
+            f"{txn_str(txn_id)} has write id {allocated} on {db}.{table}, not {write_id}"
+        )
+    return notifications.emit(
+        conn,
+        "ACID_WRITE",
+        db=db,
+        table=table,
+        partition=partition,
+        txn_id=txn_id,
+        write_id=write_id,
+        message={"files": list(files)},
+    )
+
+
+def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
+    """Abort open txns not heartbeated within the timeout; drop stale txn-less locks and empty aborted txns."""
+    cutoff = now_ms() - txn_timeout_ms
+    stale = list(
+        conn.execute(
+            select(T.txn_id)
+            .where(T.txn_state == TxnState.OPEN.value, T.txn_last_heartbeat < cutoff)
+            .order_by(T.txn_id)
+            .with_for_update()
+        ).scalars()
+    )
+    _abort_open(conn, stale, "timeout")
+    hl = s.hive_locks.c
+    conn.execute(delete(s.hive_locks).where(hl.hl_txnid == 0, hl.hl_last_heartbeat < cutoff))
+    # Hive's cleanEmptyAbortedTxns, delayed a further timeout so a late commit still hears "aborted".
+    forget = cutoff - txn_timeout_ms
+    has_components = select(TC.tc_txnid).where(TC.tc_txnid == T.txn_id).exists()
+    has_write_ids = select(T2W.t2w_txnid).where(T2W.t2w_txnid == T.txn_id).exists()
+    conn.execute(
+        delete(s.txns).where(
+            T.txn_state == TxnState.ABORTED.value,
+            T.txn_last_heartbeat < forget,
+            ~has_components,
+            ~has_write_ids,
+        )
+    )
+    return stale
+
+
+def completed_components(conn: Connection, db: str, table: str, since_txn: int) -> list[CompletedComponent]:
+    c = s.completed_txn_components.c
+    rows = conn.execute(
+        select(s.completed_txn_components)
+        .where(c.ctc_database == db, c.ctc_table == table, c.ctc_txnid > since_txn)
+        .order_by(c.ctc_txnid)
+    ).all()
+    return [
+        CompletedComponent(
+            r.ctc_txnid,
+            r.ctc_database,
+            r.ctc_table,
+            r.ctc_partition,
+            r.ctc_writeid,
+            r.ctc_update_delete == "Y",
+            r.ctc_timestamp,
+        )
+        for r in rows
+    ]
