@@ -160,3 +160,13 @@ class CorruptFileError(AcidFormatError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path, self.reason = path, reason
+
+
+class SideFileNotReadable(CorruptFileError):
+    """A ``_flush_length`` side file is empty or ends in a partial long: corrupt, or a writer is mid-append.
+
+    Retryable: a live streaming writer completes its 8-byte append within moments; if the state persists the
+    file needs ``orcfiledump --recover`` (or acidstream's equivalent).
+    """
+
+    retryable = True
