@@ -171,7 +171,11 @@ class ValidWriteIdList(_ExceptionList):
             raise AcidFormatError(f"malformed ValidWriteIdList {source!r}") from None
         open_ids = _ids(parts[3], "open write id", source) if len(parts) > 3 else []
         aborted = _ids(parts[4], "aborted write id", source) if len(parts) > 4 else []
-        return cls(hwm, tuple(open_ids), tuple(aborted), table=table, min_open_write_id=min_open)
+        parsed = cls(hwm, tuple(open_ids), tuple(aborted), table=table, min_open_write_id=min_open)
+        # Hive's readFromString keeps minOpenWriteId as written even without exceptions (only the
+        # constructor drops it), and isValidBase depends on it: keep it too.
+        object.__setattr__(parsed, "min_open_write_id", min_open)
+        return parsed
 
     @classmethod
     def all_committed(cls, table: str | None, high_watermark: int) -> ValidWriteIdList:
@@ -183,7 +187,8 @@ class ValidWriteIdList(_ExceptionList):
         if self.open_ids:
             hwm = self.open_ids[0] - 1
         aborted = tuple(a for a in self.aborted_ids if a <= hwm)
-        return ValidCompactorWriteIdList(hwm, (), aborted, table=self.table)
+        min_open = self.open_ids[0] if self.open_ids else LONG_MAX
+        return ValidCompactorWriteIdList(hwm, (), aborted, table=self.table, min_open_write_id=min_open)
 
 
 @dataclass(frozen=True)
