@@ -1,0 +1,21 @@
+"""ORC ACID event files: the writer (stitched pyarrow stripes + our own tails) and the reader.
+
+See hive-acid-format.md §2 (event schema), §4 (user metadata, writer settings) and §5.4–5.5 (intermediate
+footers, side files, close).
+"""
+
+from acidstream.acid.orc.events import EventKind, KeyIndex, event_schema
+from acidstream.acid.orc.reader import AcidFileMetadata, iter_event_batches, read_acid_metadata, read_events
+from acidstream.acid.orc.writer import AcidWriter, WriterOptions
+
+__all__ = [
+    "AcidFileMetadata",
+    "AcidWriter",
+    "EventKind",
+    "KeyIndex",
+    "WriterOptions",
+    "event_schema",
+    "iter_event_batches",
+    "read_acid_metadata",
+    "read_events",
+]

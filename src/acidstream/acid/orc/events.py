@@ -1,0 +1,77 @@
+"""The ACID event schema (§2.1) and the two user-metadata values Hive keeps per file (§4.1, §4.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import pyarrow as pa
+
+#: top-level field names of every full-ACID ORC file, in order (OrcRecordUpdater / SchemaEvolution)
+EVENT_FIELDS = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
+META_FIELDS = EVENT_FIELDS[:5]
+KEY_FIELDS = ("originalTransaction", "bucket", "rowId")
+
+ACID_KEY_INDEX = "hive.acid.key.index"
+ACID_STATS = "hive.acid.stats"
+ACID_VERSION = "hive.acid.version"
+
+
+class EventKind(IntEnum):
+    """``operation`` codes (OrcRecordUpdater); split-update files only hold INSERT or DELETE."""
+
+    INSERT = 0
+    UPDATE = 1
+    DELETE = 2
+
+
+def event_schema(row_type: pa.StructType) -> pa.Schema:
+    """The 6 event columns wrapping rows of ``row_type``; ``row`` is null for delete events."""
+    return pa.schema(
+        [
+            pa.field("operation", pa.int32()),
+            pa.field("originalTransaction", pa.int64()),
+            pa.field("bucket", pa.int32()),
+            pa.field("rowId", pa.int64()),
+            pa.field("currentTransaction", pa.int64()),
+            pa.field("row", row_type),
+        ]
+    )
+
+
+RecordKey = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    """``hive.acid.key.index``: the last (originalTransaction, bucket, rowId) of each stripe."""
+
+    entries: tuple[RecordKey, ...] = ()
+
+    def encode(self) -> str:
+        """Hive's text form: ``"2,536870912,1;3,536870912,1;"`` (a ``;`` after every entry)."""
+        return "".join(f"{t},{b},{r};" for t, b, r in self.entries)
+
+    @classmethod
+    def parse(cls, text: str) -> KeyIndex:
+        """Parse like ``OrcRawRecordMerger.parseKeyIndex``; raises ValueError on a malformed entry."""
+        entries: list[RecordKey] = []
+        for piece in text.split(";"):
+            if not piece:
+                continue
+            parts = piece.split(",")
+            if len(parts) != 3:
+                raise ValueError(f"bad key index entry {piece!r}")
+            entries.append((int(parts[0]), int(parts[1]), int(parts[2])))
+        return cls(tuple(entries))
+
+
+def format_acid_stats(inserts: int, updates: int, deletes: int) -> str:
+    return f"{inserts},{updates},{deletes}"
+
+
+def parse_acid_stats(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise ValueError(f"bad {ACID_STATS} value {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])

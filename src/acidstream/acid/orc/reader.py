@@ -1,0 +1,186 @@
+"""Read ORC ACID event files, or the committed prefix ``[0, length)`` of a file still being written.
+
+The tail is parsed and checked by us first (so a length that is not on a footer boundary, a truncated file
+or a non-ACID schema is a :class:`CorruptFileError`, never wrong rows); pyarrow then decodes the stripes
+through a view bounded at ``length``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+
+from acidstream.acid.orc.events import (
+    ACID_KEY_INDEX,
+    ACID_STATS,
+    ACID_VERSION,
+    EVENT_FIELDS,
+    META_FIELDS,
+    KeyIndex,
+    RecordKey,
+    parse_acid_stats,
+)
+from acidstream.acid.orc.tail import FOOTER, TYPE, OrcTail, TailError, read_tail
+from acidstream.errors import CorruptFileError
+
+_STRUCT = 12
+DEFAULT_BATCH_ROWS = 64 * 1024
+
+
+@dataclass(frozen=True)
+class AcidFileMetadata:
+    """What the tail of an event file says, without reading any stripe."""
+
+    key_index: list[RecordKey]
+    stats: tuple[int, int, int]
+    version: str | None
+    num_rows: int
+    stripes: int
+    schema_row_type: pa.StructType
+
+
+class _BoundedFile(io.RawIOBase):
+    """A read-only view of the first ``length`` bytes of a pyarrow file (for non-local filesystems)."""
+
+    def __init__(self, f: pa.NativeFile, length: int) -> None:
+        self._f, self._length, self._pos = f, length, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._length}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        n = max(0, min(len(buffer), self._length - self._pos))
+        data = self._f.read_at(n, self._pos) if n else b""
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+@contextlib.contextmanager
+def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, OrcTail]]:
+    """A random-access view of ``[0, length)`` and its validated tail."""
+    try:
+        if isinstance(fs, pafs.LocalFileSystem):
+            raw: pa.NativeFile = pa.memory_map(path, "r")
+        else:
+            raw = fs.open_input_file(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot open: {exc}") from exc
+    with raw:
+        size = raw.size()
+        if length is None:
+            length = size
+        if length > size:
+            raise CorruptFileError(path, f"length {length} is beyond the end of the file ({size} bytes)")
+        if isinstance(raw, pa.MemoryMappedFile):
+            view: pa.NativeFile = pa.BufferReader(raw.read_buffer(length) if length else pa.py_buffer(b""))
+        else:
+            view = pa.PythonFile(_BoundedFile(raw, length), mode="r")
+        try:
+            tail = read_tail(view, length)
+        except TailError as exc:
+            raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
+        _check_event_schema(path, tail)
+        yield view, tail
+
+
+def _check_event_schema(path: str, tail: OrcTail) -> None:
+    types = tail.types
+    root = types[0]
+    names = [n.decode("utf-8", "replace").lower() for n in root.repeated_bytes(TYPE.FIELD_NAMES)]
+    if root.uint(TYPE.KIND) != _STRUCT or names != [n.lower() for n in EVENT_FIELDS]:
+        raise CorruptFileError(path, f"not an ACID event file (top-level fields {names})")
+    row_id = root.packed_uints(TYPE.SUBTYPES)[5]
+    if row_id >= len(types) or types[row_id].uint(TYPE.KIND) != _STRUCT:
+        raise CorruptFileError(path, "the ACID 'row' column is not a struct")
+
+
+def _columns(columns: Sequence[str] | None, include_row: bool) -> list[str]:
+    if columns is not None:
+        unknown = [c for c in columns if c not in EVENT_FIELDS]
+        if unknown:
+            raise ValueError(f"unknown event columns {unknown}; choose from {EVENT_FIELDS}")
+        return list(columns)
+    return list(EVENT_FIELDS if include_row else META_FIELDS)
+
+
+def read_events(
+    fs: pafs.FileSystem,
+    path: str,
+    *,
+    length: int | None = None,
+    columns: Sequence[str] | None = None,
+    include_row: bool = True,
+) -> pa.Table:
+    """All events of ``[0, length)`` (the whole file when ``length`` is None) as one Arrow table."""
+    cols = _columns(columns, include_row)
+    with _open(fs, path, length) as (view, _):
+        try:
+            return po.ORCFile(view).read(columns=cols)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(path, f"stripes do not decode: {exc}") from exc
+
+
+def iter_event_batches(
+    fs: pafs.FileSystem,
+    path: str,
+    length: int | None = None,
+    columns: Sequence[str] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """Events stripe by stripe (memory bounded by one stripe), in batches of at most ``batch_rows``."""
+    cols = _columns(columns, True)
+    with _open(fs, path, length) as (view, _):
+        try:
+            orc = po.ORCFile(view)
+            for i in range(orc.nstripes):
+                stripe = orc.read_stripe(i, columns=cols)
+                for start in range(0, stripe.num_rows, batch_rows):
+                    yield stripe.slice(start, batch_rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(path, f"stripes do not decode: {exc}") from exc
+
+
+def read_acid_metadata(fs: pafs.FileSystem, path: str, length: int | None = None) -> AcidFileMetadata:
+    """Key index, acid stats and version from the footer of ``[0, length)``."""
+    with _open(fs, path, length) as (view, tail):
+        meta = tail.user_metadata()
+        try:
+            key_index = list(KeyIndex.parse(meta[ACID_KEY_INDEX].decode("utf-8")).entries)
+            stats = parse_acid_stats(meta[ACID_STATS].decode("utf-8")) if ACID_STATS in meta else (0, 0, 0)
+        except KeyError:
+            raise CorruptFileError(path, f"no {ACID_KEY_INDEX} in the ORC user metadata") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(path, f"bad ACID metadata: {exc}") from exc
+        version = meta[ACID_VERSION].decode("utf-8", "replace") if ACID_VERSION in meta else None
+        try:
+            row_type = po.ORCFile(view).schema.field("row").type
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(path, f"schema does not decode: {exc}") from exc
+        return AcidFileMetadata(
+            key_index=key_index,
+            stats=stats,
+            version=version,
+            num_rows=tail.num_rows,
+            stripes=len(tail.footer.repeated_bytes(FOOTER.STRIPES)),
+            schema_row_type=row_type,
+        )

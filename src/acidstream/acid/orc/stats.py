@@ -1,0 +1,213 @@
+"""Merge ORC ColumnStatistics exactly, to build file-level statistics from the stitched chunks' statistics.
+
+Readers prune files with these values (min/max, hasNull), so a merge may drop what it cannot compute
+exactly — never produce a wrong bound. ``merge`` follows ORC Java's ``ColumnStatisticsImpl.merge`` semantics:
+int sums that overflow are dropped; kind-specific parts of sides that hold no values are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+from acidstream.acid.orc.protobuf import Message
+
+NUMBER_OF_VALUES = 1
+INT, DOUBLE, STRING, BUCKET, DECIMAL, DATE, BINARY, TIMESTAMP = 2, 3, 4, 5, 6, 7, 8, 9
+HAS_NULL = 10
+BYTES_ON_DISK = 11
+COLLECTION = 12
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_DECIMAL_DIGITS = 38
+
+
+def merge(a: Message, b: Message) -> Message:
+    """Statistics of the union of the values ``a`` and ``b`` describe."""
+    out = Message()
+    out.set_uint(NUMBER_OF_VALUES, (a.uint(NUMBER_OF_VALUES, 0) or 0) + (b.uint(NUMBER_OF_VALUES, 0) or 0))
+    for kind, merger in _KINDS.items():
+        part = _merge_kind(a, b, kind, merger)
+        if part is not None:
+            out.set_message(kind, part)
+    if a.has(HAS_NULL) or b.has(HAS_NULL):
+        out.set_uint(HAS_NULL, int(bool(a.uint(HAS_NULL, 0)) or bool(b.uint(HAS_NULL, 0))))
+    if a.has(BYTES_ON_DISK) and b.has(BYTES_ON_DISK):
+        out.set_uint(BYTES_ON_DISK, (a.uint(BYTES_ON_DISK, 0) or 0) + (b.uint(BYTES_ON_DISK, 0) or 0))
+    return out
+
+
+def merge_all(current: list[Message], new: list[Message]) -> list[Message]:
+    """Column-wise :func:`merge`; both lists describe the same column ids."""
+    if len(current) != len(new):
+        raise ValueError(f"statistics for {len(new)} columns merged into {len(current)}")
+    return [merge(a, b) for a, b in zip(current, new, strict=True)]
+
+
+def _merge_kind(
+    a: Message, b: Message, kind: int, merger: Callable[[Message, Message], Message | None]
+) -> Message | None:
+    """Merge one kind-specific part; a side with no values does not constrain the result."""
+    a_empty, b_empty = not a.uint(NUMBER_OF_VALUES, 0), not b.uint(NUMBER_OF_VALUES, 0)
+    pa_, pb = a.message(kind), b.message(kind)
+    if a_empty and b_empty:
+        return pa_ if pa_ is not None else pb
+    if a_empty:
+        return pb
+    if b_empty:
+        return pa_
+    if pa_ is None or pb is None:
+        return None
+    return merger(pa_, pb)
+
+
+def _pick(x: int | float | None, y: int | float | None, fn: Callable[..., int | float]) -> int | float | None:
+    return None if x is None or y is None else fn(x, y)
+
+
+def _merge_int(a: Message, b: Message) -> Message:
+    out = Message()
+    lo, hi = _pick(a.sint(1), b.sint(1), min), _pick(a.sint(2), b.sint(2), max)
+    if lo is not None and hi is not None:
+        out.set_sint(1, int(lo)).set_sint(2, int(hi))
+    sa, sb = a.sint(3), b.sint(3)
+    if sa is not None and sb is not None and _I64_MIN <= sa + sb <= _I64_MAX:
+        out.set_sint(3, sa + sb)
+    return out
+
+
+def _merge_double(a: Message, b: Message) -> Message:
+    out = Message()
+    lo, hi = _pick(a.double(1), b.double(1), min), _pick(a.double(2), b.double(2), max)
+    if lo is not None and hi is not None:
+        out.set_double(1, float(lo)).set_double(2, float(hi))
+    sa, sb = a.double(3), b.double(3)
+    if sa is not None and sb is not None:
+        out.set_double(3, sa + sb)
+    return out
+
+
+def _string_bound(m: Message, exact: int, bound: int) -> tuple[bytes, bool] | None:
+    """(value, is_exact) of a string min or max; a truncated bound is in lowerBound/upperBound."""
+    v = m.bytes_(exact)
+    if v is not None:
+        return v, True
+    v = m.bytes_(bound)
+    return None if v is None else (v, False)
+
+
+def _merge_string(a: Message, b: Message) -> Message:
+    out = Message()
+    lows = [_string_bound(a, 1, 4), _string_bound(b, 1, 4)]
+    highs = [_string_bound(a, 2, 5), _string_bound(b, 2, 5)]
+    if all(lows) and all(highs):
+        # UTF-8 byte order is code point order, which is how ORC compares strings.
+        lo_v = min(x[0] for x in lows if x)
+        lo_exact = any(x[1] for x in lows if x and x[0] == lo_v)
+        hi_v = max(x[0] for x in highs if x)
+        hi_exact = any(x[1] for x in highs if x and x[0] == hi_v)
+        out.set_bytes(1 if lo_exact else 4, lo_v)
+        out.set_bytes(2 if hi_exact else 5, hi_v)
+    sa, sb = a.sint(3), b.sint(3)
+    if sa is not None and sb is not None:
+        out.set_sint(3, sa + sb)
+    return out
+
+
+def _merge_bucket(a: Message, b: Message) -> Message:
+    ca, cb = a.packed_uints(1), b.packed_uints(1)
+    n = max(len(ca), len(cb))
+    ca += [0] * (n - len(ca))
+    cb += [0] * (n - len(cb))
+    return Message().set_packed_uints(1, [x + y for x, y in zip(ca, cb, strict=True)])
+
+
+def _decimal(m: Message, n: int) -> Decimal | None:
+    s = m.string(n)
+    if s is None:
+        return None
+    try:
+        return Decimal(s)
+    except InvalidOperation:
+        return None
+
+
+def _merge_decimal(a: Message, b: Message) -> Message:
+    out = Message()
+    amin, bmin, amax, bmax = _decimal(a, 1), _decimal(b, 1), _decimal(a, 2), _decimal(b, 2)
+    if None not in (amin, bmin, amax, bmax):
+        assert amin is not None and bmin is not None and amax is not None and bmax is not None
+        out.set_bytes(1, (a if amin <= bmin else b).bytes_(1) or b"")
+        out.set_bytes(2, (a if amax >= bmax else b).bytes_(2) or b"")
+    sa, sb = _decimal(a, 3), _decimal(b, 3)
+    if sa is not None and sb is not None:
+        total = sa + sb
+        if len(total.as_tuple().digits) <= _MAX_DECIMAL_DIGITS:
+            out.set_string(3, format(total, "f"))
+    return out
+
+
+def _merge_date(a: Message, b: Message) -> Message:
+    out = Message()
+    lo, hi = _pick(a.sint(1), b.sint(1), min), _pick(a.sint(2), b.sint(2), max)
+    if lo is not None and hi is not None:
+        out.set_sint(1, int(lo)).set_sint(2, int(hi))
+    return out
+
+
+def _ts_key(m: Message, millis_field: int, nanos_field: int, default_nanos: int) -> tuple[int, int] | None:
+    """Order key (millis, sub-millisecond nanos); ORC stores those nanos + 1, absent = the default."""
+    millis = m.sint(millis_field)
+    if millis is None:
+        return None
+    stored = m.uint(nanos_field)
+    return millis, (stored - 1 if stored else default_nanos)
+
+
+def _merge_timestamp(a: Message, b: Message) -> Message:
+    """Pick the smaller/larger side per bound and copy all of that side's fields for the bound."""
+    out = Message()
+    for utc, local, nanos, default, fn in ((3, 1, 5, 0, min), (4, 2, 6, 999_999, max)):
+        field = utc if a.has(utc) and b.has(utc) else local
+        ka, kb = _ts_key(a, field, nanos, default), _ts_key(b, field, nanos, default)
+        if ka is None or kb is None:
+            return Message()  # cannot order the sides: keep only the generic statistics
+        if a.has(local) != b.has(local) or a.has(utc) != b.has(utc):
+            return Message()
+        winner = a if fn(ka, kb) == ka else b
+        for n in (local, utc, nanos):
+            if winner.has(n):
+                out.set_uint(n, winner.uint(n, 0) or 0)
+    return out
+
+
+def _merge_binary(a: Message, b: Message) -> Message:
+    out = Message()
+    sa, sb = a.sint(1), b.sint(1)
+    if sa is not None and sb is not None:
+        out.set_sint(1, sa + sb)
+    return out
+
+
+def _merge_collection(a: Message, b: Message) -> Message:
+    out = Message()
+    lo, hi = _pick(a.uint(1), b.uint(1), min), _pick(a.uint(2), b.uint(2), max)
+    if lo is not None and hi is not None:
+        out.set_uint(1, int(lo)).set_uint(2, int(hi))
+    ta, tb = a.uint(3), b.uint(3)
+    if ta is not None and tb is not None:
+        out.set_uint(3, ta + tb)
+    return out
+
+
+_KINDS: dict[int, Callable[[Message, Message], Message | None]] = {
+    INT: _merge_int,
+    DOUBLE: _merge_double,
+    STRING: _merge_string,
+    BUCKET: _merge_bucket,
+    DECIMAL: _merge_decimal,
+    DATE: _merge_date,
+    BINARY: _merge_binary,
+    TIMESTAMP: _merge_timestamp,
+    COLLECTION: _merge_collection,
+}

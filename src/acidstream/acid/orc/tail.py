@@ -1,0 +1,198 @@
+"""ORC file tail: parse it (validating that a file prefix really ends on a footer) and build it back.
+
+Layout of a tail at the end of ``[0, length)``: Metadata (compressed), Footer (compressed), PostScript
+(never compressed), then one byte holding the PostScript length. Field numbers follow apache/orc
+``orc_proto.proto`` (checked against orc-format 1.1.1's generated ``OrcProto``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from acidstream.acid.orc.compression import CompressionError, CompressionKind, compress, decompress
+from acidstream.acid.orc.protobuf import Message, ProtobufError
+
+MAGIC = b"ORC"
+
+
+class PS:
+    """PostScript field numbers."""
+
+    FOOTER_LENGTH = 1
+    COMPRESSION = 2
+    COMPRESSION_BLOCK_SIZE = 3
+    VERSION = 4
+    METADATA_LENGTH = 5
+    WRITER_VERSION = 6
+    MAGIC = 8000
+
+
+class FOOTER:
+    """Footer field numbers."""
+
+    HEADER_LENGTH = 1
+    CONTENT_LENGTH = 2
+    STRIPES = 3
+    TYPES = 4
+    METADATA = 5
+    NUMBER_OF_ROWS = 6
+    STATISTICS = 7
+    ROW_INDEX_STRIDE = 8
+    WRITER = 9
+    SOFTWARE_VERSION = 12
+
+
+class STRIPE:
+    """StripeInformation field numbers."""
+
+    OFFSET = 1
+    INDEX_LENGTH = 2
+    DATA_LENGTH = 3
+    FOOTER_LENGTH = 4
+    NUMBER_OF_ROWS = 5
+
+
+class TYPE:
+    """Type field numbers and the kinds we touch."""
+
+    KIND = 1
+    SUBTYPES = 2
+    FIELD_NAMES = 3
+    MAXIMUM_LENGTH = 4
+    PRECISION = 5
+    SCALE = 6
+    STRING = 7
+    VARCHAR = 16
+    CHAR = 17
+
+
+class TailError(ValueError):
+    """The bytes before ``length`` do not end with a valid ORC tail."""
+
+
+class ReadAt(Protocol):
+    """Random access to a file, as ``pyarrow.NativeFile.read_at`` offers it."""
+
+    def read_at(self, nbytes: int, offset: int) -> bytes: ...
+
+
+@dataclass
+class OrcTail:
+    """A parsed tail. ``postscript``/``footer``/``metadata`` are the decoded messages."""
+
+    postscript: Message
+    footer: Message
+    metadata: Message
+    compression: CompressionKind
+    block_size: int
+    length: int  # the file (prefix) length this tail ends
+
+    @property
+    def content_length(self) -> int:
+        return self.footer.uint(FOOTER.CONTENT_LENGTH, 0) or 0
+
+    @property
+    def num_rows(self) -> int:
+        return self.footer.uint(FOOTER.NUMBER_OF_ROWS, 0) or 0
+
+    @property
+    def stripes(self) -> list[Message]:
+        return self.footer.messages(FOOTER.STRIPES)
+
+    @property
+    def types(self) -> list[Message]:
+        return self.footer.messages(FOOTER.TYPES)
+
+    @property
+    def statistics(self) -> list[Message]:
+        return self.footer.messages(FOOTER.STATISTICS)
+
+    @property
+    def stripe_statistics(self) -> list[bytes]:
+        """Encoded StripeStatistics, one per stripe (copied verbatim when stripes move)."""
+        return self.metadata.repeated_bytes(1)
+
+    def user_metadata(self) -> dict[str, bytes]:
+        """User metadata; for a repeated key the first item wins, as in ORC Java's and C++'s readers."""
+        out: dict[str, bytes] = {}
+        for item in self.footer.messages(FOOTER.METADATA):
+            out.setdefault(item.string(1) or "", item.bytes_(2) or b"")
+        return out
+
+
+def read_tail(f: ReadAt, length: int) -> OrcTail:
+    """Parse and sanity-check the tail of the prefix ``[0, length)`` of ``f``."""
+    try:
+        return _read_tail(f, length)
+    except (ProtobufError, CompressionError, UnicodeDecodeError) as exc:
+        raise TailError(f"malformed ORC tail: {exc}") from exc
+
+
+def _read_tail(f: ReadAt, length: int) -> OrcTail:
+    if length < len(MAGIC) + 1:
+        raise TailError(f"{length} bytes is too short for an ORC file")
+    if f.read_at(3, 0) != MAGIC:
+        raise TailError("no ORC header")
+    ps_len = f.read_at(1, length - 1)[0]
+    if ps_len == 0 or ps_len + 1 > length - len(MAGIC):
+        raise TailError(f"postscript length {ps_len} does not fit")
+    postscript = Message.decode(f.read_at(ps_len, length - 1 - ps_len))
+    if postscript.bytes_(PS.MAGIC) != MAGIC:
+        raise TailError("postscript has no ORC magic (length is not at a footer boundary)")
+    footer_len = postscript.uint(PS.FOOTER_LENGTH, 0) or 0
+    metadata_len = postscript.uint(PS.METADATA_LENGTH, 0) or 0
+    try:
+        kind = CompressionKind(postscript.uint(PS.COMPRESSION, 0) or 0)
+    except ValueError as exc:
+        raise TailError(f"unknown compression {postscript.uint(PS.COMPRESSION)}") from exc
+    block_size = postscript.uint(PS.COMPRESSION_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+    tail_len = footer_len + metadata_len + ps_len + 1
+    content_end = length - tail_len
+    if content_end < len(MAGIC):
+        raise TailError("footer and metadata lengths exceed the file")
+    raw = f.read_at(metadata_len + footer_len, content_end)
+    if len(raw) != metadata_len + footer_len:
+        raise TailError("file is shorter than its tail claims")
+    metadata = Message.decode(decompress(kind, raw[:metadata_len], block_size))
+    footer = Message.decode(decompress(kind, raw[metadata_len:], block_size))
+    tail = OrcTail(postscript, footer, metadata, kind, block_size, length)
+    _check_layout(tail, content_end)
+    return tail
+
+
+def _check_layout(tail: OrcTail, content_end: int) -> None:
+    footer = tail.footer
+    # ORC Java counts the 3-byte header in contentLength, ORC C++ (and so we) do not: accept both.
+    if footer.uint(FOOTER.CONTENT_LENGTH) not in (content_end, content_end - len(MAGIC)):
+        raise TailError(
+            f"footer content length {footer.uint(FOOTER.CONTENT_LENGTH)} does not end at {content_end}"
+        )
+    if not tail.types:
+        raise TailError("footer declares no types")
+    pos, rows = len(MAGIC), 0
+    for s in tail.stripes:
+        offset = s.uint(STRIPE.OFFSET, 0) or 0
+        size = sum(s.uint(k, 0) or 0 for k in (STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH))
+        if offset < pos or offset + size > content_end:
+            raise TailError(f"stripe at {offset} (+{size}) lies outside the content [3, {content_end})")
+        pos = offset + size
+        rows += s.uint(STRIPE.NUMBER_OF_ROWS, 0) or 0
+    if rows != tail.num_rows:
+        raise TailError(f"stripes hold {rows} rows but the footer says {tail.num_rows}")
+    stats = tail.stripe_statistics
+    if stats and len(stats) != len(tail.stripes):
+        raise TailError(f"{len(stats)} stripe statistics for {len(tail.stripes)} stripes")
+
+
+def build_tail(postscript: Message, footer: Message, metadata: Message) -> bytes:
+    """Serialise a tail; lengths in the PostScript are filled in from the compressed sections."""
+    kind = CompressionKind(postscript.uint(PS.COMPRESSION, 0) or 0)
+    block = postscript.uint(PS.COMPRESSION_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+    meta = compress(kind, metadata.encode(), block)
+    foot = compress(kind, footer.encode(), block)
+    ps = postscript.copy().set_uint(PS.FOOTER_LENGTH, len(foot)).set_uint(PS.METADATA_LENGTH, len(meta))
+    ps_bytes = ps.encode()
+    if len(ps_bytes) > 255:
+        raise ValueError("postscript longer than 255 bytes")
+    return meta + foot + ps_bytes + bytes([len(ps_bytes)])

@@ -1,0 +1,450 @@
+"""Write one ORC ACID event file by stitching stripes that pyarrow encodes.
+
+pyarrow's ORC writer is fast but cannot write user metadata or intermediate footers. So each buffered chunk of
+events is encoded by pyarrow into a small in-memory ORC file; its stripes (self-contained, stripe-relative
+stream positions) are copied to our output at the current offset, and we write the tail ourselves — at every
+flush (an intermediate footer, as ORC Java's ``writeIntermediateFooter``) and at close. The bytes
+``[0, offset)`` after any tail are a complete ORC file, which is what Hive's side-file protocol needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+
+from acidstream.acid.names import ORC_ACID_VERSION, ORC_ACID_VERSION_FILE
+from acidstream.acid.orc.compression import PYARROW_NAMES, kind_of
+from acidstream.acid.orc.events import (
+    ACID_KEY_INDEX,
+    ACID_STATS,
+    ACID_VERSION,
+    EVENT_FIELDS,
+    EventKind,
+    KeyIndex,
+    RecordKey,
+    event_schema,
+    format_acid_stats,
+)
+from acidstream.acid.orc.protobuf import Message
+from acidstream.acid.orc.stats import merge_all
+from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, OrcTail, build_tail, read_tail
+from acidstream.acid.sidefile import SideFileWriter
+from acidstream.acid.types import Column, HiveType
+from acidstream.errors import StreamingIOFailure
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+#: ORC C++ (pyarrow) requires compression blocks in multiples of its 64 KiB memory block, so Hive's 32 KiB
+#: delta block size cannot be used; 64 KiB is the closest it accepts.
+DELTA_BLOCK_SIZE = 64 * KiB
+#: pyarrow rejects row_index_stride=0 ("no row index"); the largest positive Java int gives one index entry
+#: per stripe (a few bytes) and a footer value every ORC reader handles.
+NO_ROW_INDEX_STRIDE = (1 << 31) - 1
+
+
+@dataclass
+class WriterOptions:
+    """Encoding settings (§4.4). ``None`` sizes take the delta or base (``is_base``) defaults.
+
+    Deltas: 8 MiB stripes, 64 KiB blocks; with ``streaming_optimizations`` no dictionary and (nearly) no row
+    index. Bases (compactor output): 64 MiB stripes, 256 KiB blocks, dictionary threshold 0.8, index stride
+    10000.
+    """
+
+    compression: str = "ZLIB"
+    stripe_size: int | None = None
+    compression_block_size: int | None = None
+    streaming_optimizations: bool = True
+    is_base: bool = False
+    batch_rows: int = field(default=64 * 1024)
+
+    def __post_init__(self) -> None:
+        kind_of(self.compression)  # validate early
+        if self.block_size % (64 * KiB):
+            raise ValueError(f"compression_block_size must be a multiple of 64 KiB, got {self.block_size}")
+
+    @property
+    def stripe_bytes(self) -> int:
+        if self.stripe_size is not None:
+            return self.stripe_size
+        return 64 * MiB if self.is_base else 8 * MiB
+
+    @property
+    def block_size(self) -> int:
+        if self.compression_block_size is not None:
+            return self.compression_block_size
+        return 256 * KiB if self.is_base else DELTA_BLOCK_SIZE
+
+    @property
+    def optimized(self) -> bool:
+        return self.streaming_optimizations and not self.is_base
+
+    def pyarrow_kwargs(self) -> dict[str, object]:
+        return {
+            "file_version": "0.12",
+            "batch_size": self.batch_rows,
+            "stripe_size": self.stripe_bytes,
+            "compression": PYARROW_NAMES[kind_of(self.compression)],
+            "compression_block_size": self.block_size,
+            "compression_strategy": "speed",
+            "row_index_stride": NO_ROW_INDEX_STRIDE if self.optimized else 10000,
+            "dictionary_key_size_threshold": 0.0 if self.optimized else 0.8,
+        }
+
+
+class AcidWriter:
+    """One ORC event file (one bucket of one base/delta/delete_delta directory). Not thread-safe."""
+
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        path: str,
+        columns: Sequence[Column],
+        *,
+        options: WriterOptions,
+        side_file: bool,
+    ) -> None:
+        self._fs, self._path, self._options = fs, path, options
+        self._row_type = pa.struct([c.to_arrow() for c in columns])
+        self._schema = event_schema(self._row_type)
+        self._hive_types = [c.type for c in columns]
+        self._closed = False
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+        self._stripes: list[Message] = []
+        self._stripe_stats: list[bytes] = []
+        self._keys: list[RecordKey] = []
+        self._last_key: RecordKey | None = None
+        self._counts = [0, 0, 0]  # inserts, updates, deletes
+        self._insert_write_id: int | None = None
+        self._next_row_id = 0
+        template, _ = self._encode(self._schema.empty_table())
+        self._postscript = template.postscript
+        self._footer = template.footer
+        self._patch_types()
+        self._column_stats = template.statistics
+        try:
+            self._write_version_file()
+            self._out = fs.open_output_stream(path)
+            self._out.write(MAGIC)
+            self._side = SideFileWriter.create(fs, path) if side_file else None
+        except OSError as exc:
+            raise StreamingIOFailure(f"cannot create {path}: {exc}") from exc
+        self._offset = len(MAGIC)
+        self._tail_offset = 0  # end of the last tail written (0: none yet)
+        self._tail_stripes = 0  # stripes that tail covers
+
+    # --- public API -----------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def rows_written(self) -> int:
+        """Events accepted so far (buffered ones included)."""
+        return sum(self._counts)
+
+    @property
+    def stripes(self) -> int:
+        return len(self._stripes)
+
+    @property
+    def bytes_written(self) -> int:
+        return self._offset
+
+    @property
+    def key_index(self) -> KeyIndex:
+        return KeyIndex(tuple(self._keys))
+
+    def insert(self, write_id: int, bucket_property: int, rows: pa.RecordBatch | pa.Table) -> None:
+        """Insert events; rowId restarts at 0 whenever the write id changes (OrcRecordUpdater.insert)."""
+        self._check_open()
+        if write_id != self._insert_write_id:
+            self._insert_write_id, self._next_row_id = write_id, 0
+        for batch in self._row_batches(rows):
+            n = batch.num_rows
+            if n == 0:
+                continue
+            row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
+            self._next_row_id += n
+            wid = pa.array(np.full(n, write_id, dtype=np.int64))
+            row = pa.StructArray.from_arrays(batch.columns, fields=list(self._row_type))
+            self._append(
+                pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(np.zeros(n, dtype=np.int32)),
+                        wid,
+                        pa.array(np.full(n, bucket_property, dtype=np.int32)),
+                        pa.array(row_ids),
+                        wid,
+                        row,
+                    ],
+                    schema=self._schema,
+                )
+            )
+            self._counts[EventKind.INSERT] += n
+
+    def delete(self, write_id: int, row_ids: pa.Table) -> None:
+        """Delete events for ROW__IDs (originalTransaction, bucket, rowId), sorted by that key; row = null."""
+        self._check_open()
+        try:
+            keys = row_ids.select(list(EVENT_FIELDS[1:4])).cast(
+                pa.schema([self._schema.field(n) for n in EVENT_FIELDS[1:4]])
+            )
+        except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+            raise ValueError(f"row_ids must have columns originalTransaction, bucket, rowId: {exc}") from exc
+        for batch in keys.to_batches():
+            n = batch.num_rows
+            if n == 0:
+                continue
+            self._append(
+                pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(np.full(n, EventKind.DELETE, dtype=np.int32)),
+                        batch.column(0),
+                        batch.column(1),
+                        batch.column(2),
+                        pa.array(np.full(n, write_id, dtype=np.int64)),
+                        pa.nulls(n, self._row_type),
+                    ],
+                    schema=self._schema,
+                ),
+                check_order=True,
+            )
+            self._counts[EventKind.DELETE] += n
+
+    def write_events(self, events: pa.RecordBatch | pa.Table) -> None:
+        """Raw 6-column events (compaction, replication); must be sorted by (originalTransaction, bucket, rowId)."""
+        self._check_open()
+        table = events if isinstance(events, pa.Table) else pa.Table.from_batches([events])
+        if table.schema.names != list(EVENT_FIELDS):
+            raise ValueError(f"events must have the columns {EVENT_FIELDS}, got {table.schema.names}")
+        try:
+            table = table.cast(self._schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+            raise ValueError(f"events do not fit the schema {self._schema}: {exc}") from exc
+        for batch in table.to_batches():
+            if batch.num_rows == 0:
+                continue
+            ops = batch.column(0)
+            if ops.null_count:
+                raise ValueError("operation must not be null")
+            counts = np.bincount(ops.to_numpy(), minlength=3)
+            if len(counts) > 3 or int(pc.min(ops).as_py()) < 0:
+                raise ValueError("operation must be 0 (insert), 1 (update) or 2 (delete)")
+            self._append(batch, check_order=True)
+            for kind in EventKind:
+                self._counts[kind] += int(counts[kind])
+
+    def flush(self) -> int:
+        """Encode buffered events and write an intermediate footer; returns the valid-prefix length.
+
+        With no new stripe since the last footer nothing is written and the previous offset is returned
+        (and recorded again in the side file, as Hive does).
+        """
+        self._check_open()
+        try:
+            self._encode_pending()
+            if len(self._stripes) > self._tail_stripes:
+                self._write_tail()
+            self._out.flush()
+            if self._side is not None:
+                self._side.append(self._tail_offset)
+        except OSError as exc:
+            raise StreamingIOFailure(f"flush of {self._path} failed: {exc}") from exc
+        return self._tail_offset
+
+    def close(self) -> None:
+        """Final footer and side-file removal; an insert file without events is deleted (bases stay, empty)."""
+        if self._closed:
+            return
+        try:
+            self._encode_pending()
+            self._closed = True
+            if self.rows_written == 0 and not self._options.is_base:
+                self._out.close()
+                self._fs.delete_file(self._path)
+            else:
+                if self._tail_offset != self._offset or self._tail_offset == 0:
+                    self._write_tail()
+                self._out.close()
+            if self._side is not None:
+                self._side.close_and_delete()
+        except OSError as exc:
+            raise StreamingIOFailure(f"close of {self._path} failed: {exc}") from exc
+
+    def abort_close(self) -> None:
+        """``close(abort=true)`` (§5.5): no final footer; the data file is deleted unless a side file exists.
+
+        With a side file, earlier flushes may already be committed and visible, so the file stays as it
+        is; the side file is deleted in both cases. Buffered events are discarded.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._pending.clear()
+        try:
+            self._out.close()
+            if self._side is None:
+                self._fs.delete_file(self._path)
+            else:
+                self._side.close_and_delete()
+        except OSError as exc:
+            raise StreamingIOFailure(f"abort of {self._path} failed: {exc}") from exc
+
+    # --- buffering ------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"writer for {self._path} is closed")
+
+    def _row_batches(self, rows: pa.RecordBatch | pa.Table) -> list[pa.RecordBatch]:
+        names = [f.name for f in self._row_type]
+        if rows.schema.names != names:
+            raise ValueError(f"rows must have the columns {names}, got {rows.schema.names}")
+        target = pa.schema(list(self._row_type))
+        if rows.schema != target:
+            try:
+                rows = rows.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+                raise ValueError(f"rows do not fit the table schema {target}: {exc}") from exc
+        return rows.to_batches() if isinstance(rows, pa.Table) else [rows]
+
+    def _append(self, batch: pa.RecordBatch, *, check_order: bool = False) -> None:
+        last = batch.num_rows - 1
+        ot, bk, rid = (batch.column(i) for i in (1, 2, 3))
+        if check_order:
+            self._check_sorted(ot, bk, rid)
+        self._pending.append(batch)
+        self._pending_bytes += batch.nbytes
+        self._last_key = (ot[last].as_py(), bk[last].as_py(), rid[last].as_py())
+        if self._pending_bytes >= self._options.stripe_bytes:
+            try:
+                self._encode_pending()
+            except OSError as exc:
+                raise StreamingIOFailure(f"write to {self._path} failed: {exc}") from exc
+
+    def _check_sorted(self, ot: pa.Array, bk: pa.Array, rid: pa.Array) -> None:
+        """Keys must not decrease, within the batch and from the previous event on (vectorised)."""
+        if ot.null_count or bk.null_count or rid.null_count:
+            raise ValueError("originalTransaction, bucket and rowId must not be null")
+        o, b, r = ot.to_numpy(), bk.to_numpy(), rid.to_numpy()
+        if self._last_key is not None:
+            o = np.concatenate([[self._last_key[0]], o])
+            b = np.concatenate([np.array([self._last_key[1]], dtype=np.int32), b])
+            r = np.concatenate([[self._last_key[2]], r])
+        do, db, dr = o[1:] - o[:-1], b[1:].astype(np.int64) - b[:-1], r[1:] - r[:-1]
+        ok = (do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise ValueError(
+                f"events are not sorted by (originalTransaction, bucket, rowId): "
+                f"({o[i]},{b[i]},{r[i]}) is followed by ({o[i + 1]},{b[i + 1]},{r[i + 1]})"
+            )
+
+    # --- encoding and stitching -----------------------------------------------------------------------
+
+    def _encode(self, table: pa.Table) -> tuple[OrcTail, pa.Buffer]:
+        """Encode events as a small in-memory ORC file with our settings; returns its parsed tail and bytes."""
+        sink = pa.BufferOutputStream()
+        po.write_table(table, sink, **self._options.pyarrow_kwargs())
+        data = sink.getvalue()
+        return read_tail(pa.BufferReader(data), data.size), data
+
+    def _patch_types(self) -> None:
+        """Declare char(n)/varchar(n) (pyarrow only knows string; the stream encoding is the same)."""
+        types = self._footer.messages(FOOTER.TYPES)
+        index = 7  # 0 = event struct, 1..5 = metadata columns, 6 = row, 7.. = user columns in pre-order
+
+        def visit(t: HiveType) -> None:
+            nonlocal index
+            if t.name in ("char", "varchar"):
+                if types[index].uint(TYPE.KIND) != TYPE.STRING:
+                    raise AssertionError(f"expected a STRING type at column {index} for {t}")
+                types[index].set_uint(TYPE.KIND, TYPE.CHAR if t.name == "char" else TYPE.VARCHAR)
+                types[index].set_uint(TYPE.MAXIMUM_LENGTH, t.length)
+            index += 1
+            for child in t.children:
+                visit(child)
+
+        for t in self._hive_types:
+            visit(t)
+        if index != len(types):
+            raise AssertionError(f"ORC type tree has {len(types)} columns, Hive types {index}")
+        self._footer.set_repeated(FOOTER.TYPES, [t.encode() for t in types])
+
+    def _encode_pending(self) -> None:
+        """Encode buffered events into stripe(s) and append them to the file (no tail)."""
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self._schema)
+        self._pending, self._pending_bytes = [], 0
+        tail, data = self._encode(table)
+        stripes = tail.stripes
+        if not stripes:
+            return
+        first = stripes[0].uint(STRIPE.OFFSET, 0) or 0
+        last = stripes[-1]
+        end = sum(
+            last.uint(k, 0) or 0
+            for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
+        )
+        self._out.write(data.slice(first, end - first))
+        shift = self._offset - first
+        ot, bk, rid = (table.column(n) for n in EVENT_FIELDS[1:4])
+        row = 0
+        for s in stripes:
+            s.set_uint(STRIPE.OFFSET, (s.uint(STRIPE.OFFSET, 0) or 0) + shift)
+            self._stripes.append(s)
+            row += s.uint(STRIPE.NUMBER_OF_ROWS, 0) or 0
+            self._keys.append((ot[row - 1].as_py(), bk[row - 1].as_py(), rid[row - 1].as_py()))
+        if row != table.num_rows:
+            raise AssertionError(f"pyarrow wrote {row} of {table.num_rows} rows")
+        self._stripe_stats.extend(tail.stripe_statistics)
+        self._column_stats = merge_all(self._column_stats, tail.statistics)
+        self._offset += end - first
+
+    def _write_tail(self) -> None:
+        footer = self._footer.copy()
+        footer.set_uint(FOOTER.HEADER_LENGTH, len(MAGIC))
+        footer.set_uint(FOOTER.CONTENT_LENGTH, self._offset - len(MAGIC))  # ORC C++ convention
+        footer.set_repeated(FOOTER.STRIPES, [s.encode() for s in self._stripes])
+        footer.set_repeated(FOOTER.METADATA, [self._metadata_item(k, v) for k, v in self._user_metadata()])
+        footer.set_uint(
+            FOOTER.NUMBER_OF_ROWS, sum(s.uint(STRIPE.NUMBER_OF_ROWS, 0) or 0 for s in self._stripes)
+        )
+        footer.set_repeated(FOOTER.STATISTICS, [s.encode() for s in self._column_stats])
+        footer.fields.sort(key=lambda f: f[0])  # canonical field order; repeated fields keep their order
+        metadata = Message().set_repeated(1, self._stripe_stats)
+        tail = build_tail(self._postscript, footer, metadata)
+        self._out.write(tail)
+        self._offset += len(tail)
+        self._tail_offset, self._tail_stripes = self._offset, len(self._stripes)
+
+    def _user_metadata(self) -> list[tuple[str, str]]:
+        """Sorted by key, as ORC Java's TreeMap writes them; stats count every event accepted so far."""
+        return [
+            (ACID_KEY_INDEX, self.key_index.encode()),
+            (ACID_STATS, format_acid_stats(*self._counts)),
+            (ACID_VERSION, ORC_ACID_VERSION),
+        ]
+
+    @staticmethod
+    def _metadata_item(name: str, value: str) -> bytes:
+        return Message().set_string(1, name).set_bytes(2, value.encode("utf-8")).encode()
+
+    def _write_version_file(self) -> None:
+        """``_orc_acid_version`` (content "2") in the file's directory, if missing."""
+        parent = self._path.rsplit("/", 1)[0] if "/" in self._path else "."
+        version = f"{parent}/{ORC_ACID_VERSION_FILE}"
+        if self._fs.get_file_info(version).type == pafs.FileType.NotFound:
+            with self._fs.open_output_stream(version) as out:
+                out.write(ORC_ACID_VERSION.encode("ascii"))
