@@ -111,9 +111,7 @@ def allocate_table_write_ids(
     states = dict(
         conn.execute(
             select(T.txn_id, T.txn_state).where(T.txn_id.in_(ordered)).order_by(T.txn_id).with_for_update()
-        )
-        .tuples()
-        .all()
+        ).all()
     )
     for txn_id in ordered:
         state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
@@ -124,9 +122,7 @@ def allocate_table_write_ids(
             select(T2W.t2w_txnid, T2W.t2w_writeid).where(
                 T2W.t2w_database == db, T2W.t2w_table == table, T2W.t2w_txnid.in_(ordered)
             )
-        )
-        .tuples()
-        .all()
+        ).all()
     )
     if len(existing) == len(ordered):
         return [(t, existing[t]) for t in ordered]
@@ -310,9 +306,7 @@ def abort_txns(conn: Connection, txn_ids: Sequence[int], *, reason: str = "clien
     states = dict(
         conn.execute(
             select(T.txn_id, T.txn_state).where(T.txn_id.in_(ordered)).order_by(T.txn_id).with_for_update()
-        )
-        .tuples()
-        .all()
+        ).all()
     )
     for txn_id in ordered:
         state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
@@ -361,7 +355,7 @@ def heartbeat_txn_range(conn: Connection, lo: int, hi: int) -> HeartbeatTxnRange
         .where(s.hive_locks.c.hl_txnid >= lo, s.hive_locks.c.hl_txnid <= hi)
         .values(hl_last_heartbeat=now)
     )
-    states = dict(conn.execute(select(T.txn_id, T.txn_state).where(in_range)).tuples().all())
+    states = dict(conn.execute(select(T.txn_id, T.txn_state).where(in_range)).all())
     aborted = [t for t in range(lo, hi + 1) if states.get(t) == TxnState.ABORTED.value]
     nosuch = [t for t in range(lo, hi + 1) if states.get(t) in (None, TxnState.COMMITTED.value)]
     return HeartbeatTxnRangeResponse(aborted=aborted, nosuch=nosuch)

@@ -1,0 +1,206 @@
+"""Transactions and write ids with Hive's semantics, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.errors import (
+    InvalidObjectException,
+    NoSuchObjectException,
+    NoSuchTxnException,
+    TxnAbortedException,
+    WriteConflictException,
+)
+from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, TxnState
+
+LONG_MAX = 9223372036854775807
+
+
+def test_txn_ids_are_consecutive_from_one(ms: Metastore) -> None:
+    assert ms.open_txns(3) == [1, 2, 3]
+    assert ms.open_txns() == [4]
+    assert str(ms.get_open_txns()) == "4:1:1,2,3,4:"
+
+
+def test_open_batch_is_capped(ms: Metastore) -> None:
+    with pytest.raises(InvalidObjectException, match=r"1\.\.1000"):
+        ms.open_txns(1001)
+
+
+def test_write_ids_start_at_one_per_table_and_are_idempotent(ms: Metastore) -> None:
+    txns = ms.open_txns(3)
+    assert ms.allocate_table_write_ids(list(reversed(txns)), "db.t") == [(1, 1), (2, 2), (3, 3)]
+    assert ms.allocate_table_write_ids(txns, "db.t") == [(1, 1), (2, 2), (3, 3)]
+    assert ms.allocate_table_write_ids(txns[1:2], "db.u") == [(2, 1)]
+    assert ms.get_write_id(2, "db.u") == 1
+    assert ms.get_write_id(1, "db.u") is None
+
+
+def test_valid_write_ids_string_forms(ms: Metastore) -> None:
+    assert str(ms.get_valid_write_ids("db.t")) == f"db.t:0:{LONG_MAX}::"
+    a, b, c, d = ms.open_txns(4)
+    ms.allocate_table_write_ids([a, b, c, d], "db.t")
+    ms.commit_txn(a)
+    ms.abort_txn(c)
+    wl = ms.get_valid_write_ids("db.t")
+    assert str(wl) == "db.t:4:2:2,4:3"
+    assert wl.is_write_id_valid(1) and not wl.is_write_id_valid(2) and wl.is_write_id_aborted(3)
+    assert ValidWriteIdList.parse(str(wl)) == wl
+    ms.commit_txn(b)
+    ms.commit_txn(d)
+    assert str(ms.get_valid_write_ids("db.t")) == "db.t:4:9223372036854775807::3"
+
+
+def test_own_txn_is_open_in_its_list(ms: Metastore) -> None:
+    (txn,) = ms.open_txns()
+    ms.allocate_table_write_ids([txn], "db.t")
+    wl = ms.get_valid_write_ids("db.t", txn)
+    assert wl.open_ids == (1,)
+    ms.commit_txn(txn)
+    with pytest.raises(NoSuchTxnException):
+        ms.get_valid_write_ids("db.t", txn)
+
+
+def test_commit_and_abort_states(ms: Metastore) -> None:
+    a, b = ms.open_txns(2)
+    ms.commit_txn(a)
+    ms.commit_txn(a)  # idempotent
+    ms.abort_txn(b)
+    ms.abort_txn(b)  # idempotent
+    assert ms.get_txn_state(a) is TxnState.COMMITTED
+    assert ms.get_txn_state(b) is TxnState.ABORTED
+    assert ms.get_txn_state(99) is TxnState.UNKNOWN
+    with pytest.raises(TxnAbortedException, match="Transaction txnid:2 already aborted"):
+        ms.commit_txn(b)
+    with pytest.raises(NoSuchTxnException, match="No such transaction txnid:99"):
+        ms.commit_txn(99)
+    with pytest.raises(NoSuchTxnException, match="already committed"):
+        ms.abort_txn(a)
+    with pytest.raises(NoSuchTxnException):
+        ms.allocate_table_write_ids([99], "db.t")
+    with pytest.raises(TxnAbortedException):
+        ms.allocate_table_write_ids([b], "db.t")
+    assert [t.txn_id for t in ms.show_txns()] == [b]
+
+
+def test_write_ids_need_a_transactional_table(ms: Metastore) -> None:
+    ms.execute("CREATE TABLE db.plain (id int)")
+    (txn,) = ms.open_txns()
+    with pytest.raises(InvalidObjectException, match="not transactional"):
+        ms.allocate_table_write_ids([txn], "db.plain")
+    with pytest.raises(NoSuchObjectException):
+        ms.allocate_table_write_ids([txn], "db.nope")
+
+
+def test_commit_key_value_is_stored_atomically(ms: Metastore) -> None:
+    (txn,) = ms.open_txns()
+    ms.allocate_table_write_ids([txn], "db.t")
+    with pytest.raises(InvalidObjectException, match="_meta"):
+        ms.commit_txn(txn, key="offset", value="1")
+    assert ms.get_txn_state(txn) is TxnState.OPEN
+    ms.commit_txn(txn, key="_meta.sink.offset", value="42")
+    assert ms.table("db.t").properties["_meta.sink.offset"] == "42"
+    (other,) = ms.open_txns()
+    ms.allocate_table_write_ids([other], "db.t")
+    ms.commit_txn(other, key="_meta.sink.offset", value="43")
+    assert ms.table("db.t").properties["_meta.sink.offset"] == "43"
+
+
+def test_heartbeat_range_reports_aborted_and_missing(ms: Metastore) -> None:
+    a, b, c = ms.open_txns(3)
+    ms.abort_txn(b)
+    ms.commit_txn(c)
+    resp = ms.heartbeat_txn_range(a, 5)
+    assert resp.aborted == [b]
+    assert resp.nosuch == [c, 4, 5]
+    ms.heartbeat(a)
+    with pytest.raises(TxnAbortedException):
+        ms.heartbeat(b)
+    with pytest.raises(NoSuchTxnException):
+        ms.heartbeat(42)
+
+
+def _write(ms: Metastore, txn: int, op: OperationType, partition: str) -> None:
+    ms.allocate_table_write_ids([txn], "db.t")
+    ms.lock(
+        [LockComponent(LockType.SHARED_WRITE, LockLevel.PARTITION, "db", "t", partition, operation=op)],
+        txn_id=txn,
+    )
+
+
+def test_components_move_to_completed_at_commit(ms: Metastore) -> None:
+    (txn,) = ms.open_txns()
+    ms.allocate_table_write_ids([txn], "db.t")
+    ms.lock(
+        [
+            LockComponent(
+                LockType.SHARED_READ,
+                LockLevel.TABLE,
+                "db",
+                "t",
+                operation=OperationType.INSERT,
+                is_dynamic_partition_write=True,
+            )
+        ],
+        txn_id=txn,
+    )
+    ms.add_dynamic_partitions(txn, 1, "db.t", ["ds=a", "ds=b"])
+    with pytest.raises(InvalidObjectException):
+        ms.add_dynamic_partitions(txn, 7, "db.t", ["ds=c"])
+    assert ms.completed_components("db.t") == []
+    assert len(ms.show_locks("db.t")) == 1
+    ms.commit_txn(txn)
+    done = ms.completed_components("db.t")
+    assert [(c.partition, c.write_id, c.update_delete) for c in done] == [
+        ("ds=a", 1, False),
+        ("ds=b", 1, False),
+    ]
+    assert ms.show_locks() == []
+
+
+def test_first_committer_wins_on_update_delete(ms: Metastore) -> None:
+    a, b, c = ms.open_txns(3)
+    _write(ms, a, OperationType.UPDATE, "ds=1")
+    ms.commit_txn(a)
+    _write(ms, b, OperationType.DELETE, "ds=1")
+    _write(ms, c, OperationType.UPDATE, "ds=2")
+    with pytest.raises(WriteConflictException, match=r"write conflict on db\.t/ds=1 committed by txnid:1"):
+        ms.commit_txn(b)
+    assert ms.get_txn_state(b) is TxnState.ABORTED
+    ms.commit_txn(c)  # another partition: no conflict
+    (d,) = ms.open_txns()  # started after a committed: no conflict
+    _write(ms, d, OperationType.UPDATE, "ds=1")
+    ms.commit_txn(d)
+
+
+def test_inserts_never_conflict(ms: Metastore) -> None:
+    a, b = ms.open_txns(2)
+    _write(ms, a, OperationType.INSERT, "ds=1")
+    ms.commit_txn(a)
+    ms.lock(
+        [LockComponent(LockType.SHARED_READ, LockLevel.PARTITION, "db", "t", "ds=1", OperationType.INSERT)],
+        txn_id=b,
+    )
+    ms.allocate_table_write_ids([b], "db.t")
+    ms.commit_txn(b)
+
+
+def test_timeouts_abort_silent_txns(metastore_url: str, warehouse: object) -> None:
+    import time
+
+    with Metastore.connect(metastore_url, warehouse=str(warehouse), txn_timeout=1.0) as m:
+        m.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
+        alive, silent = m.open_txns(2)
+        m.allocate_table_write_ids([alive, silent], "t")
+        for _ in range(6):
+            time.sleep(0.25)
+            m.heartbeat(alive)
+        m.get_valid_write_ids("t")  # housekeeping piggy-backs on normal use
+        assert m.get_txn_state(silent) is TxnState.ABORTED
+        assert m.get_txn_state(alive) is TxnState.OPEN
+        with pytest.raises(TxnAbortedException, match="already aborted"):
+            m.commit_txn(silent)
+        m.commit_txn(alive)
+        assert str(m.get_valid_write_ids("t")) == "default.t:2:9223372036854775807::2"
+        assert m.perform_timeouts() == []
