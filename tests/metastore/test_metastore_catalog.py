@@ -1,0 +1,212 @@
+"""Catalog and the DDL subset: databases, tables in every Hive type, partitions, typed errors."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from acidstream.acid.types import Column, parse_type
+from acidstream.errors import (
+    AlreadyExistsException,
+    DdlSyntaxError,
+    InvalidObjectException,
+    MetaException,
+    NoSuchObjectException,
+)
+from acidstream.metastore import Metastore, Table
+
+ALL_TYPES = (
+    "a tinyint, b smallint, c int, d bigint, e boolean, f float, g double, h string, i decimal(12,3), "
+    "j char(5), k varchar(20), l timestamp, m date, n binary, o array<int>, p map<string,double>, "
+    "q struct<x:int,y:array<string>>"
+)
+
+
+def test_create_table_with_every_type(ms: Metastore, warehouse: Path) -> None:
+    ms.execute(
+        f"CREATE TABLE IF NOT EXISTS db.all_types ({ALL_TYPES} COMMENT 'last') PARTITIONED BY (ds string, hr int) "
+        "CLUSTERED BY (c, h) INTO 8 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true', 'x'='y');"
+    )
+    t = ms.table("db.all_types")
+    assert [str(c) for c in t.columns] == [
+        f"{c.name} {c.type}"
+        for c in (Column(n, parse_type(ty)) for n, ty in (x.strip().split(" ", 1) for x in _split(ALL_TYPES)))
+    ]
+    assert t.columns[-1].comment == "last"
+    assert [c.name for c in t.partition_keys] == ["ds", "hr"]
+    assert (t.bucket_columns, t.num_buckets, t.bucketing_version) == (("c", "h"), 8, 2)
+    assert t.properties == {"transactional": "true", "x": "y", "bucketing_version": "2"}
+    assert t.location == str(warehouse / "db.db" / "all_types")
+    assert (t.full_name, t.is_transactional, t.is_partitioned) == ("db.all_types", True, True)
+    assert len(t.all_columns) == 19
+    assert t.metastore is ms
+    ms.execute("CREATE TABLE IF NOT EXISTS db.all_types (z int)")  # no-op
+    assert ms.table("db.all_types") == t
+
+
+def _split(cols: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in cols:
+        depth += ch in "<("
+        depth -= ch in ">)"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
+
+
+def test_default_database_location_and_insert_only(ms: Metastore, warehouse: Path) -> None:
+    t = ms.create_table(
+        "default",
+        "io",
+        [Column("id", parse_type("int"))],
+        properties={"transactional": "true", "transactional_properties": "insert_only"},
+    )
+    assert t.location == str(warehouse / "io")
+    assert not t.is_transactional
+
+
+def test_show_describe_alter_drop(ms: Metastore) -> None:
+    assert ms.execute("SHOW DATABASES") == [("db",), ("default",)]
+    assert ms.execute("show tables in db") == [("t",), ("u",)]
+    ms.execute("ALTER TABLE db.u SET TBLPROPERTIES ('k'='v')")
+    assert ms.table("db.u").properties["k"] == "v"
+    rows = ms.execute("DESCRIBE db.t")
+    assert rows == [
+        ("id", "int", ""),
+        ("msg", "string", ""),
+        ("# Partition Information", "", ""),
+        ("# col_name", "data_type", "comment"),
+        ("ds", "string", ""),
+    ]
+    formatted = ms.execute("DESCRIBE FORMATTED db.u")
+    assert formatted is not None and ("", "k", "v") in formatted
+    ms.execute("DROP TABLE db.u")
+    ms.execute("DROP TABLE IF EXISTS db.u")
+    with pytest.raises(NoSuchObjectException):
+        ms.table("db.u")
+    with pytest.raises(MetaException, match="not empty"):
+        ms.execute("DROP DATABASE db")
+    ms.execute("DROP DATABASE db CASCADE")
+    assert ms.list_databases() == ["default"]
+
+
+def test_table_class_is_pluggable(metastore_url: str, warehouse: Path) -> None:
+    class MyTable(Table):
+        def hello(self) -> str:
+            return f"hi {self.full_name}"
+
+    class MyMetastore(Metastore):
+        table_class = MyTable
+
+    with MyMetastore.connect(metastore_url, warehouse=warehouse) as m:
+        t = m.create_table("default", "x", [Column("id", parse_type("int"))])
+        assert isinstance(t, MyTable) and t.hello() == "hi default.x"
+
+
+@pytest.mark.parametrize(
+    ("sql", "message", "position"),
+    [
+        ("CREAT TABLE t (a int)", "expected CREATE", 0),
+        ("CREATE TABLE t (a int", "expected ')'", 21),
+        ("CREATE TABLE t (a intt)", "unknown type 'intt'", 18),
+        ("CREATE TABLE t (a int, b)", "expected a type for column 'b'", 24),
+        ("CREATE TABLE t (a decimal(50,2))", "invalid decimal", 18),
+        ("CREATE TABLE t (a int) STORED AS PARQUET", "only STORED AS ORC", 33),
+        ("CREATE TABLE t (a int) CLUSTERED BY (a) INTO 0 BUCKETS", "must be positive", 45),
+        ("CREATE TABLE t (a int) TBLPROPERTIES (k='v')", "expected a property key", 38),
+        ("SHOW TABLEZ", "expected DATABASES", 5),
+        ("DROP TABLE t extra", "expected end of statement", 13),
+        ("SELECT 1 # x", "unexpected character '#'", 9),
+    ],
+)
+def test_ddl_syntax_errors_point_at_the_token(ms: Metastore, sql: str, message: str, position: int) -> None:
+    with pytest.raises(DdlSyntaxError, match=re.escape(message)) as info:
+        ms.execute(sql)
+    assert info.value.position == position
+
+
+def test_bad_definitions(ms: Metastore) -> None:
+    with pytest.raises(AlreadyExistsException, match=r"Table db\.t already exists"):
+        ms.execute("CREATE TABLE db.t (a int)")
+    with pytest.raises(AlreadyExistsException):
+        ms.execute("CREATE DATABASE db")
+    ms.execute("CREATE DATABASE IF NOT EXISTS db")
+    with pytest.raises(NoSuchObjectException, match="Database nodb does not exist"):
+        ms.execute("CREATE TABLE nodb.t (a int)")
+    with pytest.raises(InvalidObjectException, match="duplicate column"):
+        ms.execute("CREATE TABLE db.x (a int, a string)")
+    with pytest.raises(InvalidObjectException, match="duplicate column"):
+        ms.execute("CREATE TABLE db.x (a int) PARTITIONED BY (a string)")
+    with pytest.raises(InvalidObjectException, match="bucket column 'zz'"):
+        ms.execute("CREATE TABLE db.x (a int) CLUSTERED BY (zz) INTO 2 BUCKETS")
+    with pytest.raises(InvalidObjectException, match="primitive"):
+        ms.execute("CREATE TABLE db.x (a int) PARTITIONED BY (p array<int>)")
+    with pytest.raises(InvalidObjectException, match="bucketing_version"):
+        ms.execute("CREATE TABLE db.x (a int) TBLPROPERTIES ('bucketing_version'='3')")
+
+
+def test_partitions(ms: Metastore, warehouse: Path) -> None:
+    p = ms.add_partition("db.t", ["2024/01:x"])
+    assert p.name == "ds=2024%2F01%3Ax"
+    assert p.location == str(warehouse / "db.db" / "t" / "ds=2024%2F01%3Ax")
+    assert ms.add_partition("db.t", ["2024/01:x"]) == p
+    with pytest.raises(AlreadyExistsException):
+        ms.add_partition("db.t", ["2024/01:x"], if_not_exists=False)
+    ms.add_partition("db.t", [""])
+    assert ms.execute("SHOW PARTITIONS db.t") == [("ds=2024%2F01%3Ax",), ("ds=__HIVE_DEFAULT_PARTITION__",)]
+    assert ms.get_partition("db.t", ["2024/01:x"]) == p
+    with pytest.raises(InvalidObjectException, match="1 partition keys"):
+        ms.add_partition("db.t", ["a", "b"])
+    with pytest.raises(InvalidObjectException, match="not partitioned"):
+        ms.add_partition("db.u", ["a"])
+    ms.drop_partition("db.t", ["2024/01:x"])
+    assert ms.get_partition("db.t", ["2024/01:x"]) is None
+    with pytest.raises(NoSuchObjectException):
+        ms.drop_partition("db.t", ["2024/01:x"])
+
+
+def test_add_partition_is_race_safe(ms: Metastore) -> None:
+    errors: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            for i in range(10):
+                ms.add_partition("db.t", [str(i)])
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(ms.list_partitions("db.t")) == 10
+
+
+def test_notification_log(ms: Metastore) -> None:
+    start = ms.current_notification_event_id()
+    ms.add_partition("db.t", ["1"])
+    (txn,) = ms.open_txns()
+    ms.allocate_table_write_ids([txn], "db.t")
+    ms.add_write_notification(txn, 1, "db.t", "ds=1", ["delta_0000001_0000001/bucket_00000"])
+    ms.commit_txn(txn)
+    events = ms.notifications(start)
+    assert [e.event_type for e in events] == [
+        "ADD_PARTITION",
+        "OPEN_TXN",
+        "ALLOC_WRITE_ID",
+        "ACID_WRITE",
+        "COMMIT_TXN",
+    ]
+    assert [e.event_id for e in events] == list(range(start + 1, start + 6))
+    assert events[3].message == {"files": ["delta_0000001_0000001/bucket_00000"]}
+    assert events[4].message["write_ids"] == {"db.t": 1}
+    assert ms.current_notification_event_id() == start + 5
+    assert ms.notifications(start, limit=2) == events[:2]

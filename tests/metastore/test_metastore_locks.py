@@ -1,0 +1,112 @@
+"""Locks: Hive 3's compatibility matrix over overlapping objects, all-or-nothing requests, timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from acidstream.errors import LockTimeoutException, MetaException, NoSuchLockException
+from acidstream.metastore import LockComponent, LockLevel, LockState, LockType, Metastore
+
+R, W, X = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCLUSIVE
+DB = LockComponent(R, LockLevel.DB, "db")
+
+
+def comp(t: LockType, level: LockLevel, table: str | None = None, part: str | None = None) -> LockComponent:
+    return LockComponent(t, level, "db", table, part)
+
+
+@pytest.mark.parametrize(
+    ("held", "wanted", "ok"),
+    [
+        (R, R, True),
+        (R, W, True),
+        (W, R, True),
+        (W, W, False),
+        (R, X, False),
+        (X, R, False),
+        (W, X, False),
+        (X, W, False),
+        (X, X, False),
+    ],
+)
+def test_compatibility_matrix(ms: Metastore, held: LockType, wanted: LockType, ok: bool) -> None:
+    ms.lock([comp(held, LockLevel.TABLE, "t")])
+    resp = ms.lock([comp(wanted, LockLevel.TABLE, "t")], wait=False)
+    assert resp.state is (LockState.ACQUIRED if ok else LockState.WAITING)
+
+
+@pytest.mark.parametrize(
+    ("held", "wanted", "overlap"),
+    [
+        (comp(X, LockLevel.DB), comp(X, LockLevel.PARTITION, "t", "ds=1"), True),
+        (comp(X, LockLevel.TABLE, "t"), comp(X, LockLevel.PARTITION, "t", "ds=1"), True),
+        (comp(X, LockLevel.TABLE, "t"), comp(X, LockLevel.TABLE, "u"), False),
+        (comp(X, LockLevel.PARTITION, "t", "ds=1"), comp(X, LockLevel.PARTITION, "t", "ds=2"), False),
+        (comp(X, LockLevel.PARTITION, "t", "ds=1"), comp(X, LockLevel.PARTITION, "t", "ds=1"), True),
+        (comp(X, LockLevel.DB), LockComponent(X, LockLevel.DB, "default"), False),
+    ],
+)
+def test_overlapping_objects(
+    ms: Metastore, held: LockComponent, wanted: LockComponent, overlap: bool
+) -> None:
+    ms.lock([held])
+    assert ms.lock([wanted], wait=False).state is (LockState.WAITING if overlap else LockState.ACQUIRED)
+
+
+def test_multi_component_request_is_all_or_nothing(ms: Metastore) -> None:
+    blocker = ms.lock([comp(X, LockLevel.TABLE, "u")])
+    resp = ms.lock([comp(W, LockLevel.TABLE, "t"), comp(R, LockLevel.TABLE, "u")], wait=False)
+    assert resp.state is LockState.WAITING
+    assert {li.state for li in ms.show_locks() if li.lock_id == resp.lock_id} == {LockState.WAITING}
+    # nothing of the waiting request is held: an exclusive lock on t is still only queued behind it
+    ms.unlock(blocker.lock_id)
+    assert ms.check_lock(resp.lock_id) is LockState.ACQUIRED
+
+
+def test_waiting_lock_times_out_naming_the_blocker(ms: Metastore) -> None:
+    (txn,) = ms.open_txns(agent_info="blocker-agent")
+    ms.lock([comp(X, LockLevel.TABLE, "t")], txn_id=txn, agent_info="blocker-agent")
+    start = time.monotonic()
+    with pytest.raises(
+        LockTimeoutException,
+        match=r"not acquired within 0\.3s: waiting for lock 1 \(EXCLUSIVE on db\.t, txnid:1, agent 'blocker-agent'",
+    ):
+        ms.lock([comp(R, LockLevel.PARTITION, "t", "ds=1")], timeout=0.3)
+    assert 0.3 <= time.monotonic() - start < 2
+    assert [li.lock_id for li in ms.show_locks()] == [1]  # the timed-out request was withdrawn
+
+
+def test_waiter_acquires_when_txn_commits(ms: Metastore) -> None:
+    (txn,) = ms.open_txns()
+    ms.lock([comp(X, LockLevel.TABLE, "t")], txn_id=txn)
+    waiting = ms.lock([comp(R, LockLevel.TABLE, "t")], wait=False)
+    with pytest.raises(MetaException, match="not permitted"):
+        ms.unlock(1)
+    ms.commit_txn(txn)
+    assert ms.check_lock(waiting.lock_id) is LockState.ACQUIRED
+
+
+def test_show_locks_and_unknown_lock(ms: Metastore) -> None:
+    (txn,) = ms.open_txns()
+    ms.lock([comp(R, LockLevel.PARTITION, "t", "ds=1")], txn_id=txn, agent_info="agent", user="me", host="h")
+    (info,) = ms.show_locks("db.t")
+    assert (
+        info.txn_id,
+        info.db,
+        info.table,
+        info.partition,
+        info.type,
+        info.state,
+        info.agent_info,
+        info.user,
+    ) == (txn, "db", "t", "ds=1", R, LockState.ACQUIRED, "agent", "me")
+    assert ms.show_locks("db.u") == []
+    assert ms.execute("SHOW LOCKS db.t") is not None
+    with pytest.raises(NoSuchLockException):
+        ms.check_lock(999)
+    with pytest.raises(NoSuchLockException):
+        ms.unlock(999)
+    ms.abort_txn(txn)
+    assert ms.show_locks() == []
