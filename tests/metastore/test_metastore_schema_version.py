@@ -1,0 +1,59 @@
+"""Schema versioning: a database from another release opens or fails with SchemaVersionError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from acidstream.errors import MetaException, SchemaVersionError
+from acidstream.metastore import Metastore
+from acidstream.metastore.schema import SCHEMA_VERSION
+
+
+def _set_version(url: str, version: int) -> None:
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE acidstream_version SET version = :v"), {"v": version})
+    engine.dispose()
+
+
+def test_reopen_keeps_state(metastore_url: str, warehouse: Path) -> None:
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+        ms.execute("CREATE TABLE t (a int) TBLPROPERTIES ('transactional'='true')")
+        ms.open_txns(2)
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+        assert ms.list_tables() == ["t"]
+        assert ms.open_txns() == [3]
+
+
+def test_newer_schema_is_refused(metastore_url: str, warehouse: Path) -> None:
+    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    _set_version(metastore_url, SCHEMA_VERSION + 1)
+    with pytest.raises(SchemaVersionError, match="newer acidstream release"):
+        Metastore.connect(metastore_url, warehouse=warehouse)
+
+
+def test_older_schema_without_upgrade_path_is_refused(metastore_url: str, warehouse: Path) -> None:
+    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    _set_version(metastore_url, 0)
+    with pytest.raises(SchemaVersionError, match="no upgrade path exists from it"):
+        Metastore.connect(metastore_url, warehouse=warehouse)
+
+
+def test_foreign_database_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE txns (x int)"))
+    engine.dispose()
+    with pytest.raises(SchemaVersionError, match="no version table"):
+        Metastore.connect(url, warehouse=tmp_path)
+
+
+def test_bad_urls(tmp_path: Path) -> None:
+    with pytest.raises(MetaException, match="unsupported metastore URL"):
+        Metastore.connect("mysql://x/y", warehouse=tmp_path)
+    with pytest.raises(MetaException, match="SQLite file"):
+        Metastore.connect("sqlite://", warehouse=tmp_path)
