@@ -1,0 +1,193 @@
+"""The record writers a user hands to ``StreamingConnection.builder().with_record_writer(...)``.
+
+Hive's StrictDelimitedInputWriter, StrictJsonWriter and StrictRegexWriter, with immutable configuration built
+by a builder. ``bind`` ties a writer to a table's columns and returns the bulk parser the connection uses.
+By default values that do not parse as their column type are reported as SerializationError (``lenient=False``);
+``with_lenient(True)`` gives Hive's SerDe behaviour, where they silently become NULL.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+from acidstream.acid.types import Column
+from acidstream.streaming.records import RecordParser
+from acidstream.streaming.records.delimited import DelimitedParser
+from acidstream.streaming.records.json import JsonParser
+from acidstream.streaming.records.regex import RegexParser, compile_check, name_groups
+from acidstream.streaming.records.text_values import DEFAULT_SEPARATORS, TextFormat
+
+#: AbstractRecordWriter's default line delimiter for ``write(InputStream)``.
+DEFAULT_LINE_DELIMITER_PATTERN = r"[\r\n]"
+
+W = TypeVar("W", bound="RecordWriter")
+
+
+@dataclass(frozen=True)
+class RecordWriter(ABC):
+    """Base of the three writers: how records look, and how a stream is cut into records."""
+
+    line_delimiter_pattern: str = DEFAULT_LINE_DELIMITER_PATTERN
+    lenient: bool = False
+
+    @abstractmethod
+    def bind(
+        self,
+        columns: Sequence[Column],
+        partition_keys: Sequence[Column] = (),
+        *,
+        dynamic_partitioning: bool = False,
+    ) -> RecordParser:
+        """A parser for this table; with dynamic partitioning records carry the partition values last."""
+
+
+class _Builder(Generic[W]):
+    """Fluent builder over a frozen writer: every ``with_*`` returns the builder, ``build`` the writer."""
+
+    def __init__(self, writer: W) -> None:
+        self._writer = writer
+
+    def with_line_delimiter_pattern(self, pattern: str) -> _Builder[W]:
+        self._writer = replace(self._writer, line_delimiter_pattern=pattern)
+        return self
+
+    def with_lenient(self, lenient: bool) -> _Builder[W]:
+        self._writer = replace(self._writer, lenient=lenient)
+        return self
+
+    def build(self) -> W:
+        return self._writer
+
+
+def _delimiter(value: str | bytes | int, what: str) -> str:
+    """Hive's separators are single bytes; we accept one ASCII character as str, bytes or int."""
+    if isinstance(value, int):
+        value = bytes([value])
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    if len(text) != 1 or ord(text) > 0x7F:
+        raise ValueError(
+            f"{what} must be a single ASCII character (LazySimpleSerDe separators are one byte), got {value!r}"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class StrictDelimitedInputWriter(RecordWriter):
+    """LazySimpleSerDe text records: field, collection and map-key delimiters (Hive defaults ^A, ^B, ^C)."""
+
+    field_delimiter: str = DEFAULT_SEPARATORS[0]
+    collection_delimiter: str = DEFAULT_SEPARATORS[1]
+    map_key_delimiter: str = DEFAULT_SEPARATORS[2]
+    null_sequence: str = "\\N"
+
+    @staticmethod
+    def builder() -> DelimitedBuilder:
+        return DelimitedBuilder(StrictDelimitedInputWriter())
+
+    def text_format(self) -> TextFormat:
+        separators = (
+            self.field_delimiter,
+            self.collection_delimiter,
+            self.map_key_delimiter,
+            *DEFAULT_SEPARATORS[3:],
+        )
+        if len(set(separators)) != len(separators):
+            raise ValueError(f"delimiters must differ from each other and from \\x04..\\x08: {separators!r}")
+        return TextFormat(separators, self.null_sequence)
+
+    def bind(
+        self,
+        columns: Sequence[Column],
+        partition_keys: Sequence[Column] = (),
+        *,
+        dynamic_partitioning: bool = False,
+    ) -> RecordParser:
+        parts = partition_keys if dynamic_partitioning else ()
+        return DelimitedParser(columns, parts, self.text_format(), self.lenient)
+
+
+class DelimitedBuilder(_Builder[StrictDelimitedInputWriter]):
+    def with_field_delimiter(self, delimiter: str | bytes | int) -> DelimitedBuilder:
+        self._writer = replace(self._writer, field_delimiter=_delimiter(delimiter, "field delimiter"))
+        return self
+
+    def with_collection_delimiter(self, delimiter: str | bytes | int) -> DelimitedBuilder:
+        self._writer = replace(
+            self._writer, collection_delimiter=_delimiter(delimiter, "collection delimiter")
+        )
+        return self
+
+    def with_map_key_delimiter(self, delimiter: str | bytes | int) -> DelimitedBuilder:
+        self._writer = replace(self._writer, map_key_delimiter=_delimiter(delimiter, "map key delimiter"))
+        return self
+
+    def with_null_sequence(self, sequence: str) -> DelimitedBuilder:
+        self._writer = replace(self._writer, null_sequence=sequence)
+        return self
+
+    def build(self) -> StrictDelimitedInputWriter:
+        self._writer.text_format()  # fail here, not at bind, on clashing delimiters
+        return self._writer
+
+
+@dataclass(frozen=True)
+class StrictJsonWriter(RecordWriter):
+    """One JSON object per record (Hive's JsonSerDe)."""
+
+    @staticmethod
+    def builder() -> _Builder[StrictJsonWriter]:
+        return _Builder(StrictJsonWriter())
+
+    def bind(
+        self,
+        columns: Sequence[Column],
+        partition_keys: Sequence[Column] = (),
+        *,
+        dynamic_partitioning: bool = False,
+    ) -> RecordParser:
+        return JsonParser(columns, partition_keys if dynamic_partitioning else (), self.lenient)
+
+
+@dataclass(frozen=True)
+class StrictRegexWriter(RecordWriter):
+    """RegexSerDe: the whole record must match ``regex``; group i is column i (RE2 syntax)."""
+
+    regex: str = ""
+
+    @staticmethod
+    def builder() -> RegexBuilder:
+        return RegexBuilder(StrictRegexWriter())
+
+    def bind(
+        self,
+        columns: Sequence[Column],
+        partition_keys: Sequence[Column] = (),
+        *,
+        dynamic_partitioning: bool = False,
+    ) -> RecordParser:
+        return RegexParser(self.regex, columns, partition_keys if dynamic_partitioning else (), self.lenient)
+
+
+class RegexBuilder(_Builder[StrictRegexWriter]):
+    def with_regex(self, regex: str) -> RegexBuilder:
+        self._writer = replace(self._writer, regex=regex)
+        return self
+
+    def build(self) -> StrictRegexWriter:
+        if not self._writer.regex:
+            raise ValueError("StrictRegexWriter needs a regex (with_regex)")
+        compile_check(self._writer.regex)
+        name_groups(self._writer.regex)
+        return self._writer
+
+
+__all__ = [
+    "DEFAULT_LINE_DELIMITER_PATTERN",
+    "RecordWriter",
+    "StrictDelimitedInputWriter",
+    "StrictJsonWriter",
+    "StrictRegexWriter",
+]
