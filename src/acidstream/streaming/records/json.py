@@ -163,7 +163,8 @@ class JsonParser(RecordParser):
 
 def _join_lines(records: pa.Array) -> bytes:
     """Every record followed by a newline, as one buffer built by Arrow (no Python loop over records)."""
-    lines = pc.binary_join_element_wise(records, pa.scalar(b"", pa.large_binary()), b"\n")
+    empty, newline = pa.scalar(b"", pa.large_binary()), pa.scalar(b"\n", pa.large_binary())
+    lines = pc.binary_join_element_wise(records, empty, newline)
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
     start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
     return lines.buffers()[2].to_pybytes()[start:end]

@@ -104,9 +104,12 @@ def split_fields(text: pa.Array, separator: str, count: int) -> tuple[list[pa.Ar
     flat = parts.flatten()
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
     fields = []
+    fewest = int(lengths.min()) if len(lengths) and parts.null_count == 0 else 0
     for i in range(count):
-        present = lengths > i
-        fields.append(flat.take(pa.array(starts + i, mask=~present)))
+        if i < fewest:  # every row has field i: no gather with nulls needed
+            fields.append(pc.list_element(parts, i))
+        else:
+            fields.append(flat.take(pa.array(starts + i, mask=~(lengths > i))))
     return fields, lengths
 
 
@@ -122,6 +125,15 @@ def _null_where(arr: pa.Array, bad: np.ndarray) -> pa.Array:
 
 def _integers(text: pa.Array, t: HiveType) -> Converted:
     """LazyInteger/LazyLong: optional sign, ASCII digits only, no blanks; out of range does not parse."""
+    lo, hi = _INT_RANGES[t.name]
+    if not pc.any(pc.match_substring(text, "x", ignore_case=True)).as_py():  # Arrow alone accepts '0x1F'
+        try:  # fast path: Arrow's parser accepts a subset of Hive's forms (no '+'), so success is exact
+            values = pc.cast(text, pa.int64())
+        except pa.ArrowInvalid:
+            pass
+        else:
+            bad = mask(pc.or_(pc.less(values, lo), pc.greater(values, hi)))
+            return Converted(_null_where(values, bad).cast(t.to_arrow()), bad)
     ok = mask(pc.match_substring_regex(text, _INT_RE))
     bad = mask(pc.is_valid(text)) & ~ok
     digits = pc.replace_substring_regex(text, r"^\+", "")
@@ -130,7 +142,6 @@ def _integers(text: pa.Array, t: HiveType) -> Converted:
     values = np.zeros(len(text), dtype=np.int64)
     if short.any():
         values[short] = pc.cast(digits.filter(pa.array(short)), pa.int64()).to_numpy()
-    lo, hi = _INT_RANGES[t.name]
     for i in np.flatnonzero(ok & ~short):
         big = int(digits[i].as_py())
         if lo <= big <= hi:
