@@ -31,6 +31,7 @@ from acidstream.acid.orc.events import (
     event_schema,
     format_acid_stats,
 )
+from acidstream.acid.orc.nested import push_down_nulls
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.stats import merge_all
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, OrcTail, build_tail, read_tail
@@ -176,7 +177,9 @@ class AcidWriter:
             row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
             self._next_row_id += n
             wid = pa.array(np.full(n, write_id, dtype=np.int64))
-            row = pa.StructArray.from_arrays(batch.columns, fields=list(self._row_type))
+            row = pa.StructArray.from_arrays(
+                [push_down_nulls(c) for c in batch.columns], fields=list(self._row_type)
+            )
             self._append(
                 pa.RecordBatch.from_arrays(
                     [
@@ -240,7 +243,10 @@ class AcidWriter:
             counts = np.bincount(ops.to_numpy(), minlength=3)
             if len(counts) > 3 or int(pc.min(ops).as_py()) < 0:
                 raise ValueError("operation must be 0 (insert), 1 (update) or 2 (delete)")
-            self._append(batch, check_order=True)
+            row = push_down_nulls(batch.column(5))
+            self._append(
+                pa.RecordBatch.from_arrays([*batch.columns[:5], row], schema=self._schema), check_order=True
+            )
             for kind in EventKind:
                 self._counts[kind] += int(counts[kind])
 

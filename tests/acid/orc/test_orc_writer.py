@@ -1,0 +1,292 @@
+"""AcidWriter: event values (§2.3), key index and stats (§4.1–4.2), flushes/side file (§5.4), close (§5.5)."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+import pytest
+from conftest import all_type_rows, write_path
+
+from acidstream.acid.codec import BucketCodec
+from acidstream.acid.orc import (
+    AcidWriter,
+    EventKind,
+    WriterOptions,
+    event_schema,
+    read_acid_metadata,
+    read_events,
+)
+from acidstream.acid.orc.tail import FOOTER, STRIPE, TYPE, read_tail
+from acidstream.acid.types import Column, parse_columns
+
+B0 = BucketCodec.V1.encode(0, -1)
+COLS = parse_columns("id int, msg string")
+
+
+def rows(*ids: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int32()), "msg": [f"m{i}" for i in ids]})
+
+
+def tail_of(path: str, length: int | None = None) -> object:
+    with pa.memory_map(path) as f:
+        return read_tail(f, length if length is not None else f.size())
+
+
+def test_b0_is_hive_bucket_property() -> None:
+    assert B0 == 536870912
+
+
+def test_rowid_restarts_per_write_id_and_key_index_per_stripe(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = write_path(tmp_path, "delta_0000002_0000003")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    w.insert(2, B0, rows(10))
+    w.insert(2, B0, rows(11))  # same write id: rowId continues
+    w.flush()
+    w.insert(3, B0, rows(12, 13))
+    w.close()
+    t = read_events(fs, path)
+    assert t.column("rowId").to_pylist() == [0, 1, 0, 1]
+    assert t.column("originalTransaction").to_pylist() == [2, 2, 3, 3]
+    assert t.column("currentTransaction").to_pylist() == [2, 2, 3, 3]
+    assert t.column("operation").to_pylist() == [EventKind.INSERT] * 4
+    assert t.column("bucket").to_pylist() == [B0] * 4
+    assert t.column("row").to_pylist() == [{"id": i, "msg": f"m{i}"} for i in (10, 11, 12, 13)]
+    meta = read_acid_metadata(fs, path)
+    assert meta.key_index == [(2, B0, 1), (3, B0, 1)]
+    assert w.key_index.encode() == "2,536870912,1;3,536870912,1;"
+    assert meta.stats == (4, 0, 0)
+    assert meta.version == "2"
+    assert (meta.num_rows, meta.stripes) == (4, 2)
+    assert tail_of(path).user_metadata() == {  # type: ignore[attr-defined]
+        "hive.acid.key.index": b"2,536870912,1;3,536870912,1;",
+        "hive.acid.stats": b"4,0,0",
+        "hive.acid.version": b"2",
+    }
+
+
+def test_all_types_round_trip_through_our_reader_and_pyarrow(
+    tmp_path: Path, fs: pafs.FileSystem, all_columns: list[Column]
+) -> None:
+    path = write_path(tmp_path)
+    data = all_type_rows(all_columns, 50)
+    w = AcidWriter(fs, path, all_columns, options=WriterOptions(), side_file=False)
+    w.insert(1, B0, data.slice(0, 20))
+    w.insert(1, B0, data.slice(20).to_batches()[0])
+    w.close()
+    ours = read_events(fs, path)
+    assert ours.schema == event_schema(pa.struct(list(data.schema)))
+    assert pa.Table.from_struct_array(ours.column("row").combine_chunks()).equals(data)
+    assert po.ORCFile(path).read().equals(ours)
+
+
+def test_char_and_varchar_are_declared_with_their_length(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    cols = parse_columns("a char(7), b varchar(300), c array<varchar(5)>, d string")
+    path = write_path(tmp_path)
+    w = AcidWriter(fs, path, cols, options=WriterOptions(), side_file=False)
+    w.insert(1, B0, pa.table({"a": ["x"], "b": ["y"], "c": [["z"]], "d": ["w"]}))
+    w.close()
+    types = tail_of(path).types  # type: ignore[attr-defined]
+    got = [(t.uint(TYPE.KIND), t.uint(TYPE.MAXIMUM_LENGTH)) for t in types[7:]]
+    assert got == [(TYPE.CHAR, 7), (TYPE.VARCHAR, 300), (10, 0), (TYPE.VARCHAR, 5), (TYPE.STRING, 0)]
+
+
+def test_every_intermediate_footer_is_a_valid_file(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = write_path(tmp_path, "delta_0000001_0000004")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    offsets, counts = [], []
+    for wid in range(1, 5):
+        w.insert(wid, B0, rows(*range(wid * 10, wid * 10 + wid)))
+        offsets.append(w.flush())
+        counts.append(w.rows_written)
+    assert offsets == sorted(offsets) and w.bytes_written == offsets[-1]
+    w.close()
+    full = Path(path).read_bytes()
+    for off, n in zip(offsets, counts, strict=True):
+        assert read_events(fs, path, length=off).num_rows == n
+        copy = tmp_path / f"copy_{off}"
+        copy.write_bytes(full[:off])
+        plain = po.ORCFile(str(copy)).read()
+        assert plain.num_rows == n
+        assert plain.equals(read_events(fs, path).slice(0, n))
+        assert read_acid_metadata(fs, str(copy)).stripes == len(read_acid_metadata(fs, path, off).key_index)
+
+
+def test_side_file_records_each_flush_and_is_deleted_at_close(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = write_path(tmp_path, "delta_0000005_0000006")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    side = Path(path + "_flush_length")
+    assert side.read_bytes() == struct.pack(">q", 0)
+    w.insert(5, B0, rows(1))
+    first = w.flush()
+    size = os.path.getsize(path)
+    assert w.flush() == first  # nothing new: same offset, nothing written, offset recorded again
+    assert os.path.getsize(path) == size == first
+    w.insert(6, B0, rows(2))
+    second = w.flush()
+    assert struct.unpack(">4q", side.read_bytes()) == (0, first, first, second)
+    assert (Path(path).parent / "_orc_acid_version").read_bytes() == b"2"
+    w.close()
+    assert not side.exists()
+    assert os.path.getsize(path) == second  # the last flush already ends in a complete tail
+    assert read_events(fs, path).num_rows == 2
+
+
+def test_flush_before_any_row_returns_zero(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = write_path(tmp_path, "delta_0000005_0000006")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    assert w.flush() == 0
+    assert struct.unpack(">2q", Path(path + "_flush_length").read_bytes()) == (0, 0)
+    w.abort_close()
+
+
+def test_empty_insert_file_is_deleted_but_empty_base_is_written(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    delta = write_path(tmp_path)
+    AcidWriter(fs, delta, COLS, options=WriterOptions(), side_file=False).close()
+    assert not os.path.exists(delta)
+    base = write_path(tmp_path, "base_0000005")
+    AcidWriter(fs, base, COLS, options=WriterOptions(is_base=True), side_file=False).close()
+    meta = read_acid_metadata(fs, base)
+    assert (meta.num_rows, meta.stripes, meta.key_index, meta.stats) == (0, 0, [], (0, 0, 0))
+    assert po.ORCFile(base).read().num_rows == 0
+
+
+def test_abort_close_follows_hive(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    single = write_path(tmp_path, "delta_0000001_0000001")
+    w = AcidWriter(fs, single, COLS, options=WriterOptions(), side_file=False)
+    w.insert(1, B0, rows(1))
+    w.flush()
+    w.abort_close()
+    assert not os.path.exists(single)  # no side file: the data file goes
+    batch = write_path(tmp_path, "delta_0000002_0000003")
+    w = AcidWriter(fs, batch, COLS, options=WriterOptions(), side_file=True)
+    w.insert(2, B0, rows(1))
+    off = w.flush()
+    w.insert(3, B0, rows(2))
+    w.abort_close()
+    assert not os.path.exists(batch + "_flush_length")
+    assert os.path.getsize(batch) == off  # buffered rows were discarded, no final footer
+    assert read_events(fs, batch).num_rows == 1
+
+
+def test_delete_events(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = write_path(tmp_path, "delete_delta_0000007_0000007_0000")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=False)
+    keys = pa.table({"originalTransaction": [1, 1, 2], "bucket": [B0, B0, B0], "rowId": [0, 5, 0]})
+    w.delete(7, keys)
+    with pytest.raises(ValueError, match="not sorted"):  # behind the last key written
+        w.delete(7, pa.table({"originalTransaction": [1], "bucket": [B0], "rowId": [9]}))
+    w.delete(7, pa.table({"originalTransaction": [3], "bucket": [B0], "rowId": [1]}))
+    w.close()
+    t = read_events(fs, path)
+    assert t.column("operation").to_pylist() == [EventKind.DELETE] * 4
+    assert t.column("currentTransaction").to_pylist() == [7] * 4
+    assert t.column("rowId").to_pylist() == [0, 5, 0, 1]
+    assert t.column("row").null_count == 4
+    meta = read_acid_metadata(fs, path)
+    assert (meta.stats, meta.key_index) == ((0, 0, 4), [(3, B0, 1)])
+
+
+def test_unsorted_deletes_are_rejected(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    w = AcidWriter(fs, write_path(tmp_path), COLS, options=WriterOptions(), side_file=False)
+    b1 = BucketCodec.V1.encode(1, -1)
+    with pytest.raises(ValueError, match="not sorted"):
+        w.delete(7, pa.table({"originalTransaction": [1, 1], "bucket": [b1, B0], "rowId": [0, 1]}))
+    with pytest.raises(ValueError, match="must have columns"):
+        w.delete(7, pa.table({"txn": [1]}))
+    w.abort_close()
+
+
+def test_write_events_counts_operations_and_checks_order(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = write_path(tmp_path, "base_0000009")
+    schema = event_schema(pa.struct([c.to_arrow() for c in COLS]))
+    events = pa.table(
+        {
+            "operation": pa.array([0, 0, 2], pa.int32()),
+            "originalTransaction": [1, 2, 3],
+            "bucket": pa.array([B0] * 3, pa.int32()),
+            "rowId": [0, 0, 0],
+            "currentTransaction": [1, 2, 4],
+            "row": pa.array([{"id": 1, "msg": "a"}, {"id": 2, "msg": "b"}, None], schema.field("row").type),
+        },
+        schema=schema,
+    )
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(is_base=True), side_file=False)
+    w.write_events(events)
+    with pytest.raises(ValueError, match="not sorted"):
+        w.write_events(events.slice(0, 1))
+    w.close()
+    assert read_events(fs, path).equals(events)
+    assert read_acid_metadata(fs, path).stats == (2, 0, 1)
+
+
+def test_rows_must_match_the_table_columns(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    w = AcidWriter(fs, write_path(tmp_path), COLS, options=WriterOptions(), side_file=False)
+    with pytest.raises(ValueError, match="columns"):
+        w.insert(1, B0, pa.table({"msg": ["x"], "id": [1]}))
+    w.insert(1, B0, pa.table({"id": pa.array([1], pa.int64()), "msg": ["x"]}))  # safe cast int64 -> int32
+    w.close()
+    with pytest.raises(ValueError, match="closed"):
+        w.insert(1, B0, rows(1))
+
+
+def test_small_stripes_key_index_and_file_statistics(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """Many stitched stripes: one key-index entry per stripe (its last key); file stats merged exactly."""
+    path = write_path(tmp_path, "delta_0000001_0000003")
+    opts = WriterOptions(stripe_size=64 * 1024)
+    w = AcidWriter(fs, path, COLS, options=opts, side_file=False)
+    n = 0
+    for wid in (1, 2, 3):
+        for _ in range(5):
+            w.insert(wid, B0, rows(*range(n, n + 3000)))
+            n += 3000
+    w.close()
+    assert w.stripes >= 10
+    orc = po.ORCFile(path)
+    assert orc.nstripes == w.stripes
+    expected = []
+    for i in range(orc.nstripes):
+        s = orc.read_stripe(i, columns=["originalTransaction", "bucket", "rowId"])
+        expected.append(tuple(s.column(c)[s.num_rows - 1].as_py() for c in range(3)))
+    assert read_acid_metadata(fs, path).key_index == expected
+    # file statistics equal those pyarrow computes for the whole table in one go
+    whole = tmp_path / "whole.orc"
+    po.write_table(read_events(fs, path), str(whole), **opts.pyarrow_kwargs())  # type: ignore[arg-type]
+    ours, ref = tail_of(path), tail_of(str(whole))
+    assert len(ours.statistics) == len(ref.statistics)  # type: ignore[attr-defined]
+    for a, b in zip(ours.statistics, ref.statistics, strict=True):  # type: ignore[attr-defined]
+        for f in (1, 2, 4, 10):  # count, int stats, string stats, hasNull
+            assert a.bytes_(f) == b.bytes_(f) if f in (2, 4) else a.uint(f) == b.uint(f)
+    stripes = tail_of(path).footer.messages(FOOTER.STRIPES)  # type: ignore[attr-defined]
+    assert sum(s.uint(STRIPE.NUMBER_OF_ROWS) for s in stripes) == n
+
+
+@pytest.mark.parametrize("compression", ["NONE", "ZLIB", "SNAPPY", "ZSTD"])
+def test_each_compression_round_trips(tmp_path: Path, fs: pafs.FileSystem, compression: str) -> None:
+    path = write_path(tmp_path, "delta_0000001_0000002")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(compression=compression), side_file=True)
+    w.insert(1, B0, rows(*range(1000)))
+    off = w.flush()
+    w.insert(2, B0, rows(*range(1000)))
+    w.close()
+    assert read_events(fs, path, length=off).num_rows == 1000
+    assert po.ORCFile(path).read().num_rows == 2000
+    assert tail_of(path).compression.name == compression  # type: ignore[attr-defined]
+
+
+def test_options_follow_hive_defaults() -> None:
+    delta, base = WriterOptions(), WriterOptions(is_base=True)
+    assert (delta.stripe_bytes, delta.block_size) == (8 << 20, 64 << 10)
+    assert (base.stripe_bytes, base.block_size) == (64 << 20, 256 << 10)
+    assert delta.pyarrow_kwargs()["dictionary_key_size_threshold"] == 0.0
+    assert base.pyarrow_kwargs()["dictionary_key_size_threshold"] == 0.8
+    assert base.pyarrow_kwargs()["row_index_stride"] == 10000
+    assert WriterOptions(streaming_optimizations=False).pyarrow_kwargs()["row_index_stride"] == 10000
+    with pytest.raises(ValueError, match="64 KiB"):
+        WriterOptions(compression_block_size=32 << 10)
+    with pytest.raises(ValueError, match="compression"):
+        WriterOptions(compression="LZO")
