@@ -134,7 +134,7 @@ def _random_value(rng: random.Random, hive_type: HiveType) -> Any:
         unscaled = rng.randint(-(10**hive_type.precision) + 1, 10**hive_type.precision - 1)
         if rng.random() < 0.3:  # trailing zeros, which Hive strips before hashing
             unscaled = int(unscaled / 1000) * 1000
-        return decimal.Decimal(unscaled).scaleb(-hive_type.scale)
+        return decimal.Decimal(f"{unscaled}E-{hive_type.scale}")  # exact: no context rounding
     raise AssertionError(name)
 
 
