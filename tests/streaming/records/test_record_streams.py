@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acidstream.streaming.records import split_records
+from acidstream.streaming.records.streams import _ONE_BYTE, _byte_table, _split_on_bytes, _split_on_regex
 
 
 def split(data: bytes, pattern: str, chunk_size: int) -> list[bytes]:
@@ -70,3 +71,18 @@ def test_random_records_reassemble_across_random_chunk_sizes(
     for r in clean:
         joined += r + data.draw(st.sampled_from(DELIMITERS[pattern]))
     assert split(joined, pattern, chunk_size) == [r for r in clean if r]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([r"[\r\n]", r"\n", ",", r"\|", r"[,;]", r"\d"]),
+    st.binary(max_size=60),
+    st.integers(1, 20),
+)
+def test_one_byte_fast_path_matches_the_regex_path(pattern: str, data: bytes, chunk_size: int) -> None:
+    assert _ONE_BYTE.match(pattern)
+    fast = [
+        r for c in _split_on_bytes(io.BytesIO(data), _byte_table(pattern), chunk_size) for r in c.to_pylist()
+    ]
+    slow = [r for c in _split_on_regex(io.BytesIO(data), pattern, chunk_size) for r in c.to_pylist()]
+    assert fast == slow == [r for r in re.split(pattern.encode(), data) if r]

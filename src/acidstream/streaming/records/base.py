@@ -53,7 +53,10 @@ class RecordParser(ABC):
 
     def parse(self, records: Sequence[bytes], first_index: int = 0) -> ParseResult:
         """Parse records given one by one (see :meth:`parse_arrow`)."""
-        return self.parse_arrow(pa.array(records, pa.large_binary()), first_index)
+        arr = pa.array(records, pa.binary())  # 3x faster to build than large_binary from Python bytes
+        if isinstance(arr, pa.ChunkedArray):  # over 2 GiB: one large_binary array
+            arr = arr.cast(pa.large_binary()).combine_chunks()
+        return self.parse_arrow(arr, first_index)
 
     @abstractmethod
     def parse_arrow(self, records: pa.BinaryArray | pa.LargeBinaryArray, first_index: int = 0) -> ParseResult:

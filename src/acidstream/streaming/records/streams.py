@@ -2,7 +2,7 @@
 
 Hive splits ``write(InputStream)`` with ``java.util.Scanner`` on the delimiter pattern. That Scanner returns an
 empty token between two single-character delimiters (``\\r\\n`` under the default ``[\\r\\n]``), which Hive then
-writes as an all-null row; we skip empty records instead (see the report/README of the record writers).
+writes as an all-null row; we skip empty records instead.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
+import numpy as np
 import pyarrow as pa
+
+#: Patterns that always match exactly one byte: one (escaped) character or a class of them, e.g. ``[\r\n]``.
+_ONE_BYTE = re.compile(
+    r"^(?:[^\\\[\]^$|()*+?{}]|\\[rntdDsSwW\\\[\]|.^$*+?(){}/-]|\[(?:[^\\\[\]^-]|\\[rnt\\\[\]|^-])+\])$"
+)
 
 
 def split_records(
@@ -24,14 +30,55 @@ def split_records(
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be positive")
-    pattern = re.compile(b"(" + line_delimiter_pattern.encode() + b")")
+    if _ONE_BYTE.match(line_delimiter_pattern):
+        return _split_on_bytes(stream, _byte_table(line_delimiter_pattern), chunk_size)
+    return _split_on_regex(stream, line_delimiter_pattern, chunk_size)
+
+
+def _byte_table(pattern: str) -> np.ndarray:
+    compiled = re.compile(pattern.encode())
+    return np.array([compiled.fullmatch(bytes([b])) is not None for b in range(256)])
+
+
+def _split_on_bytes(
+    stream: BinaryIO, is_delimiter: np.ndarray, chunk_size: int
+) -> Iterator[pa.LargeBinaryArray]:
+    """Vectorised split for one-byte delimiters: delimiter bytes dropped, records rebuilt from offsets."""
+    carry = b""
+    while True:
+        data = stream.read(chunk_size)
+        eof = not data
+        buf = np.frombuffer(carry + data, dtype=np.uint8)
+        delimiters = is_delimiter[buf]
+        cuts = np.flatnonzero(delimiters)
+        if eof:
+            body, carry = buf, b""
+        else:
+            last = cuts[-1] + 1 if len(cuts) else 0
+            body, carry = buf[:last], buf[last:].tobytes()
+            delimiters = delimiters[:last]
+        cut_at = cuts[cuts < len(body)]
+        starts = np.concatenate(([0], cut_at + 1))
+        ends = np.concatenate((cut_at, [len(body)]))
+        lengths = (ends - starts)[ends > starts]
+        if len(lengths):
+            offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+            values = body[~delimiters]
+            yield pa.Array.from_buffers(
+                pa.large_binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(values)]
+            )
+        if eof:
+            return
+
+
+def _split_on_regex(stream: BinaryIO, pattern_text: str, chunk_size: int) -> Iterator[pa.LargeBinaryArray]:
+    pattern = re.compile(b"(" + pattern_text.encode() + b")")
     stride = pattern.groups + 1  # split() returns every group between pieces
     carry = b""
     while True:
         data = stream.read(chunk_size)
         eof = not data
-        buf = carry + data
-        parts = pattern.split(buf)
+        parts = pattern.split(carry + data)
         pieces = parts[::stride]
         carry = b""
         if not eof:
