@@ -160,7 +160,7 @@ def test_pyspark_notes_example(tmp_path: Path) -> None:
         ["delta_0000006_0000006_0000", "delta_0000007_0000007_0000"],
     )
     with pytest.raises(
-        NotEnoughHistory, match=r"Not enough history available for \(4,x\). Oldest available base: "
+        NotEnoughHistory, match=r"Not enough history available for \(4,x\).  Oldest available base: "
     ):
         get_acid_state(FS, root, wl("t:4:9223372036854775807::"))
 
@@ -170,7 +170,7 @@ def test_not_enough_history_names_first_invalid_id_and_oldest_base(tmp_path: Pat
     with pytest.raises(NotEnoughHistory) as exc:
         get_acid_state(FS, root, wl("t:9:4:4:"), ALL_VALID_TXNS)
     assert str(exc.value) == (
-        f"Not enough history available for (9,4). Oldest available base: {tmp_path / 'base_0000005_v0000020'}"
+        f"Not enough history available for (9,4).  Oldest available base: {tmp_path / 'base_0000005_v0000020'}"
     )
 
 

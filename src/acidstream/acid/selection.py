@@ -253,10 +253,11 @@ def _delta(d: AcidDir) -> ParsedDelta:
 
 
 def _not_enough_history(write_ids: ValidWriteIdList, oldest: AcidDir) -> NotEnoughHistory:
+    """Hive's ``ACID_NOT_ENOUGH_HISTORY`` text (two spaces after the first sentence, as Hive's tests assert)."""
     exceptions = write_ids.invalid_write_ids()
     first = str(exceptions[0]) if exceptions else "x"
     return NotEnoughHistory(
-        f"Not enough history available for ({write_ids.high_watermark},{first}). "
+        f"Not enough history available for ({write_ids.high_watermark},{first}).  "
         f"Oldest available base: {oldest.path}"
     )
 
