@@ -63,10 +63,11 @@ def _compress_one(kind: CompressionKind, data: bytes) -> bytes:
     raise CompressionError(f"cannot compress with {kind.name}")
 
 
-def _check_size(out: bytes, block_size: int) -> bytes:
-    if len(out) > block_size:
-        raise CompressionError("chunk inflates beyond the compression block size")
-    return bytes(out)
+def _check_size(size: int, block_size: int) -> int:
+    """A chunk never inflates beyond the block size; a larger claim is corruption (and must not be allocated)."""
+    if size > block_size:
+        raise CompressionError(f"chunk claims {size} bytes, more than the compression block size {block_size}")
+    return size
 
 
 def _zstd_content_size(data: bytes) -> int:
@@ -95,10 +96,10 @@ def _decompress_one(kind: CompressionKind, data: bytes, block_size: int) -> byte
             return out
         if kind == CompressionKind.SNAPPY:
             size, _ = decode_varint(data, 0)  # a snappy block starts with its uncompressed length
-            return _check_size(pa.decompress(data, size, codec="snappy", asbytes=True), block_size)
+            return bytes(pa.decompress(data, _check_size(size, block_size), codec="snappy", asbytes=True))
         if kind == CompressionKind.ZSTD:
-            size = _zstd_content_size(data)
-            return _check_size(pa.decompress(data, size, codec="zstd", asbytes=True), block_size)
+            size = _check_size(_zstd_content_size(data), block_size)
+            return bytes(pa.decompress(data, size, codec="zstd", asbytes=True))
     except CompressionError:
         raise
     except ProtobufError as exc:

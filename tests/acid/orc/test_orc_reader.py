@@ -1,0 +1,129 @@
+"""read_events / iter_event_batches / read_acid_metadata: bounded prefixes and corruption (never wrong rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+import pytest
+from conftest import write_path
+
+from acidstream.acid.orc import AcidWriter, WriterOptions, iter_event_batches, read_acid_metadata, read_events
+from acidstream.acid.types import parse_columns
+from acidstream.errors import CorruptFileError
+
+B0 = 536870912
+COLS = parse_columns("id int, msg string")
+
+
+def streaming_file(tmp_path: Path, fs: pafs.FileSystem) -> tuple[str, list[int]]:
+    path = write_path(tmp_path, "delta_0000001_0000003")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    offsets = []
+    for wid in (1, 2, 3):
+        w.insert(
+            wid, B0, pa.table({"id": pa.array(range(100), pa.int32()), "msg": [f"m{i}" for i in range(100)]})
+        )
+        offsets.append(w.flush())
+    w.close()
+    return path, offsets
+
+
+@pytest.fixture(params=["local", "subtree"])
+def any_fs(request: pytest.FixtureRequest) -> pafs.FileSystem:
+    """LocalFileSystem (memory-mapped view) and a wrapper filesystem (bounded file view)."""
+    return (
+        pafs.LocalFileSystem()
+        if request.param == "local"
+        else pafs.SubTreeFileSystem("/", pafs.LocalFileSystem())
+    )
+
+
+def test_prefix_reads_on_any_filesystem(tmp_path: Path, any_fs: pafs.FileSystem) -> None:
+    path, offsets = streaming_file(tmp_path, pafs.LocalFileSystem())
+    with open(path, "ab") as f:
+        f.write(b"junk" * 100)
+    for n, off in enumerate(offsets, start=1):
+        t = read_events(any_fs, path, length=off)
+        assert t.column("originalTransaction").to_pylist() == [w for w in range(1, n + 1) for _ in range(100)]
+        batches = list(iter_event_batches(any_fs, path, length=off, batch_rows=30))
+        assert [b.num_rows for b in batches] == [30, 30, 30, 10] * n
+        assert pa.Table.from_batches(batches).equals(t)
+        meta = read_acid_metadata(any_fs, path, length=off)
+        assert (meta.num_rows, meta.stripes, meta.stats) == (100 * n, n, (100 * n, 0, 0))
+        assert meta.schema_row_type == pa.struct([c.to_arrow() for c in COLS])
+    with pytest.raises(CorruptFileError):
+        read_events(any_fs, path)  # the junk after the last footer is not a tail
+
+
+def test_column_selection(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path, _ = streaming_file(tmp_path, fs)
+    assert read_events(fs, path, include_row=False).column_names == [
+        "operation",
+        "originalTransaction",
+        "bucket",
+        "rowId",
+        "currentTransaction",
+    ]
+    assert read_events(fs, path, columns=["rowId", "row"]).column_names == ["rowId", "row"]
+    with pytest.raises(ValueError, match="unknown event columns"):
+        read_events(fs, path, columns=["nope"])
+
+
+def test_every_non_footer_length_is_corrupt(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """Any cut that is not a flush offset must fail loudly rather than return a wrong set of rows."""
+    path, offsets = streaming_file(tmp_path, fs)
+    size = Path(path).stat().st_size
+    for length in range(0, size + 1, 7):
+        if length in offsets:
+            continue
+        with pytest.raises(CorruptFileError) as info:
+            read_events(fs, path, length=length)
+        assert info.value.path == path
+    with pytest.raises(CorruptFileError, match="beyond the end"):
+        read_events(fs, path, length=size + 1)
+
+
+def test_truncated_copy_and_garbage_tail(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path, offsets = streaming_file(tmp_path, fs)
+    data = Path(path).read_bytes()
+    cut = tmp_path / "cut"
+    cut.write_bytes(data[: offsets[-1] - 1])
+    with pytest.raises(CorruptFileError, match="no valid ORC footer"):
+        read_events(fs, str(cut))
+    garbled = bytearray(data)
+    garbled[-20:-2] = b"\xff" * 18  # footer bytes overwritten, postscript length byte intact
+    bad = tmp_path / "bad"
+    bad.write_bytes(bytes(garbled))
+    with pytest.raises(CorruptFileError):
+        read_events(fs, str(bad))
+    with pytest.raises(CorruptFileError):
+        read_acid_metadata(fs, str(bad))
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(CorruptFileError, match="too short"):
+        read_events(fs, str(empty))
+
+
+def test_plain_orc_file_is_not_an_event_file(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    plain = tmp_path / "000000_0"
+    po.write_table(pa.table({"id": [1]}), str(plain))
+    with pytest.raises(CorruptFileError, match="not an ACID event file"):
+        read_events(fs, str(plain))
+
+
+def test_missing_key_index_is_corrupt_metadata(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """pyarrow-written event-shaped files lack hive.acid.key.index (Hive refuses them too)."""
+    path, _ = streaming_file(tmp_path, fs)
+    copy = tmp_path / "copy"
+    po.write_table(read_events(fs, path), str(copy))
+    assert read_events(fs, str(copy)).num_rows == 300
+    with pytest.raises(CorruptFileError, match="hive.acid.key.index"):
+        read_acid_metadata(fs, str(copy))
+
+
+def test_missing_file_raises_file_not_found(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_events(fs, str(tmp_path / "nope"))
