@@ -126,7 +126,15 @@ def test_bad_element_marks_its_collection_bad() -> None:
     assert conv.bad.tolist() == [True, False]
 
 
-def test_null_map_key_drops_entry_and_marks_value_bad() -> None:
+def test_map_keeps_the_first_of_duplicate_keys_and_drops_null_keys_like_lazymap() -> None:
+    conv = convert(
+        pa.array(["a\x031\x02\\N\x032\x02a\x033\x02b\x034"]), parse_type("map<string,int>"), TextFormat()
+    )
+    assert conv.values.to_pylist() == [[("a", 1), ("b", 4)]]
+    assert not conv.bad.any()
+
+
+def test_unparsable_map_key_drops_entry_and_marks_value_bad() -> None:
     conv = convert(pa.array(["x\x031\x022\x032"]), parse_type("map<int,int>"), TextFormat())
     assert conv.values.to_pylist() == [[(2, 2)]]
     assert conv.bad.tolist() == [True]

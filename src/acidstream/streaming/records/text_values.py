@@ -315,7 +315,8 @@ def _array(text: pa.Array, t: HiveType, fmt: TextFormat, level: int) -> Converte
 
 
 def _map(text: pa.Array, t: HiveType, fmt: TextFormat, level: int) -> Converted:
-    """LazyMap: entries on this level's separator, key and value on the next; a null key drops the entry."""
+    """LazyMap: entries on this level's separator, key and value on the next; first of duplicate keys wins,
+    entries with a NULL key are dropped (an unparsable key still marks the value bad)."""
     entries, lengths = _split_items(text, fmt.separators[level])
     kv = pc.split_pattern(entries, fmt.separators[level + 1], max_splits=1)
     keys = convert(pc.list_element(kv, 0), t.children[0], fmt, level + 2)
@@ -323,17 +324,28 @@ def _map(text: pa.Array, t: HiveType, fmt: TextFormat, level: int) -> Converted:
     value_text = pc.list_element(pc.list_slice(kv, 1, 2), 0) if len(entries) else entries
     value_text = pc.if_else(pa.array(has_value), value_text, pa.scalar(None, pa.large_string()))
     vals = convert(value_text, t.children[1], fmt, level + 2)
-    null_key = ~mask(pc.is_valid(keys.values))
-    entry_bad = keys.bad | vals.bad | (null_key & mask(pc.is_valid(entries)))
-    keep = ~null_key
     parents = np.repeat(np.arange(len(lengths)), lengths)
+    keep = _first_of_each_key(parents, keys.values)
     kept = np.bincount(parents[keep], minlength=len(lengths)).astype(np.int64)
     keep_arr = pa.array(keep)
     valid = mask(pc.is_valid(text))
     values = pa.MapArray.from_arrays(
         _offsets(kept), keys.values.filter(keep_arr), vals.values.filter(keep_arr), mask=pa.array(~valid)
     )
-    return Converted(values.cast(t.to_arrow()), _parent_bad(entry_bad, lengths))
+    return Converted(values.cast(t.to_arrow()), _parent_bad(keys.bad | vals.bad, lengths))
+
+
+def _first_of_each_key(parents: np.ndarray, keys: pa.Array) -> np.ndarray:
+    """Mask of the map entries to keep: non-null keys, the first occurrence of each key within its map."""
+    keep = mask(pc.is_valid(keys))
+    if not keep.any():
+        return keep
+    positions = np.flatnonzero(keep)
+    table = pa.table({"parent": parents[positions], "key": keys.filter(pa.array(keep)), "pos": positions})
+    firsts = table.group_by(["parent", "key"], use_threads=False).aggregate([("pos", "min")])
+    keep[:] = False
+    keep[firsts.column("pos_min").to_numpy()] = True
+    return keep
 
 
 def _struct(text: pa.Array, t: HiveType, fmt: TextFormat, level: int) -> Converted:
