@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acidstream.acid.types import parse_columns
 from acidstream.streaming.records.json import JsonParser
@@ -129,3 +132,51 @@ def test_two_objects_in_one_record_are_caught() -> None:
 def test_newlines_inside_a_record() -> None:
     result = parser().parse([b'{"i":\n1,\n"s":"a"}', b'{"i":2}'])
     assert result.errors == [] and result.batch.column("i").to_pylist() == [1, 2]
+
+
+def test_nested_text_types_use_the_per_record_path() -> None:
+    p = (
+        StrictJsonWriter.builder()
+        .build()
+        .bind(parse_columns("a array<date>, s struct<t:timestamp,c:char(2)>"))
+    )
+    assert isinstance(p, JsonParser) and p.fast_schema is None
+    result = p.parse([b'{"a":["2020-01-02",null],"s":{"T":"2020-01-02 03:04:05","c":"xyz"}}', b'{"a":["x"]}'])
+    assert result.batch.to_pylist() == [
+        {"a": [dt.date(2020, 1, 2), None], "s": {"t": dt.datetime(2020, 1, 2, 3, 4, 5), "c": "xy"}}
+    ]
+    assert result.errors[0].field == "a"
+
+
+ROUND_TRIP = parse_columns("i int, bi bigint, b boolean, d double, dec decimal(10,2), s string, a array<int>")
+json_rows = st.fixed_dictionaries(
+    {
+        "i": st.none() | st.integers(-(2**31), 2**31 - 1),
+        "bi": st.none() | st.integers(-(2**63), 2**63 - 1),
+        "b": st.none() | st.booleans(),
+        "d": st.none() | st.floats(allow_nan=False, allow_infinity=False),
+        "dec": st.none() | st.decimals(min_value=-(10**7), max_value=10**7, places=2),
+        "s": st.none() | st.text(max_size=6),
+        "a": st.none() | st.lists(st.none() | st.integers(-(2**31), 2**31 - 1), max_size=3),
+    }
+)
+
+
+def to_json(row: dict[str, object]) -> bytes:
+    """json.dumps, but the decimal written as a JSON number (json cannot emit Decimal)."""
+    rest = json.dumps({k: v for k, v in row.items() if k != "dec"})
+    dec = "null" if row["dec"] is None else str(row["dec"])
+    return f'{rest[:-1]}, "dec": {dec}}}'.encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(json_rows, min_size=1, max_size=15))
+def test_bulk_and_per_record_paths_agree_on_random_rows(rows: list[dict[str, object]]) -> None:
+    p = StrictJsonWriter.builder().build().bind(ROUND_TRIP)
+    assert isinstance(p, JsonParser)
+    records = pa.array([to_json(r) for r in rows], pa.large_binary())
+    fast = p._parse_fast(records, 0)
+    slow = p._parse_slow(records, 0)
+    assert fast is not None and fast.errors == [] and slow.errors == []
+    assert fast.batch.equals(slow.batch)
+    assert slow.batch.to_pylist() == rows
