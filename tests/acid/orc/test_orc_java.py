@@ -12,13 +12,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
-from conftest import all_type_rows
 from hive_format import hive_row
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc import AcidWriter, WriterOptions, read_events
 from acidstream.acid.types import Column, parse_columns
 from acidstream.errors import CorruptFileError
+from conftest import all_type_rows
 
 B0 = BucketCodec.V1.encode(0, -1)
 EVENT_PREFIX = (

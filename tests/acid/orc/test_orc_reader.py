@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pytest
-from conftest import write_path
 
 from acidstream.acid.orc import AcidWriter, WriterOptions, iter_event_batches, read_acid_metadata, read_events
 from acidstream.acid.types import parse_columns
 from acidstream.errors import CorruptFileError
+from conftest import write_path
 
 B0 = 536870912
 COLS = parse_columns("id int, msg string")
@@ -120,7 +120,7 @@ def test_missing_key_index_is_corrupt_metadata(tmp_path: Path, fs: pafs.FileSyst
     copy = tmp_path / "copy"
     po.write_table(read_events(fs, path), str(copy))
     assert read_events(fs, str(copy)).num_rows == 300
-    with pytest.raises(CorruptFileError, match="hive.acid.key.index"):
+    with pytest.raises(CorruptFileError, match=r"hive\.acid\.key\.index"):
         read_acid_metadata(fs, str(copy))
 
 

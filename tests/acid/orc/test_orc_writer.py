@@ -10,7 +10,6 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pytest
-from conftest import all_type_rows, write_path
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc import (
@@ -23,6 +22,7 @@ from acidstream.acid.orc import (
 )
 from acidstream.acid.orc.tail import FOOTER, STRIPE, TYPE, read_tail
 from acidstream.acid.types import Column, parse_columns
+from conftest import all_type_rows, write_path
 
 B0 = BucketCodec.V1.encode(0, -1)
 COLS = parse_columns("id int, msg string")

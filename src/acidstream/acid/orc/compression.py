@@ -66,7 +66,9 @@ def _compress_one(kind: CompressionKind, data: bytes) -> bytes:
 def _check_size(size: int, block_size: int) -> int:
     """A chunk never inflates beyond the block size; a larger claim is corruption (and must not be allocated)."""
     if size > block_size:
-        raise CompressionError(f"chunk claims {size} bytes, more than the compression block size {block_size}")
+        raise CompressionError(
+            f"chunk claims {size} bytes, more than the compression block size {block_size}"
+        )
     return size
 
 
