@@ -2,8 +2,24 @@
 
 Hive's StrictDelimitedInputWriter, StrictJsonWriter and StrictRegexWriter, with immutable configuration built
 by a builder. ``bind`` ties a writer to a table's columns and returns the bulk parser the connection uses.
-By default values that do not parse as their column type are reported as SerializationError (``lenient=False``);
-``with_lenient(True)`` gives Hive's SerDe behaviour, where they silently become NULL.
+
+Where we differ from Hive, on purpose:
+
+* Strict by default: a value that does not parse as its column type, or a delimited record with more fields
+  than the table (data + dynamic partition) columns, is a SerializationError naming the record and column.
+  Hive's SerDes silently store NULL / drop the extras; ``with_lenient(True)`` restores exactly that. Things
+  Hive itself does not treat as errors stay silent in both modes: empty text for a non-string type (NULL),
+  decimal precision overflow (NULL), varchar/char over-length (truncated), NULL map keys (entry dropped).
+* Partition values (dynamic partitioning) that do not parse as their key's type are None (Hive: NULL, hence
+  ``__HIVE_DEFAULT_PARTITION__``) in both modes.
+* Records must be UTF-8 (Arrow strings); an invalid record is an error, or decoded with U+FFFD when lenient.
+* ``write_stream`` skips empty records; Hive's Scanner yields one between ``\r\n`` under ``[\r\n]``.
+* Delimiters are single ASCII characters (LazySimpleSerDe separators are single bytes).
+* Regex: RE2 syntax (no backreferences or lookaround, rejected at build); a non-matching record is an error
+  (lenient: Hive's all-NULL row); an optional group that did not take part reads as '' (RE2 extraction).
+* JSON: values must have the column's JSON type (number for numeric columns, string for string/date/
+  timestamp/char/varchar/binary, true/false for boolean); Hive's JsonSerDe converts token text instead.
+  Lenient turns such values into NULL; a record that is not a JSON object is an error in both modes.
 """
 
 from __future__ import annotations
