@@ -145,3 +145,20 @@ def test_write_id_list_semantics_match_hive(jvm: Any) -> None:
             assert java.isWriteIdRangeValid(lo, hi).toString() == wl.is_write_id_range_valid(lo, hi).value
             assert java.isWriteIdRangeAborted(lo, hi).toString() == wl.is_write_id_range_aborted(lo, hi).value
         assert (java.getMinOpenWriteId() or LONG_MAX) == wl.min_open_write_id
+
+
+def test_compactor_list_semantics_match_hive(jvm: Any) -> None:
+    """``for_compactor`` read back by storage-api's ValidCompactorWriteIdList answers like ours."""
+    rnd = random.Random(11)
+    for _ in range(100):
+        cl = random_write_ids(rnd).for_compactor()
+        java = jvm.org.apache.hadoop.hive.common.ValidCompactorWriteIdList(str(cl))
+        assert java.writeToString() == str(cl)
+        for w in range(0, MAX_ID + 2):
+            assert (java.isWriteIdValid(w), java.isValidBase(w)) == (
+                cl.is_write_id_valid(w),
+                cl.is_valid_base(w),
+            )
+        lo = rnd.randint(1, MAX_ID)
+        hi = rnd.randint(lo, MAX_ID + 1)
+        assert java.isWriteIdRangeValid(lo, hi).toString() == cl.is_write_id_range_valid(lo, hi).value
