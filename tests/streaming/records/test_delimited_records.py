@@ -159,7 +159,7 @@ def test_too_deep_nesting_is_rejected_at_bind() -> None:
     deep = "int"
     for _ in range(8):
         deep = f"array<{deep}>"
-    with pytest.raises(SerializationError, match="nest"):
+    with pytest.raises(ValueError, match="nest"):
         StrictDelimitedInputWriter.builder().build().bind([Column("x", parse_columns(f"x {deep}")[0].type)])
 
 

@@ -88,8 +88,6 @@ class RowErrors:
 
 
 def texts_to_result(
-    records: pa.Array,
-    first_index: int,
     texts: Sequence[pa.Array],
     data: Sequence[Column],
     partitions: Sequence[Column],

@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 
 from acidstream.acid.types import Column
-from acidstream.errors import SerializationError
 from acidstream.streaming.records.base import (
     ParseResult,
     RecordParser,
@@ -45,7 +44,7 @@ class DelimitedParser(RecordParser):
     ) -> None:
         deepest = max((levels_needed(c.type) for c in data), default=0)
         if deepest >= len(fmt.separators):
-            raise SerializationError(
+            raise ValueError(
                 f"types nest {deepest} levels deep; LazySimpleSerDe has separators for {len(fmt.separators) - 1}"
             )
         self.data, self.partitions, self.fmt, self.lenient = list(data), list(partitions), fmt, lenient
@@ -63,8 +62,6 @@ class DelimitedParser(RecordParser):
                 lambda i: f"record has {counts[i]} fields, the table has {width} columns",
             )
         return texts_to_result(
-            records,
-            first_index,
             fields,
             self.data,
             self.partitions,

@@ -96,8 +96,6 @@ class RegexParser(RecordParser):
         fields = [pc.struct_field(groups, [i]) for i in range(width)] if len(text) else []
         fields = fields or [pa.array([], pa.large_string())] * width
         return texts_to_result(
-            records,
-            first_index,
             fields,
             self.data,
             self.partitions,
