@@ -105,8 +105,9 @@ def hash_tail2(b0: npt.NDArray[np.int8], b1: npt.NDArray[np.int8]) -> I32:
 class ByteRows:
     """Variable-length byte rows over one flat buffer (Arrow's offsets/data layout), read in 4-byte words.
 
-    ``word(block)`` gathers the little-endian uint32 at ``start + 4*block`` of every row with one numpy gather
-    from a zero-copy, byte-strided (unaligned) uint32 view of the buffer.
+    ``word(block)`` gathers the little-endian uint32 at ``start + 4*block`` of every row with one numpy
+    gather from a zero-copy, byte-strided (unaligned) uint32 view of the buffer; measured faster than aligned
+    alternatives (two gathers joined in uint64, or a copy of the buffer per byte phase).
     """
 
     def __init__(self, data: npt.NDArray[np.uint8], starts: I64, lengths: I64) -> None:
