@@ -4,6 +4,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
@@ -136,3 +137,16 @@ def test_length_beyond_physical_is_corrupt(data_file: str) -> None:
     with pytest.raises(CorruptFileError, match="beyond the physical length 100") as exc:
         logical_length(FS, data_file, STREAMING, 100)
     assert exc.value.path == data_file
+
+
+def test_orc_reads_our_side_file_like_hive(jvm: Any, spark: Any, data_file: str) -> None:
+    """orc-core's ``OrcAcidUtils.getLastFlushLength`` (what Hive's readers use) sees the offsets we append."""
+    fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
+    path = jvm.org.apache.hadoop.fs.Path(data_file)
+    last = jvm.org.apache.orc.impl.OrcAcidUtils.getLastFlushLength
+    assert last(fs, path) == 2**63 - 1  # no side file
+    w = SideFileWriter.create(FS, data_file)
+    assert last(fs, path) == 0
+    w.append(12345678901)
+    assert last(fs, path) == 12345678901
+    w.close_and_delete()
