@@ -178,7 +178,12 @@ class _Walk:
         return False
 
     def valid_base(self, d: AcidDir) -> bool:
-        """``isValidBase``, including Hive 4's shortcut ``w <= minOpenWriteId`` (kept verbatim, see report)."""
+        """``isValidBase``, including Hive 4's shortcut ``w <= minOpenWriteId``.
+
+        The shortcut accepts the base of an INSERT OVERWRITE that is itself the lowest open write id. Hive
+        never shows that to a reader (the overwrite holds an exclusive lock); a lock-free reader racing an
+        open overwrite would see an empty base, so writers of ``base_w`` must keep readers out until commit.
+        """
         w = d.max_write_id
         min_open = self.write_ids.min_open_write_id
         if min_open != LONG_MAX and w <= min_open:
