@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 
 import pytest
 
@@ -89,3 +90,27 @@ def test_missing_regex_is_rejected() -> None:
 )
 def test_name_groups_skips_escapes_classes_and_non_capturing(regex: str, named: str, count: int) -> None:
     assert name_groups(regex) == (named, count)
+
+
+def test_every_primitive_type() -> None:
+    cols = parse_columns(
+        "ti tinyint, si smallint, i int, bi bigint, b boolean, f float, d double, dec decimal(4,1), s string, "
+        "c char(2), v varchar(2), dt date, ts timestamp, bin binary"
+    )
+    regex = r"\|".join(["([^|]*)"] * len(cols))
+    parser = writer(regex).bind(cols)
+    result = parser.parse(
+        [b"1|2|3|4|TRUE|0.5|1e1|1.25|s|abc|xyz|2020-01-02|2020-01-02 03:04:05|aGk=", b"|" * 13]
+    )
+    assert result.errors == []
+    assert result.batch.to_pylist() == [
+        {
+            "ti": 1, "si": 2, "i": 3, "bi": 4, "b": True, "f": 0.5, "d": 10.0, "dec": decimal.Decimal("1.3"),
+            "s": "s", "c": "ab", "v": "xy", "dt": dt.date(2020, 1, 2), "ts": dt.datetime(2020, 1, 2, 3, 4, 5),
+            "bin": b"hi",
+        },
+        {
+            "ti": None, "si": None, "i": None, "bi": None, "b": None, "f": None, "d": None, "dec": None,
+            "s": "", "c": "", "v": "", "dt": None, "ts": None, "bin": b"",
+        },
+    ]  # fmt: skip

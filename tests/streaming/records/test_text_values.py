@@ -167,3 +167,14 @@ def test_partition_values_print_the_hive_way(
     t = parse_type(type_text)
     typed = convert(pa.array(texts, pa.large_string()), t, TextFormat()).values
     assert canonical_partition_values(typed, t).to_pylist() == expected
+
+
+def test_decimal_bulk_and_rounding_paths_agree() -> None:
+    texts = ["12", " 1.5", "1e2", "+1", ".5", "-0.25"]
+    exact = run("decimal(7,2)", texts)
+    rounded = run(
+        "decimal(7,2)", [*texts, "0.125"]
+    )  # one value needing rounding → per-value HiveDecimal path
+    assert rounded[:-1] == exact
+    assert exact == [decimal.Decimal(v) for v in ("12.00", "1.50", "100.00", "1.00", "0.50", "-0.25")]
+    assert rounded[-1] == decimal.Decimal("0.13")

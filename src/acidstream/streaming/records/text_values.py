@@ -195,6 +195,11 @@ def round_decimal(value: decimal.Decimal, t: HiveType) -> decimal.Decimal | None
 def _decimals(text: pa.Array, t: HiveType) -> Converted:
     ok = mask(pc.match_substring_regex(text, _DECIMAL_RE))
     bad = mask(pc.is_valid(text)) & ~ok
+    if not bad.any():
+        try:  # bulk: Arrow refuses whatever would need rounding or overflow, which the loop below handles
+            return Converted(pc.cast(pc.utf8_trim_whitespace(text), t.to_arrow()), bad)
+        except pa.ArrowInvalid:
+            pass
     out: list[decimal.Decimal | None] = [None] * len(text)
     for i in np.flatnonzero(ok):
         out[i] = round_decimal(decimal.Decimal(text[i].as_py().strip()), t)
