@@ -1,0 +1,183 @@
+"""Turn (table, snapshot, partition filter) into per-bucket read tasks.
+
+The plan is computed once, on the caller's side, from the metastore's snapshot and one directory listing per
+partition; every task then reads only the files it names, with their logical lengths, so a plan can be shipped
+to other processes (Spark tasks) and read there without a metastore.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from acidstream.acid.names import ParsedDelta, parse_bucket_file
+from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name
+from acidstream.acid.selection import AcidState, get_acid_state, list_bucket_files
+from acidstream.acid.sidefile import logical_length
+from acidstream.acid.types import Column
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
+from acidstream.errors import InvalidPartition
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """The readable prefix of one ORC file: ``length`` is the logical length (side file), not the physical one.
+
+    ``open_batch`` marks a file whose streaming batch is still being written (length from a side file): JVM
+    readers, which read the physical tail, must not be given it.
+    """
+
+    path: str
+    length: int
+    bucket_id: int
+    min_write_id: int
+    max_write_id: int
+    statement_id: int | None
+    open_batch: bool = False
+    original: bool = False  # a non-ACID ("original") file: synthetic ROW__IDs
+
+
+@dataclass(frozen=True)
+class BucketTask:
+    """Everything needed to read one bucket of one partition: insert-side files and delete events."""
+
+    partition_values: tuple[str | None, ...]
+    partition_name: str
+    bucket_id: int
+    insert_files: tuple[FileSlice, ...]
+    delete_files: tuple[FileSlice, ...]
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    table: str
+    columns: tuple[Column, ...]
+    partition_keys: tuple[Column, ...]
+    write_ids: ValidWriteIdList
+    tasks: tuple[BucketTask, ...]
+    obsolete: tuple[str, ...] = field(default=())
+
+
+def plan_partition(
+    fs: pafs.FileSystem,
+    directory: str,
+    write_ids: ValidWriteIdList,
+    txns: ValidTxnList | None,
+    partition_values: tuple[str | None, ...],
+    partition_name: str,
+) -> tuple[list[BucketTask], AcidState | None]:
+    """Tasks for one partition (or unpartitioned table) directory; a missing directory has no rows."""
+    info = fs.get_file_info(directory)
+    if info.type != pafs.FileType.Directory:
+        return [], None
+    state = get_acid_state(fs, directory, write_ids, txns)
+    inserts: dict[int, list[FileSlice]] = defaultdict(list)
+    deletes: dict[int, list[FileSlice]] = defaultdict(list)
+    dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
+    for acid_dir in dirs:
+        parsed = acid_dir.parsed
+        for ref in list_bucket_files(fs, acid_dir.path):
+            delta = parsed if isinstance(parsed, ParsedDelta) else None
+            length = logical_length(fs, ref.path, delta, ref.physical_length)
+            if length == 0:
+                continue
+            piece = FileSlice(
+                ref.path,
+                length,
+                ref.bucket_id,
+                acid_dir.min_write_id,
+                acid_dir.max_write_id,
+                acid_dir.statement_id,
+                open_batch=length < ref.physical_length or _has_side_file(fs, ref.path, delta),
+            )
+            (deletes if acid_dir.is_delete_delta else inserts)[ref.bucket_id].append(piece)
+    for original in state.original_files:
+        parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
+        bucket = parsed_bucket[0] if parsed_bucket else _original_bucket(original.path)
+        inserts[bucket].append(FileSlice(original.path, original.length, bucket, 0, 0, None, original=True))
+    tasks = [
+        BucketTask(
+            partition_values,
+            partition_name,
+            bucket,
+            tuple(inserts[bucket]),
+            tuple(deletes.get(bucket, ())),
+        )
+        for bucket in sorted(inserts)
+    ]
+    return tasks, state
+
+
+def _has_side_file(fs: pafs.FileSystem, path: str, delta: ParsedDelta | None) -> bool:
+    if delta is None or not delta.may_contain_side_file:
+        return False
+    return bool(fs.get_file_info(path + "_flush_length").type == pafs.FileType.File)
+
+
+def _original_bucket(path: str) -> int:
+    """Bucket id of an original file ``000001_0[_copy_N]``: the number before the first underscore."""
+    name = path.rsplit("/", 1)[-1]
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def partition_value_table(
+    partition_keys: Sequence[Column], values: Sequence[Sequence[str | None]]
+) -> pa.Table:
+    """Typed partition values (default partition → null; unparsable → null, as Hive reads them)."""
+    arrays = []
+    for i, key in enumerate(partition_keys):
+        raw = pa.array([v[i] if v[i] != DEFAULT_PARTITION_NAME else None for v in values], pa.string())
+        target = key.type.to_arrow()
+        if target == pa.string():
+            arrays.append(raw)
+            continue
+        try:
+            arrays.append(pc.cast(raw, target))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            arrays.append(pa.array([_cast_or_null(x, target) for x in raw.to_pylist()], target))
+    return pa.table(arrays, names=[k.name for k in partition_keys])
+
+
+def _cast_or_null(value: str | None, target: pa.DataType) -> Any:
+    if value is None:
+        return None
+    try:
+        return pc.cast(pa.array([value]), target)[0].as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def select_partitions(
+    partition_keys: Sequence[Column],
+    partitions: Sequence[tuple[tuple[str, ...], str, str]],
+    partition_filter: Mapping[str, Any] | pc.Expression | None,
+) -> list[tuple[tuple[str, ...], str, str]]:
+    """Prune ``(values, name, location)`` triples with a dict of key → value or an Arrow expression."""
+    if partition_filter is None or not partitions:
+        return list(partitions)
+    if isinstance(partition_filter, Mapping):
+        names = [k.name for k in partition_keys]
+        unknown = set(k.lower() for k in partition_filter) - set(names)
+        if unknown:
+            raise InvalidPartition(str(dict(partition_filter)), f"unknown partition keys {sorted(unknown)}")
+        expr: pc.Expression | None = None
+        for k, v in partition_filter.items():
+            term = pc.field(k.lower()).is_null() if v is None else pc.field(k.lower()) == v
+            expr = term if expr is None else expr & term
+        assert expr is not None
+        partition_filter = expr
+    typed = partition_value_table(partition_keys, [p[0] for p in partitions])
+    typed = typed.append_column("__index", pa.array(range(len(partitions)), pa.int64()))
+    kept = typed.filter(partition_filter).column("__index").to_pylist()
+    return [partitions[i] for i in kept]
+
+
+def static_partition_name(partition_keys: Sequence[Column], values: Sequence[str]) -> str:
+    return make_part_name([k.name for k in partition_keys], list(values))

@@ -1,0 +1,160 @@
+"""``TableScan``: the rows of an ACID table visible at one snapshot, as Arrow.
+
+The snapshot is taken once when the scan is planned (default: everything committed now), so a scan of a table
+being streamed into sees a consistent state, whatever commits happen while it reads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
+from acidstream.errors import InvalidObjectException
+from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
+from acidstream.read.planning import (
+    BucketTask,
+    ScanPlan,
+    partition_value_table,
+    plan_partition,
+    select_partitions,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from acidstream.metastore import Metastore, Table
+
+DEFAULT_BATCH_ROWS = 131072
+
+
+def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and in-filesystem path of a table location (local path or URI)."""
+    if location.startswith("file://"):
+        return pafs.LocalFileSystem(), os.path.abspath(location[len("file://") :])
+    if "://" in location:
+        return pafs.FileSystem.from_uri(location)
+    return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
+class TableScan:
+    """A planned read; build it with ``table.scan(...)`` or ``TableScan(metastore, table, ...)``."""
+
+    def __init__(
+        self,
+        metastore: Metastore,
+        table: Table,
+        *,
+        columns: Sequence[str] | None = None,
+        partition_filter: Mapping[str, Any] | pc.Expression | None = None,
+        filter: pc.Expression | None = None,
+        with_row_id: bool = False,
+        snapshot: ValidWriteIdList | str | None = None,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+    ) -> None:
+        self.metastore = metastore
+        self.table = table
+        self.with_row_id = with_row_id
+        self.partition_filter = partition_filter
+        self.filter = filter
+        self.batch_rows = batch_rows
+        data_names = [c.name for c in table.columns]
+        part_names = [k.name for k in table.partition_keys]
+        wanted = [c.lower() for c in columns] if columns is not None else data_names + part_names
+        unknown = [c for c in wanted if c not in data_names and c not in part_names]
+        if unknown:
+            raise InvalidObjectException(f"{table.full_name} has no columns {unknown}")
+        self.columns = wanted
+        self.write_ids, self.txns = self._resolve_snapshot(snapshot)
+        self._plan: ScanPlan | None = None
+
+    def _resolve_snapshot(
+        self, snapshot: ValidWriteIdList | str | None
+    ) -> tuple[ValidWriteIdList, ValidTxnList | None]:
+        if snapshot is None:
+            return self.metastore.get_valid_write_ids(self.table.full_name), self.metastore.get_open_txns()
+        if isinstance(snapshot, str):
+            return ValidWriteIdList.parse(snapshot), None
+        return snapshot, None
+
+    @property
+    def schema(self) -> pa.Schema:
+        fields = [pa.field(ROW_ID, ROW_ID_TYPE)] if self.with_row_id else []
+        by_name = {c.name: c for c in (*self.table.columns, *self.table.partition_keys)}
+        fields += [pa.field(n, by_name[n].type.to_arrow()) for n in self.columns]
+        return pa.schema(fields)
+
+    def plan_files(self) -> ScanPlan:
+        """Directory selection for every selected partition, at this scan's snapshot (computed once)."""
+        if self._plan is not None:
+            return self._plan
+        fs, table_dir = table_filesystem(self.table.location)
+        tasks: list[BucketTask] = []
+        obsolete: list[str] = []
+        targets: list[tuple[tuple[str, ...], str, str]]
+        if not self.table.partition_keys:
+            targets = [((), "", table_dir)]
+        else:
+            parts = [
+                (tuple(p.values), p.name, table_filesystem(p.location)[1])
+                for p in self.metastore.list_partitions(self.table.full_name)
+            ]
+            targets = select_partitions(self.table.partition_keys, parts, self.partition_filter)
+        for values, name, location in targets:
+            part_tasks, state = plan_partition(fs, location, self.write_ids, self.txns, values, name)
+            tasks.extend(part_tasks)
+            if state is not None:
+                obsolete.extend(state.obsolete)
+        self._plan = ScanPlan(
+            self.table.full_name,
+            tuple(self.table.columns),
+            tuple(self.table.partition_keys),
+            self.write_ids,
+            tuple(tasks),
+            tuple(obsolete),
+        )
+        return self._plan
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        plan = self.plan_files()
+        fs, _ = table_filesystem(self.table.location)
+        schema = self.schema
+        data_fields = [c.name for c in self.table.columns]
+        part_names = [k.name for k in self.table.partition_keys]
+        typed_cache: dict[tuple[str | None, ...], dict[str, pa.Scalar]] = {}
+        for task in plan.tasks:
+            scalars = typed_cache.get(task.partition_values)
+            if scalars is None:
+                typed = partition_value_table(self.table.partition_keys, [task.partition_values])
+                scalars = {n: typed.column(n)[0] for n in part_names if n in self.columns}
+                typed_cache[task.partition_values] = scalars
+            reader = BucketReader(
+                fs,
+                task,
+                plan.write_ids,
+                data_fields=data_fields,
+                partition_arrays=scalars,
+                output_schema=schema,
+                with_row_id=self.with_row_id,
+                filter_expr=self.filter,
+                batch_rows=self.batch_rows,
+            )
+            yield from reader.batches()
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        """A streaming reader: memory stays bounded by one bucket's delete events plus one batch."""
+        return pa.RecordBatchReader.from_batches(self.schema, self._batches())
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_batches(list(self._batches()), schema=self.schema)
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.to_arrow().to_pandas()
+
+    def count(self) -> int:
+        return sum(b.num_rows for b in self._batches())
