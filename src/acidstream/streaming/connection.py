@@ -1,0 +1,828 @@
+"""``StreamingConnection``: Hive Streaming Data Ingest V2 for Python (hive-acid-format.md §5).
+
+A connection writes into one table (or one static partition) through transaction batches: ``n`` txns opened
+with their write ids in one go, all writing into the same file per (partition, bucket), each committed or
+aborted on its own. Records handed to :meth:`write` are buffered and parsed in bulk; a malformed record is
+reported as :class:`SerializationError` at the next parse point (a full buffer or the commit), naming its index
+in the transaction and the field, and every good record is kept — the transaction stays usable.
+
+The connection is not thread-safe by contract (as in Hive), except :meth:`close`, which may be called from any
+thread or a signal handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from acidstream.acid.orc import WriterOptions
+from acidstream.acid.partitions import make_part_name, partition_path
+from acidstream.errors import (
+    ConnectionError,
+    HeartBeatFailure,
+    InvalidPartition,
+    InvalidTable,
+    LockTimeoutException,
+    MetaException,
+    NoSuchObjectException,
+    NoSuchTxnException,
+    SerializationError,
+    StreamingException,
+    TransactionError,
+    TxnAbortedException,
+)
+from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, Table
+from acidstream.streaming.files import BatchFiles, Destination
+from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
+from acidstream.streaming.records import ParseResult, RecordParser, split_records
+from acidstream.streaming.routing import RowRouter
+from acidstream.streaming.state import TxnState
+from acidstream.streaming.stats import ConnectionStats
+from acidstream.streaming.tabular import to_record_batch
+from acidstream.streaming.writers import RecordWriter
+
+#: Hive's ``hive.txn.max.open.batch``: the metastore refuses larger batches.
+MAX_BATCH_SIZE = 1000
+OBJECT_STORE_FILESYSTEMS = {"S3FileSystem", "GcsFileSystem", "AzureFileSystem"}
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """Tunables with Hive-like defaults; ``with_configuration`` accepts these names as keys."""
+
+    max_buffered_bytes: int = 256 << 20  # auto-flush threshold over all open files of a batch
+    parse_batch_records: int = 65536  # records buffered before a bulk parse
+    compression: str = "ZLIB"
+    heartbeat_interval: float | None = None  # default: metastore txn timeout / 2
+    write_notifications: bool = True  # ACID_WRITE events for replication
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> StreamingConfig:
+        converters: dict[str, Any] = {
+            "max_buffered_bytes": int,
+            "parse_batch_records": int,
+            "compression": lambda v: str(v).upper(),
+            "heartbeat_interval": lambda v: None if v is None else float(v),
+            "write_notifications": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true"),
+        }
+        unknown = set(values) - set(converters)
+        if unknown:
+            raise ConnectionError(
+                f"unknown configuration keys {sorted(unknown)}; known: {sorted(converters)}"
+            )
+        return cls(**{k: converters[k](v) for k, v in values.items()})
+
+
+@dataclass
+class _Batch:
+    """Txns of one batch (``txn_ids == [-1]`` in unmanaged mode) and their shared files."""
+
+    txn_ids: list[int]
+    write_ids: list[int]
+    files: BatchFiles
+    states: list[TxnState]
+    index: int = -1
+    lock_ids: list[int | None] = field(default_factory=list)
+    dead: BaseException | None = None
+
+    @property
+    def remaining(self) -> int:
+        return len(self.txn_ids) - self.index - 1
+
+    @property
+    def state(self) -> TxnState:
+        return self.states[self.index] if self.index >= 0 else TxnState.INACTIVE
+
+    @property
+    def txn_id(self) -> int:
+        return self.txn_ids[self.index]
+
+    @property
+    def write_id(self) -> int:
+        return self.write_ids[self.index]
+
+    def unresolved_txns(self) -> list[int]:
+        return [
+            t
+            for t, s in zip(self.txn_ids, self.states, strict=True)
+            if s in (TxnState.INACTIVE, TxnState.OPEN)
+        ]
+
+
+class StreamingConnection:
+    """A streaming connection to one table; build it with :meth:`builder`."""
+
+    def __init__(
+        self,
+        *,
+        metastore: Metastore | None,
+        owns_metastore: bool,
+        table: Table,
+        fs: pafs.FileSystem,
+        table_dir: str,
+        record_writer: RecordWriter,
+        static_values: tuple[str, ...] | None,
+        batch_size: int,
+        streaming_optimizations: bool,
+        agent_info: str,
+        config: StreamingConfig,
+        write_id: int | None,
+        statement_id: int | None,
+        dead_letter: str | None,
+    ) -> None:
+        self.table = table
+        self.metastore = metastore
+        self._owns_metastore = owns_metastore
+        self.fs = fs
+        self.table_dir = table_dir
+        self.agent_info = agent_info
+        self.batch_size = batch_size
+        self.config = config
+        self.unmanaged_write_id = write_id
+        self.statement_id = statement_id
+        self.static_values = static_values
+        self.dynamic = bool(table.partition_keys) and static_values is None
+        self.parser: RecordParser = record_writer.bind(
+            table.columns, table.partition_keys, dynamic_partitioning=self.dynamic
+        )
+        self.router = RowRouter(
+            table.columns,
+            table.bucket_columns,
+            table.num_buckets,
+            table.bucketing_version,
+            static_values=static_values,
+            num_partition_keys=len(table.partition_keys),
+        )
+        self.writer_options = WriterOptions(
+            compression=config.compression, streaming_optimizations=streaming_optimizations
+        )
+        self._line_pattern = record_writer.line_delimiter_pattern
+        self._dead_letter_path = dead_letter
+        self._dead_letter: IO[str] | None = None
+        self._stats = ConnectionStats()
+        self._lock = threading.RLock()
+        self._closed = False
+        self._batch: _Batch | None = None
+        self._used_unmanaged = False
+        self._pending: list[bytes] = []
+        self._txn_records = 0  # records handed to this txn so far (parsed or pending)
+        self._txn_touched: dict[str, Destination] = {}
+        self._destinations: dict[tuple[str, ...], Destination] = {}
+        self._all_touched: dict[str, Destination] = {}
+        self._writable = False  # fast check for write(): not closed and the current txn is OPEN
+        self._heartbeater: Heartbeater | None = None
+        self._static_dest = self._resolve_static_destination()
+
+    @staticmethod
+    def builder() -> StreamingConnectionBuilder:
+        return StreamingConnectionBuilder()
+
+    # --- context managers -----------------------------------------------------------------------------
+
+    def __enter__(self) -> StreamingConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[StreamingConnection]:
+        """Begin; commit when the block ends normally, abort when it raises."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if not self._closed and self._batch is not None and self._batch.state is TxnState.OPEN:
+                self.abort_transaction()
+            raise
+        self.commit_transaction()
+
+    # --- state ----------------------------------------------------------------------------------------
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_managed(self) -> bool:
+        return self.unmanaged_write_id is None
+
+    def remaining_transactions(self) -> int:
+        return self._batch.remaining if self._batch is not None else 0
+
+    def current_transaction_id(self) -> int | None:
+        batch = self._batch
+        return batch.txn_id if batch is not None and batch.index >= 0 else None
+
+    def current_write_id(self) -> int | None:
+        batch = self._batch
+        return batch.write_id if batch is not None and batch.index >= 0 else None
+
+    def current_transaction_state(self) -> TxnState:
+        return self._batch.state if self._batch is not None else TxnState.INACTIVE
+
+    def partitions(self) -> list[str]:
+        """Names of every partition this connection wrote to (for the owner's commit in unmanaged mode)."""
+        return sorted(n for n in self._all_touched if n)
+
+    def stats(self) -> dict[str, int]:
+        snap = self._stats.snapshot()
+        batch = self._batch
+        snap["auto_flushes"] += batch.files.auto_flushes if batch is not None else 0
+        return snap
+
+    def to_transaction_string(self) -> str:
+        batch = self._batch
+        if batch is None:
+            return f"TxnStatus[] on {self.table.full_name}"
+        pairs = ",".join(f"{t}/{w}" for t, w in zip(batch.txn_ids, batch.write_ids, strict=True))
+        codes = "".join(s.code for s in batch.states)
+        last = f"txnid:{batch.txn_id}" if batch.index >= 0 else "none"
+        return f"TxnId/WriteIds=[{pairs}] on table {self.table.full_name} TxnStatus[{codes}] LastUsed {last}"
+
+    def __repr__(self) -> str:
+        return f"StreamingConnection({self.table.full_name}, agent={self.agent_info!r}, {self.to_transaction_string()})"
+
+    # --- transactions ---------------------------------------------------------------------------------
+
+    def begin_transaction(self) -> None:
+        with self._lock:
+            self._check_not_closed()
+            batch = self._batch
+            if batch is not None and batch.state is TxnState.OPEN:
+                raise TransactionError(
+                    f"Transaction txnid:{batch.txn_id} is still open: commit or abort it before beginning another"
+                )
+            if batch is None or batch.remaining == 0:
+                if batch is not None:
+                    self._close_batch(batch)
+                batch = self._batch = self._open_batch()
+            if batch.dead is not None:
+                raise TransactionError(
+                    f"Cannot begin next transaction on a closed streaming connection: {batch.dead}"
+                ) from batch.dead
+            batch.index += 1
+            if self.is_managed:
+                self._acquire_lock(batch)
+            batch.states[batch.index] = TxnState.OPEN
+            self._pending.clear()
+            self._txn_records = 0
+            self._txn_touched = {}
+            self._writable = True
+
+    def write(self, record: bytes | str) -> None:
+        """Buffer one record; parsing happens in bulk every ``parse_batch_records`` records and at commit."""
+        if not self._writable:
+            self._check_writable()
+        self._pending.append(record.encode() if isinstance(record, str) else record)
+        if len(self._pending) >= self.config.parse_batch_records:
+            self._drain_pending()
+
+    def write_stream(self, stream: BinaryIO, line_delimiter: str | None = None) -> None:
+        """Write every record of a binary stream split on the record writer's delimiter pattern."""
+        for chunk in split_records(stream, line_delimiter or self._line_pattern):
+            self.write_record_array(chunk)
+
+    def write_record_array(self, records: pa.Array) -> None:
+        """Write records already split into one Arrow binary array (one bulk parse, no per-record Python)."""
+        if not self._writable:
+            self._check_writable()
+        self._drain_pending()
+        with self._lock:
+            self._check_writable()
+            first = self._txn_records
+            self._txn_records += len(records)
+            self._stats.bytes_written += records.nbytes
+            result = self.parser.parse_arrow(records, first_index=first)
+            self._accept(result)
+
+    def write_batch(self, data: pa.Table | pa.RecordBatch | Any) -> None:
+        """Beyond Hive: write an Arrow table/batch or a pandas DataFrame whose columns match the table's."""
+        if not self._writable:
+            self._check_writable()
+        self._drain_pending()
+        with self._lock:
+            self._check_writable()
+            batch = to_record_batch(data, self.parser.output_schema, first_index=self._txn_records)
+            self._txn_records += batch.num_rows
+            self._stats.bytes_written += batch.nbytes
+            self._route(batch)
+
+    def commit_transaction(
+        self,
+        partitions: Sequence[Sequence[str]] | None = None,
+        key: str | None = None,
+        value: str | None = None,
+    ) -> None:
+        """Commit the current txn; ``key``/``value`` is stored atomically with it (exactly-once sinks).
+
+        ``partitions`` (lists of values) are created first and registered with this txn, as Hive 4 does.
+        A :class:`SerializationError` found while parsing the last buffered records leaves the txn open.
+        """
+        with self._lock:
+            batch = self._require_open_txn()
+            self._drain_pending()
+            try:
+                if self.is_managed:
+                    self._commit_managed(batch, partitions, key, value)
+                else:
+                    batch.files.flush()
+                    batch.files.close()
+                    batch.states[batch.index] = TxnState.PREPARED_FOR_COMMIT
+            except StreamingException as exc:
+                self._mark_dead(batch, exc)
+                raise
+            except Exception as exc:
+                self._mark_dead(batch, exc)
+                raise TransactionError(f"Unable to commit transaction txnid:{batch.txn_id}: {exc}") from exc
+            self._writable = False
+
+    def _commit_managed(
+        self,
+        batch: _Batch,
+        partitions: Sequence[Sequence[str]] | None,
+        key: str | None,
+        value: str | None,
+    ) -> None:
+        ms = self._ms()
+        for values in partitions or ():
+            dest = self._destination(tuple(values))
+            self._txn_touched.setdefault(dest.name, dest)
+        batch.files.flush()
+        txn, wid = batch.txn_id, batch.write_id
+        try:
+            if self.dynamic and self._txn_touched:
+                self._call(ms.add_dynamic_partitions, txn, wid, self.table.full_name, sorted(self._txn_touched))
+            if self.config.write_notifications:
+                for name in sorted(self._txn_touched):
+                    files = batch.files.files_of(name)
+                    self._call(ms.add_write_notification, txn, wid, self.table.full_name, name or None, files)
+            if batch.remaining == 0:
+                batch.files.close()
+            self._call(ms.commit_txn, txn, key=key, value=value)
+        except NoSuchTxnException as exc:
+            raise TransactionError(f"Invalid transaction id : {txn}") from exc
+        except TxnAbortedException as exc:
+            raise TransactionError(f"Aborted transaction cannot be committed: txnid:{txn}: {exc}") from exc
+        batch.states[batch.index] = TxnState.COMMITTED
+        self._stats.committed_txns += 1
+
+    def abort_transaction(self) -> None:
+        """Abort the current txn: rows already written stay in the files but no snapshot ever shows them."""
+        with self._lock:
+            batch = self._require_open_txn()
+            self._pending.clear()
+            self._writable = False
+            if self.is_managed:
+                try:
+                    self._call(self._ms().abort_txn, batch.txn_id)
+                except StreamingException as exc:
+                    self._mark_dead(batch, exc)
+                    raise
+            batch.states[batch.index] = TxnState.ABORTED
+            self._stats.aborted_txns += 1
+
+    def close(self) -> None:
+        """Abort every unused txn of the batch, close the files, stop heartbeats; idempotent, any thread."""
+        if self._heartbeater is not None:
+            self._heartbeater.stop()  # before taking the lock: a beat in progress may hold it
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._writable = False
+            errors: list[BaseException] = []
+            if self._batch is not None:
+                try:
+                    self._close_batch(self._batch)
+                except Exception as exc:
+                    errors.append(exc)
+            if self._dead_letter is not None:
+                self._dead_letter.close()
+            if self._owns_metastore and self.metastore is not None:
+                self.metastore.close()
+            if errors:
+                raise errors[0]
+
+    # --- internals: batches ---------------------------------------------------------------------------
+
+    def _open_batch(self) -> _Batch:
+        if not self.is_managed:
+            if self._used_unmanaged:
+                raise TransactionError(
+                    "No more transactions available in the next batch: an unmanaged connection "
+                    f"(write id {self.unmanaged_write_id}) has exactly one transaction"
+                )
+            self._used_unmanaged = True
+            wid = int(self.unmanaged_write_id or 0)
+            return _Batch([-1], [wid], self._new_files(wid, wid), [TxnState.INACTIVE])
+        ms = self._ms()
+        txn_ids = self._call(
+            ms.open_txns,
+            self.batch_size,
+            user=getpass.getuser(),
+            host=socket.gethostname(),
+            agent_info=self.agent_info,
+        )
+        try:
+            pairs = self._call(ms.allocate_table_write_ids, txn_ids, self.table.full_name)
+        except Exception:
+            self._call(ms.abort_txns, txn_ids)
+            raise
+        write_ids = [w for _, w in pairs]
+        batch = _Batch(
+            list(txn_ids),
+            write_ids,
+            self._new_files(write_ids[0], write_ids[-1]),
+            [TxnState.INACTIVE] * len(txn_ids),
+            lock_ids=[None] * len(txn_ids),
+        )
+        self._stats.batches_opened += 1
+        self._start_heartbeats()
+        return batch
+
+    def _new_files(self, min_wid: int, max_wid: int) -> BatchFiles:
+        return BatchFiles(
+            self.fs,
+            self.table.columns,
+            min_write_id=min_wid,
+            max_write_id=max_wid,
+            statement_id=self.statement_id,
+            options=self.writer_options,
+            max_buffered_bytes=self.config.max_buffered_bytes,
+        )
+
+    def _close_batch(self, batch: _Batch) -> None:
+        try:
+            unresolved = batch.unresolved_txns() if self.is_managed else []
+            if unresolved and self.metastore is not None:
+                self._call(self.metastore.abort_txns, unresolved)
+                self._stats.aborted_txns += len(unresolved)
+            for i, state in enumerate(batch.states):
+                if state in (TxnState.INACTIVE, TxnState.OPEN):
+                    batch.states[i] = TxnState.ABORTED
+        finally:
+            self._stats.auto_flushes += batch.files.auto_flushes
+            self._stats.files_written.update(batch.files.files)
+            batch.files.auto_flushes = 0
+            batch.files.close()
+
+    def _mark_dead(self, batch: _Batch, cause: BaseException) -> None:
+        """Any failure but a bad record kills the batch (Hive's ``markDead``): remaining txns are aborted."""
+        if batch.dead is not None:
+            return
+        batch.dead = cause
+        self._writable = False
+        with contextlib.suppress(Exception):  # the original failure is what the caller needs to see
+            self._close_batch(batch)
+
+    def _acquire_lock(self, batch: _Batch) -> None:
+        ms = self._ms()
+        level = LockLevel.PARTITION if self._static_dest.name else LockLevel.TABLE
+        component = LockComponent(
+            type=LockType.SHARED_READ,
+            level=level,
+            db=self.table.db,
+            table=self.table.name,
+            partition=self._static_dest.name or None,
+            operation=OperationType.INSERT,
+            is_dynamic_partition_write=self.dynamic,
+        )
+        txn = batch.txn_ids[batch.index]
+        try:
+            response = self._call(
+                ms.lock, [component], txn_id=txn, agent_info=self.agent_info, wait=False, timeout=0
+            )
+        except LockTimeoutException as exc:
+            self._mark_dead(batch, exc)
+            raise TransactionError(f"Unable to acquire lock on {self.table.full_name}: {exc}") from exc
+        if str(getattr(response.state, "name", response.state)).upper() != "ACQUIRED":
+            exc2 = TransactionError(f"Unable to acquire lock on {self.table.full_name}: {response.state}")
+            self._mark_dead(batch, exc2)
+            raise exc2
+        batch.lock_ids[batch.index] = response.lock_id
+
+    def _start_heartbeats(self) -> None:
+        if self._heartbeater is not None:
+            return
+        timeout = getattr(self.metastore, "txn_timeout", None)
+        interval = self.config.heartbeat_interval or heartbeat_interval(timeout)
+        self._heartbeater = Heartbeater(
+            interval, self._heartbeat, f"acidstream-heartbeat-{self.table.full_name}"
+        )
+        self._heartbeater.start()
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            batch = self._batch
+            if self._closed or batch is None or batch.dead is not None or self.metastore is None:
+                return
+            live = batch.unresolved_txns()
+            if not live:
+                return
+            response = self._call(self.metastore.heartbeat_txn_range, min(live), max(live))
+            aborted = [t for t in response.aborted if t in live]
+            missing = [t for t in response.nosuch if t in live]
+            if aborted or missing:
+                self._mark_dead(batch, HeartBeatFailure(aborted, missing))
+
+    # --- internals: records ---------------------------------------------------------------------------
+
+    def _drain_pending(self) -> None:
+        if not self._pending:
+            return
+        with self._lock:
+            self._check_writable()
+            records, self._pending = self._pending, []
+            first = self._txn_records
+            self._txn_records += len(records)
+            self._stats.bytes_written += sum(map(len, records))
+            self._accept(self.parser.parse(records, first_index=first))
+
+    def _accept(self, result: ParseResult) -> None:
+        """Route the good rows; dead-letter or raise the bad ones (the txn stays usable either way)."""
+        self._route(result.batch)
+        if not result.errors:
+            return
+        self._stats.records_rejected += len(result.errors)
+        if self._dead_letter_path is not None:
+            self._write_dead_letters(result.errors)
+            return
+        first = result.errors[0]
+        if len(result.errors) > 1:
+            first.args = (f"{first.args[0]} (and {len(result.errors) - 1} more bad records in this parse)",)
+        raise first
+
+    def _write_dead_letters(self, errors: list[SerializationError]) -> None:
+        if self._dead_letter is None:
+            assert self._dead_letter_path is not None
+            self._dead_letter = open(self._dead_letter_path, "a", encoding="utf-8")  # noqa: SIM115
+        batch = self._batch
+        for err in errors:
+            entry = {
+                "table": self.table.full_name,
+                "txn_id": batch.txn_id if batch is not None else None,
+                "record_index": err.record_index,
+                "field": err.field,
+                "error": str(err),
+                "record": err.record.decode("utf-8", "backslashreplace") if err.record is not None else None,
+            }
+            self._dead_letter.write(json.dumps(entry) + "\n")
+        self._dead_letter.flush()
+
+    def _route(self, batch_rows: pa.RecordBatch) -> None:
+        batch = self._batch
+        assert batch is not None
+        for routed in self.router.route(batch_rows):
+            dest = self._static_dest if not self.dynamic else self._destination(routed.partition_values)
+            batch.files.insert(dest, routed.bucket_id, batch.write_id, routed.rows)
+            self._txn_touched.setdefault(dest.name, dest)
+            self._all_touched.setdefault(dest.name, dest)
+        self._stats.records_written += batch_rows.num_rows
+
+    def _destination(self, values: tuple[str, ...]) -> Destination:
+        """Where a partition's files go, creating the partition on first use (race-safe in the metastore)."""
+        dest = self._destinations.get(values)
+        if dest is not None:
+            return dest
+        keys = [k.name for k in self.table.partition_keys]
+        if len(values) != len(keys):
+            raise InvalidPartition(str(values), f"expected {len(keys)} values for partition keys {keys}")
+        if self.metastore is not None and self.is_managed:
+            part = self._call(
+                self.metastore.add_partition, self.table.full_name, list(values), if_not_exists=True
+            )
+            dest = Destination(values, part.name, self._fs_path(part.location))
+        else:
+            dest = Destination(
+                values, make_part_name(keys, list(values)), partition_path(self.table_dir, keys, values)
+            )
+        self._destinations[values] = dest
+        return dest
+
+    def _resolve_static_destination(self) -> Destination:
+        if not self.table.partition_keys:
+            return Destination((), "", self.table_dir)
+        if self.static_values is None:
+            return Destination((), "", self.table_dir)  # dynamic: never used for rows
+        return self._destination(self.static_values)
+
+    def _fs_path(self, location: str) -> str:
+        if "://" in location:
+            return pafs.FileSystem.from_uri(location)[1]
+        return os.path.abspath(location)
+
+    # --- internals: checks ----------------------------------------------------------------------------
+
+    def _ms(self) -> Metastore:
+        if self.metastore is None:
+            raise ConnectionError("this connection has no metastore (unmanaged mode with a table object)")
+        return self.metastore
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        self._stats.metastore_calls += 1
+        return fn(*args, **kwargs)
+
+    def _check_not_closed(self) -> None:
+        if self._closed:
+            raise ConnectionError("Streaming connection is closed already.")
+
+    def _require_open_txn(self) -> _Batch:
+        self._check_not_closed()
+        batch = self._batch
+        if batch is None:
+            raise TransactionError("Transaction batch is null. Missing beginTransaction?")
+        if batch.state is not TxnState.OPEN:
+            raise TransactionError("Transaction state is not OPEN. Missing beginTransaction?")
+        return batch
+
+    def _check_writable(self) -> None:
+        batch = self._require_open_txn()
+        if batch.dead is not None:
+            raise TransactionError(f"Transaction batch is dead: {batch.dead}") from batch.dead
+
+
+class StreamingConnectionBuilder:
+    """Hive's ``HiveStreamingConnection.Builder`` with snake_case names."""
+
+    def __init__(self) -> None:
+        self._db: str | None = None
+        self._table: str | None = None
+        self._static: list[str] | None = None
+        self._agent: str | None = None
+        self._metastore: Metastore | str | None = None
+        self._warehouse: str | None = None
+        self._batch_size = 1
+        self._optimizations = True
+        self._writer: RecordWriter | None = None
+        self._write_id: int | None = None
+        self._statement_id: int | None = None
+        self._table_object: Table | None = None
+        self._config: dict[str, Any] = {}
+        self._dead_letter: str | None = None
+
+    def with_database(self, db: str) -> StreamingConnectionBuilder:
+        self._db = db.lower()
+        return self
+
+    def with_table(self, table: str) -> StreamingConnectionBuilder:
+        self._table = table.lower()
+        return self
+
+    def with_static_partition_values(self, values: Sequence[str]) -> StreamingConnectionBuilder:
+        self._static = [str(v) for v in values]
+        return self
+
+    def with_agent_info(self, agent_info: str) -> StreamingConnectionBuilder:
+        self._agent = agent_info
+        return self
+
+    def with_metastore(
+        self, metastore: Metastore | str, warehouse: str | None = None
+    ) -> StreamingConnectionBuilder:
+        """A :class:`Metastore` or its URL (then ``warehouse`` says where table files live)."""
+        self._metastore = metastore
+        self._warehouse = warehouse
+        return self
+
+    def with_transaction_batch_size(self, size: int) -> StreamingConnectionBuilder:
+        if not 1 <= size <= MAX_BATCH_SIZE:
+            raise ConnectionError(f"transaction batch size must be 1..{MAX_BATCH_SIZE}, got {size}")
+        self._batch_size = size
+        return self
+
+    def with_streaming_optimizations(self, enabled: bool) -> StreamingConnectionBuilder:
+        self._optimizations = enabled
+        return self
+
+    def with_record_writer(self, writer: RecordWriter) -> StreamingConnectionBuilder:
+        self._writer = writer
+        return self
+
+    def with_write_id(self, write_id: int) -> StreamingConnectionBuilder:
+        """Unmanaged mode: write under a write id whose txn is owned elsewhere (e.g. a Spark driver)."""
+        self._write_id = write_id
+        return self
+
+    def with_statement_id(self, statement_id: int) -> StreamingConnectionBuilder:
+        self._statement_id = statement_id
+        return self
+
+    def with_table_object(self, table: Table) -> StreamingConnectionBuilder:
+        """Unmanaged mode without any metastore access (executors): the table definition itself."""
+        self._table_object = table
+        return self
+
+    def with_configuration(self, overrides: Mapping[str, Any]) -> StreamingConnectionBuilder:
+        self._config.update(overrides)
+        return self
+
+    def with_dead_letter_file(self, path: str | os.PathLike[str]) -> StreamingConnectionBuilder:
+        """Bad records go to this JSON-lines file instead of raising :class:`SerializationError`."""
+        self._dead_letter = os.fspath(path)
+        return self
+
+    def connect(self) -> StreamingConnection:
+        if self._writer is None:
+            raise ConnectionError("record writer cannot be null")
+        config = StreamingConfig.from_mapping(self._config)
+        ms, owns = self._open_metastore()
+        try:
+            table = self._resolve_table(ms)
+            self._validate(table)
+            fs, table_dir = _filesystem(table.location)
+            if self._batch_size > 1 and type(fs).__name__ in OBJECT_STORE_FILESYSTEMS:
+                raise ConnectionError(
+                    "The backing filesystem only supports transaction batch sizes of 1, "
+                    f"but {self._batch_size} was requested."
+                )
+            return StreamingConnection(
+                metastore=ms,
+                owns_metastore=owns,
+                table=table,
+                fs=fs,
+                table_dir=table_dir,
+                record_writer=self._writer,
+                static_values=tuple(self._static) if self._static is not None else None,
+                batch_size=self._batch_size,
+                streaming_optimizations=self._optimizations,
+                agent_info=self._agent or _default_agent_info(),
+                config=config,
+                write_id=self._write_id,
+                statement_id=self._statement_id,
+                dead_letter=self._dead_letter,
+            )
+        except BaseException:
+            if owns and ms is not None:
+                ms.close()
+            raise
+
+    def _open_metastore(self) -> tuple[Metastore | None, bool]:
+        if isinstance(self._metastore, str):
+            if self._warehouse is None:
+                raise ConnectionError("with_metastore(url) needs warehouse=... (where the table files live)")
+            return Metastore.connect(self._metastore, warehouse=self._warehouse), True
+        if self._metastore is None and self._table_object is None:
+            raise ConnectionError("a metastore (object or URL) is required unless a table object is given")
+        return self._metastore, False
+
+    def _resolve_table(self, ms: Metastore | None) -> Table:
+        if self._table_object is not None:
+            if self._write_id is None:
+                raise ConnectionError("with_table_object() is for unmanaged mode: give with_write_id() too")
+            return self._table_object
+        if self._db is None:
+            raise ConnectionError("database cannot be null")
+        if self._table is None:
+            raise ConnectionError("table cannot be null")
+        assert ms is not None
+        try:
+            return ms.table(f"{self._db}.{self._table}")
+        except NoSuchObjectException as exc:
+            raise InvalidTable(self._db, self._table, "table does not exist") from exc
+        except MetaException as exc:
+            raise ConnectionError(f"Unable to fetch table {self._db}.{self._table}: {exc}") from exc
+
+    def _validate(self, table: Table) -> None:
+        if not table.is_transactional:
+            raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
+        if self._static is not None and not table.partition_keys:
+            raise ConnectionError(
+                f"{table.full_name}: static partition values {self._static} "
+                "specifies partitions for un-partitioned table"
+            )
+        if self._static is not None and len(self._static) != len(table.partition_keys):
+            names = [k.name for k in table.partition_keys]
+            raise InvalidPartition(str(self._static), f"table {table.full_name} is partitioned by {names}")
+        if self._statement_id is not None and self._write_id is None:
+            raise ConnectionError("with_statement_id() needs with_write_id() (unmanaged mode)")
+
+
+def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in location and not location.startswith("file://"):
+        return pafs.FileSystem.from_uri(location)
+    if location.startswith("file://"):
+        location = location[len("file://") :]
+    return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
+def _default_agent_info() -> str:
+    """Hive's default ``<user>:<host>:<thread>``."""
+    try:
+        host = socket.gethostname()
+    except OSError:  # pragma: no cover - no hostname at all
+        import uuid
+
+        host = str(uuid.uuid4())
+    return f"{getpass.getuser()}:{host}:{threading.current_thread().name}"

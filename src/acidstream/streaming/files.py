@@ -1,0 +1,130 @@
+"""The files of one transaction batch: one ORC event writer per (partition, bucket).
+
+All transactions of a batch go to the same ``delta_min_max[_stmt]/bucket_N`` file per partition and bucket
+(hive-acid-format.md §5.3). Buffered rows are bounded per batch: past ``max_buffered_bytes`` every writer is
+flushed (Hive's auto-flush), which is safe because readers filter rows by write id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from acidstream.acid.codec import BucketCodec
+from acidstream.acid.names import bucket_file, delta_dir
+from acidstream.acid.orc import AcidWriter, WriterOptions
+from acidstream.acid.types import Column
+from acidstream.errors import StreamingIOFailure
+
+
+@dataclass(frozen=True)
+class Destination:
+    """A partition (or the table itself): its values, Hive name ('' if unpartitioned) and directory."""
+
+    values: tuple[str, ...]
+    name: str
+    location: str
+
+
+class BatchFiles:
+    """Lazily opened writers for one batch; ``flush`` publishes a readable prefix of every file."""
+
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        columns: Sequence[Column],
+        *,
+        min_write_id: int,
+        max_write_id: int,
+        statement_id: int | None,
+        options: WriterOptions,
+        max_buffered_bytes: int,
+    ) -> None:
+        self.fs = fs
+        self.columns = tuple(columns)
+        self.min_write_id = min_write_id
+        self.max_write_id = max_write_id
+        self.statement_id = statement_id
+        self.options = options
+        self.max_buffered_bytes = max_buffered_bytes
+        self._writers: dict[tuple[str, int], AcidWriter] = {}
+        self._paths: dict[tuple[str, int], str] = {}
+        self._unflushed: dict[tuple[str, int], int] = {}
+        self.touched: dict[str, Destination] = {}
+        self.auto_flushes = 0
+        self.closed = False
+
+    @property
+    def delta_name(self) -> str:
+        return delta_dir(self.min_write_id, self.max_write_id, self.statement_id)
+
+    def path_for(self, dest: Destination, bucket_id: int) -> str:
+        return f"{dest.location}/{self.delta_name}/{bucket_file(bucket_id)}"
+
+    def insert(self, dest: Destination, bucket_id: int, write_id: int, rows: pa.RecordBatch) -> None:
+        key = (dest.name, bucket_id)
+        writer = self._writers.get(key)
+        if writer is None:
+            writer = self._open(dest, bucket_id)
+        bucket_property = BucketCodec.V1.encode(bucket_id, self.statement_id if self.statement_id else 0)
+        try:
+            writer.insert(write_id, bucket_property, rows)
+        except OSError as exc:
+            raise StreamingIOFailure(f"writing {self._paths[key]}: {exc}") from exc
+        self.touched.setdefault(dest.name, dest)
+        self._unflushed[key] = self._unflushed.get(key, 0) + rows.nbytes
+        if sum(self._unflushed.values()) > self.max_buffered_bytes:
+            self.flush()
+            self.auto_flushes += 1
+
+    def _open(self, dest: Destination, bucket_id: int) -> AcidWriter:
+        path = self.path_for(dest, bucket_id)
+        try:
+            self.fs.create_dir(f"{dest.location}/{self.delta_name}", recursive=True)
+            writer = AcidWriter(
+                self.fs,
+                path,
+                self.columns,
+                options=self.options,
+                side_file=self.min_write_id != self.max_write_id,
+            )
+        except OSError as exc:
+            raise StreamingIOFailure(f"creating {path}: {exc}") from exc
+        key = (dest.name, bucket_id)
+        self._writers[key] = writer
+        self._paths[key] = path
+        return writer
+
+    def flush(self) -> None:
+        """Intermediate footer (and side-file entry) on every file with new rows."""
+        for key, writer in self._writers.items():
+            if self._unflushed.get(key):
+                try:
+                    writer.flush()
+                except OSError as exc:
+                    raise StreamingIOFailure(f"flushing {self._paths[key]}: {exc}") from exc
+        self._unflushed.clear()
+
+    def files_of(self, partition_name: str) -> list[str]:
+        return [p for (name, _), p in self._paths.items() if name == partition_name]
+
+    @property
+    def files(self) -> list[str]:
+        return list(self._paths.values())
+
+    def close(self, *, abort: bool = False) -> None:
+        """Final footers, side files deleted (Hive's ``close(false)``); idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        errors: list[str] = []
+        for key, writer in self._writers.items():
+            try:
+                writer.abort_close() if abort else writer.close()
+            except OSError as exc:
+                errors.append(f"{self._paths[key]}: {exc}")
+        if errors:
+            raise StreamingIOFailure("closing batch files failed: " + "; ".join(errors))

@@ -1,0 +1,403 @@
+"""Behaviours of Hive's TestStreaming / TestStreamingDynamicPartitioning, ported (hive-acid-format.md §5)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from acidstream import (
+    Metastore,
+    StreamingConnection,
+    StrictDelimitedInputWriter,
+    StrictJsonWriter,
+    StrictRegexWriter,
+)
+from acidstream.errors import (
+    ConnectionError,
+    InvalidPartition,
+    InvalidTable,
+    SerializationError,
+    TransactionError,
+)
+from acidstream.streaming.state import TxnState
+
+DELIM = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+
+
+@pytest.fixture
+def ms(metastore_url: str, warehouse: Path) -> Iterator[Metastore]:
+    with Metastore.connect(metastore_url, warehouse=str(warehouse)) as m:
+        m.execute("CREATE DATABASE testing")
+        m.execute(
+            "CREATE TABLE testing.alerts (id int, msg string) PARTITIONED BY (continent string, country string) "
+            "CLUSTERED BY (id) INTO 5 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+        m.execute(
+            "CREATE TABLE testing.flat (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+        yield m
+
+
+def connect(ms: Metastore, table: str = "flat", **kw: object) -> StreamingConnection:
+    b = (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("testing")
+        .with_table(table)
+        .with_agent_info("agent-1")
+        .with_record_writer(kw.pop("writer", DELIM))  # type: ignore[arg-type]
+    )
+    if "static" in kw:
+        b = b.with_static_partition_values(kw.pop("static"))  # type: ignore[arg-type]
+    if "batch" in kw:
+        b = b.with_transaction_batch_size(kw.pop("batch"))  # type: ignore[arg-type]
+    if kw:
+        b = b.with_configuration(kw)
+    return b.connect()
+
+
+def rows(ms: Metastore, table: str = "flat", **kw: object) -> list[dict[str, object]]:
+    out = ms.table(f"testing.{table}").scan(**kw).to_arrow().to_pylist()  # type: ignore[arg-type]
+    return sorted(out, key=lambda r: (r.get("id") or 0, str(r)))
+
+
+def test_commit_makes_rows_visible_and_writes_hive_layout(ms: Metastore) -> None:
+    conn = connect(ms)
+    conn.begin_transaction()
+    conn.write(b"1,Hello streaming")
+    conn.write("2,Welcome to streaming")
+    assert rows(ms) == []  # uncommitted rows are never visible
+    conn.commit_transaction()
+    assert rows(ms) == [{"id": 1, "msg": "Hello streaming"}, {"id": 2, "msg": "Welcome to streaming"}]
+    conn.close()
+    table_dir = Path(ms.table("testing.flat").location)
+    assert (table_dir / "delta_0000001_0000001" / "bucket_00000").is_file()
+    assert not list(table_dir.rglob("*_flush_length"))  # batch size 1: no side file
+    assert conn.current_transaction_state() is TxnState.COMMITTED
+
+
+def test_abort_hides_rows_and_row_ids_restart_per_write_id(ms: Metastore) -> None:
+    with connect(ms, batch=3) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,aborted")
+        conn.abort_transaction()
+        conn.begin_transaction()
+        conn.write(b"2,kept")
+        conn.write(b"3,kept")
+        conn.commit_transaction()
+        got = rows(ms, with_row_id=True)
+    assert [r["msg"] for r in got] == ["kept", "kept"]
+    assert [r["ROW__ID"] for r in got] == [
+        {"writeid": 2, "bucketid": 536870912, "rowid": 0},
+        {"writeid": 2, "bucketid": 536870912, "rowid": 1},
+    ]
+
+
+def test_batch_of_ten_interleaved_commits_and_aborts_read_while_open(ms: Metastore) -> None:
+    conn = connect(ms, batch=10)
+    for i in range(1, 5):
+        conn.begin_transaction()
+        conn.write(f"{i},txn{i}".encode())
+        if i == 2:
+            conn.abort_transaction()
+        elif i < 4:
+            conn.commit_transaction()
+    # txn 4 is still open and has rows buffered/flushed; the batch's file is still open.
+    assert conn.remaining_transactions() == 6
+    table_dir = Path(ms.table("testing.flat").location)
+    assert (table_dir / "delta_0000001_0000010" / "bucket_00000_flush_length").is_file()
+    assert [r["id"] for r in rows(ms)] == [1, 3]
+    conn.commit_transaction()
+    assert [r["id"] for r in rows(ms)] == [1, 3, 4]
+    conn.close()
+    assert not list(table_dir.rglob("*_flush_length"))  # deleted when the batch closes
+    assert [r["id"] for r in rows(ms)] == [1, 3, 4]
+
+
+def test_auto_roll_to_next_batch(ms: Metastore) -> None:
+    with connect(ms, batch=2) as conn:
+        seen = []
+        for i in range(5):
+            conn.begin_transaction()
+            seen.append(conn.remaining_transactions())
+            conn.write(f"{i},m".encode())
+            conn.commit_transaction()
+        assert seen == [1, 0, 1, 0, 1]
+        assert conn.stats()["committed_txns"] == 5
+    names = sorted(p.name for p in Path(ms.table("testing.flat").location).iterdir() if p.is_dir())
+    assert names == ["delta_0000001_0000002", "delta_0000003_0000004", "delta_0000005_0000006"]
+    assert len(rows(ms)) == 5
+
+
+def test_state_machine_errors_use_hive_messages(ms: Metastore) -> None:
+    conn = connect(ms)
+    with pytest.raises(TransactionError, match=re.escape("Transaction batch is null. Missing beginTransaction?")):
+        conn.write(b"1,x")
+    with pytest.raises(TransactionError, match="Transaction batch is null"):
+        conn.commit_transaction()
+    conn.begin_transaction()
+    conn.write(b"1,x")
+    conn.commit_transaction()
+    with pytest.raises(TransactionError, match=re.escape("Transaction state is not OPEN. Missing beginTransaction?")):
+        conn.write(b"2,y")
+    with pytest.raises(TransactionError, match="Transaction state is not OPEN"):
+        conn.abort_transaction()
+    conn.close()
+    conn.close()  # idempotent
+    for call in (conn.begin_transaction, lambda: conn.write(b"3,z"), conn.commit_transaction):
+        with pytest.raises(ConnectionError, match=re.escape("Streaming connection is closed already.")):
+            call()
+    assert "TxnStatus[C]" in conn.to_transaction_string()
+
+
+def test_close_aborts_unused_transactions_of_the_batch(ms: Metastore) -> None:
+    conn = connect(ms, batch=5)
+    conn.begin_transaction()
+    conn.write(b"1,a")
+    conn.commit_transaction()
+    conn.begin_transaction()
+    conn.write(b"2,b")
+    txn = conn.current_transaction_id()
+    conn.close()
+    assert str(ms.get_txn_state(txn).name) == "ABORTED"
+    assert [r["id"] for r in rows(ms)] == [1]
+    assert "TxnStatus[CAAAA]" in conn.to_transaction_string()
+
+
+def test_commit_with_key_value_is_atomic_table_property(ms: Metastore) -> None:
+    with connect(ms) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,a")
+        conn.commit_transaction(key="_meta_offsets", value="topic-0:42")
+    assert ms.table("testing.flat").properties["_meta_offsets"] == "topic-0:42"
+
+
+def test_static_partition_created_and_delta_path(ms: Metastore) -> None:
+    with connect(ms, table="alerts", static=["Asia", "India"]) as conn:
+        conn.begin_transaction()
+        for i in range(20):
+            conn.write(f"{i},msg{i}".encode())
+        conn.commit_transaction()
+    parts = ms.list_partitions("testing.alerts")
+    assert [p.name for p in parts] == ["continent=Asia/country=India"]
+    part_dir = Path(parts[0].location)
+    delta = part_dir / "delta_0000001_0000001"
+    files = sorted(p.name for p in delta.iterdir())
+    assert "_orc_acid_version" in files and (delta / "_orc_acid_version").read_bytes() == b"2"
+    assert {f for f in files if f.startswith("bucket_")} <= {f"bucket_0000{b}" for b in range(5)}
+    got = rows(ms, "alerts")
+    assert len(got) == 20
+    assert {(r["continent"], r["country"]) for r in got} == {("Asia", "India")}
+
+
+def test_static_partition_errors(ms: Metastore) -> None:
+    with pytest.raises(ConnectionError, match="specifies partitions for un-partitioned table"):
+        connect(ms, static=["x"])
+    with pytest.raises(InvalidPartition):
+        connect(ms, table="alerts", static=["Asia"])
+    with pytest.raises(InvalidTable, match="does not exist"):
+        connect(ms, table="nope")
+    ms.execute("CREATE TABLE testing.plain (id int) STORED AS ORC")
+    with pytest.raises(InvalidTable, match="is not an Acid table"):
+        connect(ms, table="plain")
+
+
+def test_dynamic_partitions_and_default_partition(ms: Metastore) -> None:
+    with connect(ms, table="alerts") as conn:
+        conn.begin_transaction()
+        conn.write(b"1,a,Asia,India")
+        conn.write(b"2,b,Europe,Germany")
+        conn.write(b"3,c,Asia,")  # empty value → default partition
+        conn.write(b"4,d")  # missing trailing fields → default partitions
+        conn.commit_transaction()
+    names = sorted(p.name for p in ms.list_partitions("testing.alerts"))
+    assert names == [
+        "continent=Asia/country=India",
+        "continent=Asia/country=__HIVE_DEFAULT_PARTITION__",
+        "continent=Europe/country=Germany",
+        "continent=__HIVE_DEFAULT_PARTITION__/country=__HIVE_DEFAULT_PARTITION__",
+    ]
+    got = {r["id"]: (r["continent"], r["country"]) for r in rows(ms, "alerts")}
+    assert got == {1: ("Asia", "India"), 2: ("Europe", "Germany"), 3: ("Asia", None), 4: (None, None)}
+    asia = rows(ms, "alerts", partition_filter={"continent": "Asia"})
+    assert [r["id"] for r in asia] == [1, 3]
+
+
+def test_bucketing_matches_hive(ms: Metastore) -> None:
+    ms.execute(
+        "CREATE TABLE testing.bucketed (key1 string, key2 int, data string) CLUSTERED BY (key1, key2) "
+        "INTO 4 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    with connect(ms, table="bucketed") as conn:
+        conn.begin_transaction()
+        for rec in (b"name0,1,Hello", b"name2,2,Welcome", b"name4,2,more", b"name5,2,even more"):
+            conn.write(rec)
+        conn.commit_transaction()
+    got = rows(ms, "bucketed", with_row_id=True)
+    buckets = {r["key1"]: (r["ROW__ID"]["bucketid"] >> 16) & 0xFFF for r in got}
+    assert buckets == {"name0": 1, "name2": 2, "name4": 2, "name5": 3}
+    delta = Path(ms.table("testing.bucketed").location) / "delta_0000001_0000001"
+    assert sorted(p.name for p in delta.glob("bucket_*")) == ["bucket_00001", "bucket_00002", "bucket_00003"]
+
+
+def test_json_and_regex_writers(ms: Metastore) -> None:
+    json_writer = StrictJsonWriter.builder().build()
+    with connect(ms, table="alerts", writer=json_writer) as conn:
+        conn.begin_transaction()
+        conn.write(b'{"ID": 1, "Msg": "hi", "continent": "Asia", "country": "India", "extra": 5}')
+        conn.commit_transaction()
+    assert rows(ms, "alerts") == [{"id": 1, "msg": "hi", "continent": "Asia", "country": "India"}]
+    regex_writer = StrictRegexWriter.builder().with_regex(r"^(\d+)\|(.*)$").build()
+    with connect(ms, writer=regex_writer) as conn:
+        conn.begin_transaction()
+        conn.write(b"7|seven")
+        conn.commit_transaction()
+    assert rows(ms) == [{"id": 7, "msg": "seven"}]
+
+
+def test_bad_record_names_index_and_field_and_keeps_good_rows(ms: Metastore) -> None:
+    with connect(ms) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,good")
+        conn.write(b"x,bad id")
+        conn.write(b"3,good")
+        with pytest.raises(SerializationError) as info:
+            conn.commit_transaction()
+        assert info.value.record_index == 1 and info.value.field == "id"
+        conn.write(b"4,after")
+        conn.commit_transaction()  # the txn stayed usable
+    assert [r["id"] for r in rows(ms)] == [1, 3, 4]
+
+
+def test_dead_letter_file_collects_bad_records(ms: Metastore, tmp_path: Path) -> None:
+    dead = tmp_path / "dead.jsonl"
+    conn = (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("testing")
+        .with_table("flat")
+        .with_record_writer(DELIM)
+        .with_dead_letter_file(dead)
+        .connect()
+    )
+    with conn:
+        conn.begin_transaction()
+        conn.write(b"1,ok")
+        conn.write(b"nope,bad")
+        conn.commit_transaction()
+        assert conn.stats()["records_rejected"] == 1
+    assert [r["id"] for r in rows(ms)] == [1]
+    assert '"field": "id"' in dead.read_text() and "nope,bad" in dead.read_text()
+
+
+def test_write_batch_arrow_and_pandas(ms: Metastore) -> None:
+    with connect(ms, table="alerts") as conn:
+        conn.begin_transaction()
+        conn.write_batch(
+            pa.table({"ID": [1, 2], "msg": ["a", "b"], "continent": ["EU", "EU"], "country": ["FR", "DE"]})
+        )
+        conn.write_batch(pd.DataFrame({"id": [3], "msg": ["c"], "continent": ["EU"], "country": ["FR"]}))
+        with pytest.raises(SerializationError, match="id") as info:
+            conn.write_batch(
+                pa.table(
+                    {"id": [1, 2**40], "msg": ["x", "y"], "continent": ["a", "a"], "country": ["b", "b"]}
+                )
+            )
+        assert info.value.record_index == 4
+        conn.commit_transaction()
+    got = {(r["id"], r["country"]) for r in rows(ms, "alerts")}
+    assert got == {(1, "FR"), (2, "DE"), (3, "FR")}
+
+
+def test_write_stream_splits_records(ms: Metastore) -> None:
+    import io
+
+    with connect(ms) as conn:
+        conn.begin_transaction()
+        conn.write_stream(io.BytesIO(b"1,a\n2,b\r\n3,c\n"))
+        conn.commit_transaction()
+    assert [r["msg"] for r in rows(ms)] == ["a", "b", "c"]
+
+
+def test_unmanaged_mode_joins_a_transaction_owned_elsewhere(ms: Metastore) -> None:
+    txn = ms.open_txns(1)[0]
+    [(_, wid)] = ms.allocate_table_write_ids([txn], "testing.alerts")
+    conn = (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("testing")
+        .with_table("alerts")
+        .with_record_writer(DELIM)
+        .with_write_id(wid)
+        .with_statement_id(3)
+        .connect()
+    )
+    conn.begin_transaction()
+    conn.write(b"1,a,Asia,India")
+    conn.commit_transaction()
+    assert conn.current_transaction_state() is TxnState.PREPARED_FOR_COMMIT
+    with pytest.raises(TransactionError, match="No more transactions available"):
+        conn.begin_transaction()
+    assert conn.partitions() == ["continent=Asia/country=India"]
+    conn.close()
+    part = Path(ms.table("testing.alerts").location) / "continent=Asia" / "country=India"
+    assert (part / f"delta_{wid:07d}_{wid:07d}_0003").is_dir()
+    assert rows(ms, "alerts") == []  # the owner has not committed yet
+    for name in conn.partitions():
+        ms.add_partition("testing.alerts", [v.split("=")[1] for v in name.split("/")])
+    ms.add_dynamic_partitions(txn, wid, "testing.alerts", conn.partitions())
+    ms.commit_txn(txn)
+    assert [r["id"] for r in rows(ms, "alerts")] == [1]
+
+
+def test_transaction_context_manager_aborts_on_error(ms: Metastore) -> None:
+    with connect(ms, batch=2) as conn:
+        with pytest.raises(RuntimeError), conn.transaction():
+            conn.write(b"1,a")
+            raise RuntimeError("boom")
+        assert conn.current_transaction_state() is TxnState.ABORTED
+        with conn.transaction():
+            conn.write(b"2,b")
+    assert [r["id"] for r in rows(ms)] == [2]
+
+
+def test_heartbeats_keep_a_batch_alive_past_the_timeout(metastore_url: str, warehouse: Path) -> None:
+    with Metastore.connect(metastore_url, warehouse=str(warehouse), txn_timeout=2) as m:
+        m.execute("CREATE DATABASE testing")
+        m.execute(
+            "CREATE TABLE testing.flat (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+        alive = connect(m, heartbeat_interval=0.3)
+        alive.begin_transaction()
+        alive.write(b"1,a")
+        silent = connect(m, heartbeat_interval=600)
+        silent.begin_transaction()
+        silent.write(b"2,b")
+        time.sleep(3)
+        m.perform_timeouts()
+        alive.commit_transaction()
+        with pytest.raises(TransactionError, match="Aborted transaction cannot be committed"):
+            silent.commit_transaction()
+        alive.close()
+        silent.close()
+        assert [r["id"] for r in rows(m)] == [1]
+
+
+def test_close_from_another_thread_is_safe(ms: Metastore) -> None:
+    conn = connect(ms, batch=4)
+    conn.begin_transaction()
+    conn.write(b"1,a")
+    t = threading.Thread(target=conn.close)
+    t.start()
+    t.join(10)
+    assert conn.is_closed
+    with pytest.raises(ConnectionError):
+        conn.write(b"2,b")
+    assert rows(ms) == []
