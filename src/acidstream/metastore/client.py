@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection, select
 
@@ -62,7 +62,7 @@ class Metastore:
         warehouse: str | os.PathLike[str],
         txn_timeout: float = 300.0,
         lock_wait_timeout: float = 10.0,
-    ) -> Metastore:
+    ) -> Self:
         """Open (creating or checking the schema version of) the metastore database at ``url``."""
         db = Database(url)
         wh = os.fspath(warehouse)
@@ -81,7 +81,7 @@ class Metastore:
     def close(self) -> None:
         self._db.dispose()
 
-    def __enter__(self) -> Metastore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
