@@ -29,7 +29,7 @@ _INT_RANGES = {
     "int": (-(2**31), 2**31 - 1),
     "bigint": (-(2**63), 2**63 - 1),
 }
-_INT_RE = r"^[+-]?[0-9]+$"
+_INT_RE = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$"
 _FLOAT_RE = r"^\s*[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)\s*$"
 _DECIMAL_RE = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 _DATE_RE = r"^(?P<y>-?[0-9]{1,4})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})(?:[^0-9].*)?$"
@@ -124,7 +124,8 @@ def _null_where(arr: pa.Array, bad: np.ndarray) -> pa.Array:
 
 
 def _integers(text: pa.Array, t: HiveType) -> Converted:
-    """LazyInteger/LazyLong: optional sign, ASCII digits only, no blanks; out of range does not parse."""
+    """LazyInteger/LazyLong: optional sign, ASCII digits, no blanks, out of range does not parse; a fraction of
+    digits is allowed and truncated ('12.9' → 12, as Hive 3's parse does)."""
     lo, hi = _INT_RANGES[t.name]
     if not pc.any(pc.match_substring(text, "x", ignore_case=True)).as_py():  # Arrow alone accepts '0x1F'
         try:  # fast path: Arrow's parser accepts a subset of Hive's forms (no '+'), so success is exact
@@ -137,6 +138,8 @@ def _integers(text: pa.Array, t: HiveType) -> Converted:
     ok = mask(pc.match_substring_regex(text, _INT_RE))
     bad = mask(pc.is_valid(text)) & ~ok
     digits = pc.replace_substring_regex(text, r"^\+", "")
+    digits = pc.replace_substring_regex(digits, r"\.[0-9]*$", "")
+    digits = pc.replace_substring_regex(digits, r"^-?$", "0")  # '.5' and '-.5' truncate to 0
     digits = pc.replace_substring_regex(digits, r"^(-?)0+([0-9])", r"\1\2")
     short = ok & (np.asarray(pc.fill_null(pc.utf8_length(digits), 0).to_numpy()) <= 18)
     values = np.zeros(len(text), dtype=np.int64)
