@@ -62,16 +62,25 @@ def _fmix(h: int) -> int:
 # --- vectorised kernels (uint32 in, uint32 out) -----------------------------------------------------------
 
 
-def _vrotl(x: U32, r: int) -> U32:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-
-
 def _vmix_k(k: U32) -> U32:
-    return _vrotl(k * np.uint32(_C1), 15) * np.uint32(_C2)
+    """``k *= C1; k = rotl(k, 15); k *= C2``, in place on ``k`` (callers pass fresh arrays)."""
+    k *= np.uint32(_C1)
+    high = k >> np.uint32(17)
+    k <<= np.uint32(15)
+    k |= high
+    k *= np.uint32(_C2)
+    return k
 
 
 def _vmix_h(h: U32, k: U32) -> U32:
-    return _vrotl(h ^ _vmix_k(k), 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    """One body block: ``h ^= mix(k); h = rotl(h, 13) * 5 + 0xe6546b64``, in place on both arguments."""
+    h ^= _vmix_k(k)
+    high = h >> np.uint32(19)
+    h <<= np.uint32(13)
+    h |= high
+    h *= np.uint32(5)
+    h += np.uint32(0xE6546B64)
+    return h
 
 
 def _vfmix(h: U32, length: U32 | int) -> U32:
@@ -91,7 +100,7 @@ def hash_words(words: list[U32]) -> I32:
     """
     h = np.full(len(words[0]), DEFAULT_SEED, dtype=np.uint32)
     for w in words:
-        h = _vmix_h(h, w)
+        h = _vmix_h(h, w.astype(np.uint32, copy=True))
     return _vfmix(h, 4 * len(words)).view(np.int32)
 
 
@@ -120,7 +129,11 @@ class ByteRows:
 
     def word(self, block: int, rows: I64 | None = None) -> U32:
         starts = self.starts if rows is None else self.starts[rows]
-        return self._words[starts + 4 * block].astype(np.uint32, copy=False)
+        return self.word_at(starts + 4 * block)
+
+    def word_at(self, pos: I64) -> U32:
+        """The 4 bytes at each position as a little-endian uint32 (bytes past the buffer end read as 0)."""
+        return self._words[np.minimum(pos, len(self._words) - 1)].astype(np.uint32, copy=False)
 
     def byte(self, pos: I64) -> npt.NDArray[np.int8]:
         """Signed (Java) bytes at absolute positions ``pos``."""
@@ -134,18 +147,26 @@ def hash_rows(rows: ByteRows) -> I32:
     nblocks = rows.lengths >> 2
     for block in range(int(nblocks.max(initial=0))):
         active = nblocks > block
-        if active.all():
-            h = _vmix_h(h, rows.word(block))
+        count = int(np.count_nonzero(active))
+        if count == n:
+            _vmix_h(h, rows.word(block))
+        elif (
+            2 * count >= n
+        ):  # mostly active: mixing every row and keeping the active ones beats fancy indexing
+            h = np.where(active, _vmix_h(h.copy(), rows.word(block)), h)
         else:
             idx = np.flatnonzero(active)
             h[idx] = _vmix_h(h[idx], rows.word(block, idx))
+    # Tail: 1-3 bytes, sign-extended (Hive's quirk); rows without a tail XOR in 0.
     tail_len = rows.lengths & 3
-    tail_rows = np.flatnonzero(tail_len)
-    if len(tail_rows):
-        pos = rows.starts[tail_rows] + (nblocks[tail_rows] << 2)
-        t = tail_len[tail_rows]
-        k1 = rows.byte(pos).astype(np.int32)
-        k1 ^= np.where(t >= 2, rows.byte(pos + 1).astype(np.int32) << 8, 0).astype(np.int32)
-        k1 ^= np.where(t == 3, rows.byte(pos + 2).astype(np.int32) << 16, 0).astype(np.int32)
-        h[tail_rows] ^= _vmix_k(k1.view(np.uint32))
+    word = rows.word_at(rows.starts + (nblocks << 2))
+    k1 = _sign_extended_byte(word, 0)
+    k1 ^= (_sign_extended_byte(word, 1) << np.int32(8)) * (tail_len >= 2)
+    k1 ^= (_sign_extended_byte(word, 2) << np.int32(16)) * (tail_len == 3)
+    h ^= _vmix_k(k1.view(np.uint32)) * (tail_len > 0).astype(np.uint32)
     return _vfmix(h, rows.lengths.astype(np.uint32)).view(np.int32)
+
+
+def _sign_extended_byte(word: U32, index: int) -> npt.NDArray[np.int32]:
+    """Byte ``index`` of each little-endian word as a Java byte widened to int."""
+    return (word << np.uint32(24 - 8 * index)).view(np.int32) >> np.int32(24)
