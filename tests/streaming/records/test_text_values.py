@@ -94,6 +94,11 @@ def run(type_text: str, texts: list[str | None]) -> list[object]:
         ("timestamp", "2020-01-02", dt.datetime(2020, 1, 2)),
         ("timestamp", "2020-01-02T03:04", dt.datetime(2020, 1, 2, 3, 4)),
         ("timestamp", "2020-1-2 3:4:5", dt.datetime(2020, 1, 2, 3, 4, 5)),
+        ("timestamp", "2020-01-02 03:04:05 UTC", dt.datetime(2020, 1, 2, 3, 4, 5)),
+        ("timestamp", "2020-01-02T03:04:05.25Z", dt.datetime(2020, 1, 2, 3, 4, 5, 250000)),
+        ("timestamp", "2020-01-02 03:04:05+05:30", dt.datetime(2020, 1, 2, 3, 4, 5)),
+        ("timestamp", "2020-01-02 03:04:05 Europe/Paris", dt.datetime(2020, 1, 2, 3, 4, 5)),
+        ("timestamp", "NULL", None),
         ("timestamp", "2020-01-02 24:00:00", BAD),
         ("timestamp", "2020-01-02 03:04", BAD),
         ("timestamp", "3000-01-01 00:00:00", BAD),  # beyond timestamp('ns')

@@ -33,13 +33,15 @@ _INT_RE = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$"
 _FLOAT_RE = r"^\s*[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)\s*$"
 _DECIMAL_RE = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 _DATE_RE = r"^(?P<y>-?[0-9]{1,4})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})(?:[^0-9].*)?$"
+#: TimestampUtils.stringToTimestamp also takes a zoned timestamp and keeps its wall-clock time.
+_ZONE = r"(?:\s*(?:Z|[+-][0-9]{1,2}(?::?[0-9]{2})?|[A-Za-z][A-Za-z0-9_/+-]*))?"
 _TS_RE = (
     r"^(?P<y>-?[0-9]{1,10})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
-    r"(?: (?P<H>[0-9]{1,2}):(?P<M>[0-9]{1,2}):(?P<S>[0-9]{1,2})(?:\.(?P<f>[0-9]{1,9}))?)?$"
+    r"(?: (?P<H>[0-9]{1,2}):(?P<M>[0-9]{1,2}):(?P<S>[0-9]{1,2})(?:\.(?P<f>[0-9]{1,9}))?)?" + _ZONE + "$"
 )
 _TS_ISO_RE = (
     r"^(?P<y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})"
-    r"T(?P<H>[0-9]{2}):(?P<M>[0-9]{2})(?::(?P<S>[0-9]{2})(?:\.(?P<f>[0-9]{1,9}))?)?$"
+    r"T(?P<H>[0-9]{2}):(?P<M>[0-9]{2})(?::(?P<S>[0-9]{2})(?:\.(?P<f>[0-9]{1,9}))?)?" + _ZONE + "$"
 )
 _BASE64_RE = r"^[A-Za-z0-9+/=_\-\s]*$"
 _NS_PER_S = 1_000_000_000
@@ -242,7 +244,9 @@ def _dates(text: pa.Array, t: HiveType) -> Converted:
 
 
 def _timestamps(text: pa.Array, t: HiveType) -> Converted:
-    """Timestamp.valueOf: 'y-M-d[ H:m:s[.f{1,9}]]', else ISO 'yyyy-MM-ddTHH:mm[:ss[.f]]'; no zone."""
+    """Timestamp.valueOf: 'y-M-d[ H:m:s[.f{1,9}]]', else ISO 'yyyy-MM-ddTHH:mm[:ss[.f]]'; a zone suffix is
+    dropped (wall clock kept) and LazyTimestamp reads 'NULL' as NULL."""
+    text = pc.if_else(pc.equal(text, "NULL"), pa.scalar(None, text.type), text)
     trimmed = pc.utf8_trim_whitespace(text)
     hive, iso = pc.extract_regex(trimmed, _TS_RE), pc.extract_regex(trimmed, _TS_ISO_RE)
     use_hive = mask(pc.is_valid(hive))
