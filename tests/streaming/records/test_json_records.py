@@ -180,3 +180,11 @@ def test_bulk_and_per_record_paths_agree_on_random_rows(rows: list[dict[str, obj
     assert fast is not None and fast.errors == [] and slow.errors == []
     assert fast.batch.equals(slow.batch)
     assert slow.batch.to_pylist() == rows
+
+
+def test_records_larger_than_a_read_block_stay_on_the_bulk_path() -> None:
+    p = parser()
+    big = b'{"s":"' + b"x" * (3 << 20) + b'","i":1}'
+    records = pa.array([big, GOOD[1]], pa.large_binary())
+    fast = p._parse_fast(records, 0)
+    assert fast is not None and fast.batch.column("i").to_pylist() == [1, None]

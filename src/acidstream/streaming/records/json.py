@@ -87,8 +87,10 @@ class JsonParser(RecordParser):
             return None
         buf = _join_lines(records.cast(pa.large_binary()))
         options = pj.ParseOptions(explicit_schema=self.fast_schema, unexpected_field_behavior="infer")
+        longest = pc.max(pc.binary_length(records)).as_py()
+        blocks = pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 2))  # a record must fit in one block
         try:
-            table = pj.read_json(io.BytesIO(buf), parse_options=options)
+            table = pj.read_json(io.BytesIO(buf), read_options=blocks, parse_options=options)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
         known = {c.name for c in self.columns}
