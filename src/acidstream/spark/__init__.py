@@ -1,1 +1,24 @@
-"""PySpark integration: the only package that imports pyspark."""
+"""PySpark integration: the only package that imports pyspark.
+
+``register(spark)`` makes ``format("acidstream")`` available (reads, ``mode("append")`` batch writes and a
+streaming sink); :func:`read_table` reads bulk data with Spark's JVM ORC reader; :func:`session` builds a local
+SparkSession configured the way these need.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from acidstream.spark.read import read_table, register_views
+from acidstream.spark.session import session
+
+__all__ = ["read_table", "register", "register_views", "session"]
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Register the ``acidstream`` format (idempotent) and enable the filter push-down it relies on."""
+    from acidstream.spark.datasource import AcidDataSource
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(AcidDataSource)
+    return spark

@@ -1,0 +1,79 @@
+"""The ``acidstream`` Spark format: one Python data source for batch reads, batch writes and streaming writes."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter
+
+from acidstream.errors import SerializationError, TransactionError
+from acidstream.spark.batch_write import OVERWRITE_REFUSED, AcidBatchWriter
+from acidstream.spark.options import Target, flag, resolve
+from acidstream.spark.read import TASKS_OPTION, AcidReader, selected_columns
+from acidstream.spark.stream_write import AcidStreamWriter
+from acidstream.spark.types import schema_ddl
+
+DEFAULT_BATCH_ROWS = 65536
+
+
+class AcidDataSource(DataSource):
+    """Options: ``metastore`` (URL), ``warehouse`` (dir), the table as ``load``/``save``/``start`` path.
+
+    Read options: ``columns`` (comma list; projection), ``withRowId`` (adds ``ROW__ID`` first),
+    ``snapshot`` (a ValidWriteIdList string). Stream options: ``checkpointLocation`` or ``sinkId``,
+    ``sinkTakeover``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "acidstream"
+
+    def _target(self, writable: bool = False) -> Target:
+        return resolve(self.options, writable=writable)
+
+    def schema(self) -> str:
+        target = self._target()
+        columns = selected_columns(target.table, self.options.get("columns"))
+        return schema_ddl(columns, flag(self.options, "withRowId"))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        target = self._target()
+        return AcidReader(
+            target,
+            selected_columns(target.table, self.options.get("columns")),
+            with_row_id=flag(self.options, "withRowId"),
+            snapshot=self.options.get("snapshot") or None,
+            tasks=self.options.get(TASKS_OPTION) or None,
+            batch_rows=int(self.options.get("batchRows") or DEFAULT_BATCH_ROWS),
+        )
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise TransactionError(OVERWRITE_REFUSED)
+        target = self._target(writable=True)
+        check_write_schema(target, [f.name for f in schema.fields])
+        return AcidBatchWriter(target, f"acidstream-spark-batch:{getpass.getuser()}")
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        if overwrite:
+            raise TransactionError('the acidstream sink only appends: use outputMode("append")')
+        target = self._target(writable=True)
+        check_write_schema(target, [f.name for f in schema.fields])
+        return AcidStreamWriter(target, self.options)
+
+
+def check_write_schema(target: Target, names: list[str]) -> None:
+    """Fail at planning, not in every task: unknown columns, or missing dynamic-partition columns."""
+    table = target.table
+    lowered = [n.lower() for n in names]
+    known = {c.name for c in (*table.columns, *table.partition_keys)}
+    unknown = [n for n, low in zip(names, lowered, strict=True) if low not in known]
+    if unknown:
+        raise SerializationError(f"columns {unknown} are not in {table.full_name} (columns: {sorted(known)})")
+    missing = [k.name for k in table.partition_keys if k.name not in lowered]
+    if missing:
+        raise SerializationError(
+            f"{table.full_name} is partitioned by {[k.name for k in table.partition_keys]}: the DataFrame must "
+            f"carry the partition columns {missing} (dynamic partitioning)"
+        )

@@ -1,0 +1,95 @@
+"""What every acidstream Spark entry point needs to know: which metastore, which warehouse, which table.
+
+Options travel as strings through Spark (keys lower-cased); they are resolved once, on the driver side, into a
+picklable :class:`Target` that tasks and commit workers use without re-reading the options. Each Python worker
+keeps one metastore client per URL, because Spark reuses workers across tasks and batches.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from acidstream.errors import ConnectionError, InvalidTable
+
+if TYPE_CHECKING:
+    from acidstream.catalog import Metastore
+    from acidstream.metastore import Table
+
+#: Same defaults as the CLI: ``./wh`` and a SQLite metastore inside it.
+DEFAULT_WAREHOUSE = "wh"
+ENV_METASTORE = "ACIDSTREAM_METASTORE"
+ENV_WAREHOUSE = "ACIDSTREAM_WAREHOUSE"
+
+_clients: dict[tuple[str, str], Metastore] = {}
+_clients_lock = threading.Lock()
+
+
+def metastore_location(options: Mapping[str, str]) -> tuple[str, str]:
+    """(metastore URL, absolute warehouse dir) from options, then the environment, then the defaults."""
+    opts = {k.lower(): v for k, v in options.items()}
+    warehouse = opts.get("warehouse") or os.environ.get(ENV_WAREHOUSE) or DEFAULT_WAREHOUSE
+    if "://" not in warehouse:
+        warehouse = os.path.abspath(warehouse)
+    url = opts.get("metastore") or os.environ.get(ENV_METASTORE) or f"sqlite:///{warehouse}/metastore.db"
+    return url, warehouse
+
+
+def client(url: str, warehouse: str) -> Metastore:
+    """This process's metastore client for ``url`` (connecting checks the schema: do it once per worker)."""
+    from acidstream.catalog import Metastore
+
+    key = (url, warehouse)
+    with _clients_lock:
+        ms = _clients.get(key)
+        if ms is None:
+            ms = _clients[key] = Metastore.connect(url, warehouse=warehouse)
+        return ms
+
+
+def table_name(options: Mapping[str, str]) -> str:
+    """``db.table`` from ``load(...)``/``save(...)``/``start(...)`` (the ``path`` option) or ``table``."""
+    opts = {k.lower(): v for k, v in options.items()}
+    name = opts.get("table") or opts.get("path")
+    if not name:
+        raise ConnectionError(
+            'acidstream needs a table: .load("db.table") / .save("db.table") or option table'
+        )
+    if "." not in name:
+        name = f"default.{name}"
+    return name.lower()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved table, shippable to tasks: the definition without its metastore client."""
+
+    url: str
+    warehouse: str
+    table: Table
+
+    @property
+    def name(self) -> str:
+        return self.table.full_name
+
+    def metastore(self) -> Metastore:
+        return client(self.url, self.warehouse)
+
+
+def resolve(options: Mapping[str, str], *, writable: bool = False) -> Target:
+    url, warehouse = metastore_location(options)
+    ms = client(url, warehouse)
+    table = ms.table(table_name(options))
+    if writable and not table.is_transactional:
+        raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
+    return Target(url, warehouse, replace(table, metastore=None))
+
+
+def flag(options: Mapping[str, str], name: str, default: bool = False) -> bool:
+    value = {k.lower(): v for k, v in options.items()}.get(name.lower())
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes")

@@ -1,0 +1,286 @@
+"""Reading ACID tables into Spark.
+
+Two paths (pick by size; numbers in bench/bench_spark.py):
+
+* ``spark.read.format("acidstream")`` — a Python data source: one Spark partition per (partition, bucket)
+  read task, each merged in Python/Arrow by :class:`~acidstream.read.merge.BucketReader` and handed to Spark
+  as Arrow batches. Partition filters are pushed down (pruning before any file is listed); the snapshot is
+  taken once, when the query is planned, on the driver host. Python data sources cannot prune columns, so
+  projection is the ``columns`` option.
+* :func:`read_table` — bulk data through Spark's JVM ORC reader with write-id validity and the delete
+  anti-join applied in Spark (``acidstream.spark.jvm_read``), plus the Python data source only for files of
+  streaming batches still open (their readable length comes from a side file, which the JVM reader cannot
+  honour). Both halves read the one plan taken on the driver, so they see the same snapshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.errors import InvalidObjectException
+from acidstream.read.planning import BucketTask, ScanPlan, partition_value_table
+from acidstream.spark.options import Target, client, metastore_location
+from acidstream.spark.types import spark_arrow_schema, to_spark_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from acidstream.acid.types import Column
+
+#: Internal option: read exactly these tasks (base64 pickle), at their snapshot, instead of planning.
+TASKS_OPTION = "_acidstream_tasks"
+
+
+def selected_columns(table: Any, columns: Sequence[str] | str | None) -> list[Column]:
+    """Table columns then partition keys, or the named ones in the given order."""
+    every = [*table.columns, *table.partition_keys]
+    if columns is None or columns == "":
+        return every
+    names = [c.strip().lower() for c in (columns.split(",") if isinstance(columns, str) else columns)]
+    by_name = {c.name: c for c in every}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise InvalidObjectException(f"{table.full_name} has no columns {unknown}")
+    return [by_name[n] for n in names]
+
+
+def partition_expression(f: Filter, partition_names: Sequence[str]) -> pc.Expression | None:
+    """An Arrow expression over partition values equivalent to Spark's filter, or None if not one."""
+    attribute = getattr(f, "attribute", None)
+    if not attribute or len(attribute) != 1 or attribute[0].lower() not in partition_names:
+        return None
+    field = pc.field(attribute[0].lower())
+    value = getattr(f, "value", None)
+    if isinstance(f, EqualTo):
+        return field == value
+    if isinstance(f, EqualNullSafe):
+        return field.is_null() if value is None else field == value
+    if isinstance(f, In):
+        return field.isin(list(value or ()))
+    if isinstance(f, IsNull):
+        return field.is_null()
+    if isinstance(f, IsNotNull):
+        return field.is_valid()
+    if isinstance(f, GreaterThan):
+        return field > value
+    if isinstance(f, GreaterThanOrEqual):
+        return field >= value
+    if isinstance(f, LessThan):
+        return field < value
+    if isinstance(f, LessThanOrEqual):
+        return field <= value
+    return None
+
+
+@dataclass(frozen=True)
+class ReadPiece:
+    """What one Spark task reads: one bucket task at the query's snapshot (None: an empty table)."""
+
+    task: BucketTask | None
+    write_ids: ValidWriteIdList
+
+
+def encode_tasks(tasks: Sequence[BucketTask], write_ids: ValidWriteIdList) -> str:
+    return base64.b64encode(pickle.dumps((tuple(tasks), write_ids))).decode()
+
+
+def decode_tasks(text: str) -> tuple[tuple[BucketTask, ...], ValidWriteIdList]:
+    tasks, write_ids = pickle.loads(base64.b64decode(text))
+    return tasks, write_ids
+
+
+class AcidReader(DataSourceReader):
+    """Plans once (snapshot + directory listing) in the planner; each task merges one bucket."""
+
+    def __init__(
+        self,
+        target: Target,
+        columns: Sequence[Column],
+        *,
+        with_row_id: bool,
+        snapshot: str | None,
+        tasks: str | None,
+        batch_rows: int,
+    ) -> None:
+        self.target = target
+        self.columns = list(columns)
+        self.with_row_id = with_row_id
+        self.snapshot = snapshot
+        self.tasks = tasks
+        self.batch_rows = batch_rows
+        self.partition_filter: pc.Expression | None = None
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Prune partitions with every filter on partition columns; Spark still re-checks all of them."""
+        names = [k.name for k in self.target.table.partition_keys]
+        for f in filters:
+            expr = partition_expression(f, names)
+            if expr is not None:
+                self.partition_filter = (
+                    expr if self.partition_filter is None else self.partition_filter & expr
+                )
+            yield f
+
+    def partitions(self) -> list[InputPartition]:
+        if self.tasks is not None:
+            tasks, write_ids = decode_tasks(self.tasks)
+        else:
+            plan = self._plan()
+            tasks, write_ids = plan.tasks, plan.write_ids
+        if not tasks:
+            return [InputPartition(ReadPiece(None, write_ids))]
+        return [InputPartition(ReadPiece(t, write_ids)) for t in tasks]
+
+    def _plan(self) -> ScanPlan:
+        ms = self.target.metastore()
+        table = ms.table(self.target.name)
+        scan = table.scan(
+            columns=[c.name for c in self.columns],
+            partition_filter=self.partition_filter,
+            with_row_id=self.with_row_id,
+            snapshot=self.snapshot,
+        )
+        plan: ScanPlan = scan.plan_files()
+        return plan
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        piece: ReadPiece = partition.value
+        if piece.task is None:
+            return
+        yield from read_piece(
+            self.target, piece.task, piece.write_ids, self.columns, self.with_row_id, self.batch_rows
+        )
+
+
+def read_piece(
+    target: Target,
+    task: BucketTask,
+    write_ids: ValidWriteIdList,
+    columns: Sequence[Column],
+    with_row_id: bool,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """The visible rows of one bucket task, as Arrow batches typed the way Spark expects."""
+    from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
+    from acidstream.read.scan import table_filesystem
+
+    table = target.table
+    fs, _ = table_filesystem(table.location)
+    names = [c.name for c in columns]
+    part_names = [k.name for k in table.partition_keys]
+    typed = partition_value_table(table.partition_keys, [task.partition_values]) if part_names else None
+    scalars = {n: typed.column(n)[0] for n in part_names if n in names} if typed is not None else {}
+    fields = [pa.field(ROW_ID, ROW_ID_TYPE)] if with_row_id else []
+    fields += [pa.field(c.name, c.type.to_arrow()) for c in columns]
+    reader = BucketReader(
+        fs,
+        task,
+        write_ids,
+        data_fields=[c.name for c in table.columns],
+        partition_arrays=scalars,
+        output_schema=pa.schema(fields),
+        with_row_id=with_row_id,
+        filter_expr=None,
+        batch_rows=batch_rows,
+    )
+    spark_schema = spark_arrow_schema(columns, with_row_id)
+    for batch in reader.batches():
+        yield to_spark_batch(batch, spark_schema)
+
+
+def split_open_batches(plan: ScanPlan) -> tuple[ScanPlan, list[BucketTask]]:
+    """(tasks the JVM reader may read, tasks of files in still-open streaming batches); deletes go with both."""
+    closed: list[BucketTask] = []
+    still_open: list[BucketTask] = []
+    for task in plan.tasks:
+        done = tuple(f for f in task.insert_files if not f.open_batch)
+        pending = tuple(f for f in task.insert_files if f.open_batch)
+        if done:
+            closed.append(replace(task, insert_files=done))
+        if pending:
+            still_open.append(replace(task, insert_files=pending))
+    return replace(plan, tasks=tuple(closed)), still_open
+
+
+def read_table(
+    spark: SparkSession,
+    table: str,
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+    columns: Sequence[str] | None = None,
+    partition_filter: Mapping[str, Any] | pc.Expression | None = None,
+    with_row_id: bool = False,
+    snapshot: ValidWriteIdList | str | None = None,
+) -> DataFrame:
+    """``table`` at one snapshot taken now: JVM ORC reader for closed files, Python only for open batches."""
+    from acidstream.spark.jvm_read import read_plan
+
+    options = _location_options(metastore, warehouse)
+    url, wh = metastore_location(options)
+    handle = client(url, wh).table(table)
+    scan = handle.scan(
+        columns=columns, partition_filter=partition_filter, with_row_id=with_row_id, snapshot=snapshot
+    )
+    plan = scan.plan_files()
+    closed, still_open = split_open_batches(plan)
+    frame = read_plan(spark, closed, columns=scan.columns, with_row_id=with_row_id)
+    if not still_open:
+        return frame
+    side = (
+        spark.read.format("acidstream")
+        .options(**options)
+        .option("columns", ",".join(scan.columns))
+        .option("withRowId", str(with_row_id).lower())
+        .option(TASKS_OPTION, encode_tasks(still_open, plan.write_ids))
+        .load(handle.full_name)
+    )
+    return frame.unionByName(side)
+
+
+def register_views(
+    spark: SparkSession,
+    tables: Sequence[str],
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+) -> list[str]:
+    """``db.t`` → temp view ``t`` for ``spark.sql``; each query over a view takes its own snapshot."""
+    names = []
+    for table in tables:
+        view = table.rsplit(".", 1)[-1]
+        reader = spark.read.format("acidstream").options(**_location_options(metastore, warehouse))
+        reader.load(table).createOrReplaceTempView(view)
+        names.append(view)
+    return names
+
+
+def _location_options(metastore: str | None, warehouse: str | None) -> dict[str, str]:
+    options = {}
+    if metastore is not None:
+        options["metastore"] = metastore
+    if warehouse is not None:
+        options["warehouse"] = warehouse
+    return options

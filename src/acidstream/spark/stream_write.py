@@ -1,0 +1,212 @@
+"""``df.writeStream.format("acidstream")``: one transaction per micro-batch, exactly once.
+
+**Where the write id comes from.** Tasks write before ``commit(messages, batchId)`` runs (in a separate
+Python worker) and no hook runs on the driver before a batch's tasks (pyspark-notes.md §1), while the write
+id must be inside every event and directory name, so it cannot be assigned afterwards without rewriting
+files. Each task with rows therefore *elects* the batch's transaction through the metastore itself: it opens
+a txn tagged ``acidstream-spark-sink/<sink>/<batch>/<run>`` in the txn's agent info, lists the open txns
+with that tag, and uses the lowest (aborting its own if it lost). Txn ids are handed out in commit order, so
+every task sees at least the lowest txn opened before its own and all tasks agree; write-id allocation is
+idempotent, so they all get the same write id. No new table, lock or shared file system is needed, a crashed
+task leaves nothing to clean up, and a retried task finds the same txn. The run id (Spark's job group of the
+run) is in the tag so that a restarted query never reuses a txn whose tasks were killed mid-write: their
+files stay under a write id that is aborted (by this sink's next commit, or by txn timeout).
+
+**Exactly once.** The commit stores ``_meta.acidstream.sink.<sink>`` = ``{"queryId", "batchId", ...}`` as a
+table property atomically with the data (``commit_txn(key, value)``, Hive's ``commitTxnWithKeyValue``), as
+Delta's ``txnAppId/txnVersion`` and Iceberg's ``queryId/epochId`` do. A batch id not above the recorded one
+for the same query is a replay: its tasks write nothing and its commit aborts. The sink id comes from the
+``sinkId`` option or, by default, from the checkpoint location; if the same sink sees a *different* query id
+(the checkpoint was lost and Spark regenerated the query, restarting batch ids at 0), the query fails rather
+than silently duplicating or skipping data, unless ``sinkTakeover=true`` says the new query is meant to
+continue the sink.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from acidstream.errors import ConnectionError, TransactionError
+from acidstream.metastore import Metastore, TxnState
+from acidstream.spark.commit import commit_write
+from acidstream.spark.options import Target, flag
+from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
+
+PROPERTY_PREFIX = "_meta.acidstream.sink."
+TAG_PREFIX = "acidstream-spark-sink/"
+
+
+class SinkConflict(TransactionError):
+    """Another query already owns this sink: continuing could duplicate or drop data."""
+
+
+def sink_id_from(options: Mapping[str, str]) -> str:
+    """``sinkId`` option, else a digest of the checkpoint location (stable across restarts of one query)."""
+    opts = {k.lower(): v for k, v in options.items()}
+    if opts.get("sinkid"):
+        sink = opts["sinkid"]
+        if not all(c.isalnum() or c in "-_." for c in sink):
+            raise ConnectionError(f"sinkId {sink!r} may contain only letters, digits, '-', '_' and '.'")
+        return sink
+    checkpoint = opts.get("checkpointlocation")
+    if not checkpoint:
+        raise ConnectionError(
+            "the acidstream sink needs option checkpointLocation (or sinkId) to recognise replayed batches"
+        )
+    return "ck-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SinkState:
+    """The last batch committed into the table through one sink, read from the table's properties."""
+
+    query_id: str
+    batch_id: int
+
+    @staticmethod
+    def load(ms: Metastore, table: str, sink_id: str) -> SinkState | None:
+        raw = ms.table(table).properties.get(PROPERTY_PREFIX + sink_id)
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        return SinkState(str(data["queryId"]), int(data["batchId"]))
+
+
+def check_batch(state: SinkState | None, sink_id: str, query_id: str, batch_id: int, takeover: bool) -> bool:
+    """True when the batch must be written; False for a replay; SinkConflict for another query's sink."""
+    if state is None:
+        return True
+    if state.query_id != query_id and not takeover:
+        raise SinkConflict(
+            f"sink {sink_id!r} was last committed by query {state.query_id} (batch {state.batch_id}); query "
+            f"{query_id} is now at batch {batch_id}. Was the checkpoint lost? Restore it, or set option "
+            "sinkTakeover=true to continue this sink with the new query (or use a new sinkId)."
+        )
+    return state.query_id != query_id or batch_id > state.batch_id
+
+
+@dataclass
+class StreamMessage(WriterCommitMessage):
+    query_id: str
+    txn_id: int | None  # None: the task had no rows, or the batch was a replay
+    write_id: int | None
+    result: TaskResult | None
+
+
+def batch_tag(sink_id: str, batch_id: int, run_id: str) -> str:
+    return f"{TAG_PREFIX}{sink_id}/{batch_id}/{run_id}"
+
+
+def elect_batch_txn(ms: Metastore, table: str, tag: str) -> tuple[int, int]:
+    """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn with ``tag``."""
+    (mine,) = ms.open_txns(1, user=getpass.getuser(), host=socket.gethostname(), agent_info=tag)
+    candidates = [t.txn_id for t in ms.show_txns() if t.agent_info == tag and t.state is TxnState.OPEN]
+    leader = min([*candidates, mine])
+    if leader != mine:
+        ms.abort_txn(mine)
+    ((_, write_id),) = ms.allocate_table_write_ids([leader], table)
+    return leader, write_id
+
+
+def _tagged_open_txns(ms: Metastore, prefix: str) -> list[int]:
+    return [
+        t.txn_id
+        for t in ms.show_txns()
+        if t.state is TxnState.OPEN and t.agent_info is not None and t.agent_info.startswith(prefix)
+    ]
+
+
+class AcidStreamWriter(DataSourceStreamArrowWriter):
+    """Built by Spark in the planner and again for each commit, in the commit worker."""
+
+    def __init__(self, target: Target, options: Mapping[str, str]) -> None:
+        self.target = target
+        self.sink_id = sink_id_from(options)
+        self.takeover = flag(options, "sinkTakeover")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamMessage:
+        context = TaskContext.get()
+        if context is None:
+            raise TransactionError("the acidstream stream writer runs only inside Spark tasks")
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId") or "0")
+        query_id = context.getLocalProperty("sql.streaming.queryId") or ""
+        run_id = context.getLocalProperty("spark.jobGroup.id") or query_id
+        first = next(iterator, None)
+        while first is not None and first.num_rows == 0:
+            first = next(iterator, None)
+        if first is None:
+            return StreamMessage(query_id, None, None, None)
+        ms = self.target.metastore()
+        state = SinkState.load(ms, self.target.name, self.sink_id)
+        if not check_batch(state, self.sink_id, query_id, batch_id, self.takeover):
+            for _ in iterator:  # a replay of a committed batch: consume the input, write nothing
+                pass
+            return StreamMessage(query_id, None, None, None)
+        statement_id = statement_id_for(context.partitionId())
+        txn_id, write_id = elect_batch_txn(ms, self.target.name, batch_tag(self.sink_id, batch_id, run_id))
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            yield first
+            yield from iterator
+
+        with TxnKeepAlive(self.target, txn_id):
+            result = write_task(self.target, write_id, statement_id, batches())
+        return StreamMessage(query_id, txn_id, write_id, result)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        msgs = [m for m in messages if isinstance(m, StreamMessage)]
+        written = [m for m in msgs if m.txn_id is not None]
+        ms = self.target.metastore()
+        if not written:
+            return
+        txns = {(m.txn_id, m.write_id) for m in written}
+        if len(txns) != 1:
+            self.abort(messages, batchId)
+            raise TransactionError(
+                f"micro-batch {batchId}: tasks disagree on the batch's transaction: {txns}"
+            )
+        ((txn_id, write_id),) = txns
+        assert txn_id is not None and write_id is not None
+        query_id = written[0].query_id
+        state = SinkState.load(ms, self.target.name, self.sink_id)
+        if not check_batch(state, self.sink_id, query_id, batchId, self.takeover):
+            ms.abort_txn(txn_id)
+            return
+        value = json.dumps(
+            {
+                "queryId": query_id,
+                "batchId": batchId,
+                "txnId": txn_id,
+                "writeId": write_id,
+                "sinkId": self.sink_id,
+            }
+        )
+        commit_write(
+            ms,
+            self.target.name,
+            txn_id,
+            write_id,
+            [m.result for m in written if m.result is not None],
+            partitioned=bool(self.target.table.partition_keys),
+            key=PROPERTY_PREFIX + self.sink_id,
+            value=value,
+        )
+        stale = [t for t in _tagged_open_txns(ms, f"{TAG_PREFIX}{self.sink_id}/") if t != txn_id]
+        if stale:  # txns of killed runs or lost elections of this sink: never to be committed
+            ms.abort_txns(stale)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        ms = self.target.metastore()
+        open_txns = _tagged_open_txns(ms, f"{TAG_PREFIX}{self.sink_id}/{batchId}/")
+        if open_txns:
+            ms.abort_txns(open_txns)

@@ -1,0 +1,146 @@
+"""The executor half of every Spark write: one task = one unmanaged streaming connection.
+
+The write id belongs to a transaction owned elsewhere (the batch job's driver, or the micro-batch's elected
+task); each task writes ``delta_w_w_<stmt>`` files under its own statement id, so tasks of one transaction
+never share a file, and reports what it wrote in a picklable :class:`TaskResult` for the committer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from acidstream.acid.names import delta_dir
+from acidstream.acid.partitions import parse_part_name
+from acidstream.errors import TransactionError
+from acidstream.spark.options import Target
+
+#: Statement ids share 12 bits of the bucket property with nothing else (BucketCodec V1).
+MAX_STATEMENT_ID = 4095
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one task wrote: rows, and per touched partition its values and files (for notifications)."""
+
+    statement_id: int
+    rows: int
+    partitions: tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...]  # (values, name, files)
+
+
+def statement_id_for(partition_id: int) -> int:
+    """Task partition ``p`` writes statement ``p``; beyond 12 bits the write must fail, not wrap around."""
+    if not 0 <= partition_id <= MAX_STATEMENT_ID:
+        raise TransactionError(
+            f"Spark task partition {partition_id} has no statement id: one transaction holds at most "
+            f"{MAX_STATEMENT_ID + 1} statements; coalesce the DataFrame to fewer partitions before writing"
+        )
+    return partition_id
+
+
+class TxnKeepAlive:
+    """Heartbeat a transaction from a task while it writes, so long tasks do not see it time out."""
+
+    def __init__(self, target: Target, txn_id: int) -> None:
+        self._target = target
+        self._txn_id = txn_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"acidstream-keepalive-{txn_id}", daemon=True)
+
+    def __enter__(self) -> TxnKeepAlive:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        ms = self._target.metastore()
+        interval = max(ms.txn_timeout / 2, 0.5)
+        while not self._stop.wait(interval):
+            try:
+                ms.heartbeat(self._txn_id)
+            except (
+                Exception
+            ):  # the committer reports an aborted txn; a beat that fails must not kill the write
+                return
+
+
+def write_task(
+    target: Target, write_id: int, statement_id: int, batches: Iterable[pa.RecordBatch]
+) -> TaskResult:
+    """Write every batch (table columns, then partition columns when dynamic) under ``write_id``."""
+    from acidstream.streaming.connection import StreamingConnection
+    from acidstream.streaming.writers import StrictDelimitedInputWriter
+
+    conn = (
+        StreamingConnection.builder()
+        .with_table_object(target.table)
+        .with_write_id(write_id)
+        .with_statement_id(statement_id)
+        .with_record_writer(
+            StrictDelimitedInputWriter.builder().build()
+        )  # unused: write_batch bypasses parsing
+        .with_agent_info(f"acidstream-spark-task:{statement_id}")
+        .connect()
+    )
+    rows = 0
+    try:
+        conn.begin_transaction()
+        for batch in batches:
+            if batch.num_rows:
+                conn.write_batch(batch)
+                rows += batch.num_rows
+        conn.commit_transaction()
+    except BaseException:
+        try:
+            conn.abort_transaction()
+        finally:
+            conn.close()
+            _remove_files(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target)
+        raise
+    conn.close()
+    return TaskResult(
+        statement_id,
+        rows,
+        _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target),
+    )
+
+
+def _partition_dirs(
+    table_dir: str, names: list[str], target: Target
+) -> Iterator[tuple[tuple[str, ...], str, str]]:
+    if not target.table.partition_keys:
+        yield (), "", table_dir
+        return
+    for name in names:
+        yield tuple(parse_part_name(name).values()), name, f"{table_dir}/{name}"
+
+
+def _written(
+    fs: pafs.FileSystem, table_dir: str, names: list[str], write_id: int, statement_id: int, target: Target
+) -> tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...]:
+    out = []
+    for values, name, directory in _partition_dirs(table_dir, names, target):
+        delta = f"{directory}/{delta_dir(write_id, write_id, statement_id)}"
+        infos = fs.get_file_info(pafs.FileSelector(delta, allow_not_found=True))
+        files = tuple(sorted(i.path for i in infos if i.type == pafs.FileType.File))
+        if files:
+            out.append((values, name, files))
+    return tuple(out)
+
+
+def _remove_files(
+    fs: pafs.FileSystem, table_dir: str, names: list[str], write_id: int, statement_id: int, target: Target
+) -> None:
+    """A failed attempt deletes its own delta dirs, so a retry of the task cannot leave a stray file behind."""
+    for _, _, directory in _partition_dirs(table_dir, names, target):
+        try:
+            fs.delete_dir(f"{directory}/{delta_dir(write_id, write_id, statement_id)}")
+        except (FileNotFoundError, OSError):
+            continue
