@@ -160,13 +160,13 @@ def hash_rows(rows: ByteRows) -> I32:
     # Tail: 1-3 bytes, sign-extended (Hive's quirk); rows without a tail XOR in 0.
     tail_len = rows.lengths & 3
     word = rows.word_at(rows.starts + (nblocks << 2))
-    k1 = _sign_extended_byte(word, 0)
-    k1 ^= (_sign_extended_byte(word, 1) << np.int32(8)) * (tail_len >= 2)
-    k1 ^= (_sign_extended_byte(word, 2) << np.int32(16)) * (tail_len == 3)
+    k1 = sign_extended_byte(word, 0)
+    k1 ^= (sign_extended_byte(word, 1) << np.int32(8)) * (tail_len >= 2)
+    k1 ^= (sign_extended_byte(word, 2) << np.int32(16)) * (tail_len == 3)
     h ^= _vmix_k(k1.view(np.uint32)) * (tail_len > 0).astype(np.uint32)
     return _vfmix(h, rows.lengths.astype(np.uint32)).view(np.int32)
 
 
-def _sign_extended_byte(word: U32, index: int) -> npt.NDArray[np.int32]:
+def sign_extended_byte(word: U32, index: int) -> npt.NDArray[np.int32]:
     """Byte ``index`` of each little-endian word as a Java byte widened to int."""
     return (word << np.uint32(24 - 8 * index)).view(np.int32) >> np.int32(24)
