@@ -122,7 +122,6 @@ class ByteRows:
     def __init__(self, data: npt.NDArray[np.uint8], starts: I64, lengths: I64) -> None:
         padded = np.zeros(len(data) + 4, dtype=np.uint8)
         padded[: len(data)] = data
-        self.data = padded
         self._words: U32 = np.ndarray(shape=(len(data) + 1,), dtype="<u4", buffer=padded, strides=(1,))
         self.starts = starts
         self.lengths = lengths
@@ -134,10 +133,6 @@ class ByteRows:
     def word_at(self, pos: I64) -> U32:
         """The 4 bytes at each position as a little-endian uint32 (bytes past the buffer end read as 0)."""
         return self._words[np.minimum(pos, len(self._words) - 1)].astype(np.uint32, copy=False)
-
-    def byte(self, pos: I64) -> npt.NDArray[np.int8]:
-        """Signed (Java) bytes at absolute positions ``pos``."""
-        return self.data[pos].view(np.int8)
 
 
 def hash_rows(rows: ByteRows) -> I32:
