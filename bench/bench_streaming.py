@@ -1,0 +1,188 @@
+"""Streaming ingest throughput vs raw pyarrow CSV→ORC and deltalake appends (issue 4's benchmark).
+
+Same data for every case: N delimited records ``id,msg`` (msg ~20 chars), committed in T transactions into a
+table partitioned by (continent, country) and clustered by id into 5 buckets, static partition. Each case runs
+in its own subprocess so that peak memory (max RSS) is its own. Prints a markdown table.
+
+    python bench/bench_streaming.py [--records 1000000] [--txns 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def make_records(n: int) -> list[bytes]:
+    return [f"{i},message number {i:08d}".encode() for i in range(n)]
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _table(root: Path):  # type: ignore[no-untyped-def]
+    from acidstream import Metastore
+
+    ms = Metastore.connect(f"sqlite:///{root / 'metastore.db'}", warehouse=str(root / "wh"))
+    ms.execute("CREATE DATABASE testing")
+    ms.execute(
+        "CREATE TABLE testing.alerts (id int, msg string) PARTITIONED BY (continent string, country string) "
+        "CLUSTERED BY (id) INTO 5 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    return ms
+
+
+def _connect(ms):  # type: ignore[no-untyped-def]
+    from acidstream import StreamingConnection, StrictDelimitedInputWriter
+
+    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+    return (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("testing")
+        .with_table("alerts")
+        .with_static_partition_values(["Asia", "India"])
+        .with_record_writer(writer)
+        .connect()
+    )
+
+
+def case_acidstream_write(root: Path, n: int, txns: int) -> dict[str, float]:
+    records = make_records(n)
+    ms = _table(root)
+    conn = _connect(ms)
+    per = n // txns
+    commits = []
+    start = time.perf_counter()
+    for t in range(txns):
+        conn.begin_transaction()
+        write = conn.write
+        for rec in records[t * per : (t + 1) * per]:
+            write(rec)
+        c0 = time.perf_counter()
+        conn.commit_transaction()
+        commits.append(time.perf_counter() - c0)
+    conn.close()
+    elapsed = time.perf_counter() - start
+    rows = ms.table("testing.alerts").scan(columns=["id"]).count()
+    assert rows == per * txns, rows
+    return {
+        "seconds": elapsed,
+        "records_per_s": per * txns / elapsed,
+        "commit_p50_ms": float(np.percentile(commits, 50) * 1000),
+        "commit_p99_ms": float(np.percentile(commits, 99) * 1000),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def case_acidstream_write_batch(root: Path, n: int, txns: int) -> dict[str, float]:
+    import pyarrow as pa
+
+    ids = np.arange(n, dtype=np.int32)
+    msgs = pa.array([f"message number {i:08d}" for i in range(n)])
+    ms = _table(root)
+    conn = _connect(ms)
+    per = n // txns
+    start = time.perf_counter()
+    for t in range(txns):
+        conn.begin_transaction()
+        conn.write_batch(pa.table({"id": ids[t * per : (t + 1) * per], "msg": msgs[t * per : (t + 1) * per]}))
+        conn.commit_transaction()
+    conn.close()
+    elapsed = time.perf_counter() - start
+    return {"seconds": elapsed, "records_per_s": per * txns / elapsed, "peak_rss_mib": peak_rss_mib()}
+
+
+def case_pyarrow_csv_orc(root: Path, n: int, txns: int) -> dict[str, float]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.orc as po
+
+    records = make_records(n)
+    per = n // txns
+    opts = pcsv.ReadOptions(column_names=["id", "msg"])
+    conv = pcsv.ConvertOptions(column_types={"id": pa.int32(), "msg": pa.string()})
+    start = time.perf_counter()
+    for t in range(txns):
+        data = b"\n".join(records[t * per : (t + 1) * per])
+        table = pcsv.read_csv(io.BytesIO(data), read_options=opts, convert_options=conv)
+        po.write_table(table, str(root / f"part-{t}.orc"), compression="zlib")
+    elapsed = time.perf_counter() - start
+    return {"seconds": elapsed, "records_per_s": per * txns / elapsed, "peak_rss_mib": peak_rss_mib()}
+
+
+def case_deltalake(root: Path, n: int, txns: int) -> dict[str, float]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    from deltalake import write_deltalake
+
+    records = make_records(n)
+    per = n // txns
+    opts = pcsv.ReadOptions(column_names=["id", "msg"])
+    conv = pcsv.ConvertOptions(column_types={"id": pa.int32(), "msg": pa.string()})
+    start = time.perf_counter()
+    for t in range(txns):
+        data = b"\n".join(records[t * per : (t + 1) * per])
+        table = pcsv.read_csv(io.BytesIO(data), read_options=opts, convert_options=conv)
+        table = table.append_column("continent", pa.array(["Asia"] * table.num_rows)).append_column(
+            "country", pa.array(["India"] * table.num_rows)
+        )
+        write_deltalake(str(root / "delta"), table, mode="append", partition_by=["continent", "country"])
+    elapsed = time.perf_counter() - start
+    return {"seconds": elapsed, "records_per_s": per * txns / elapsed, "peak_rss_mib": peak_rss_mib()}
+
+
+CASES = {
+    "acidstream write() per record": case_acidstream_write,
+    "acidstream write_batch (Arrow)": case_acidstream_write_batch,
+    "pyarrow CSV→ORC, no txns": case_pyarrow_csv_orc,
+    "deltalake append": case_deltalake,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--txns", type=int, default=100)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(CASES[args.case](Path(tmp), args.records, args.txns)))
+        return
+    results = {}
+    for name in CASES:
+        out = subprocess.run(
+            [sys.executable, __file__, "--case", name, "--records", str(args.records), "--txns", str(args.txns)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{name}: {results[name]}", file=sys.stderr)
+    base = results["acidstream write() per record"]["records_per_s"]
+    print(f"\n{args.records:,} records, {args.txns} txns; {platform.processor() or platform.machine()}, "
+          f"{time.strftime('%Y-%m-%d')}\n")
+    print("| case | records/s | vs acidstream write() | seconds | peak RSS MiB | commit p50/p99 ms |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, r in results.items():
+        commit = f"{r['commit_p50_ms']:.1f} / {r['commit_p99_ms']:.1f}" if "commit_p50_ms" in r else ""
+        print(
+            f"| {name} | {r['records_per_s']:,.0f} | {r['records_per_s'] / base:.2f}x | {r['seconds']:.2f} | "
+            f"{r['peak_rss_mib']:.0f} | {commit} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
