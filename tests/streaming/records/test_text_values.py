@@ -110,6 +110,14 @@ def test_primitive_text_forms(type_text: str, text: str, expected: object) -> No
     assert run(type_text, [text]) == [expected]
 
 
+def test_timestamp_date_fallback_is_stored_by_lenient_and_rejected_by_strict() -> None:
+    conv = convert(
+        pa.array(["2020-01-02 03:04", "2020-01-02 garbage", "nope"]), parse_type("timestamp"), TextFormat()
+    )
+    assert conv.values.to_pylist() == [dt.datetime(2020, 1, 2), dt.datetime(2020, 1, 2), None]
+    assert conv.bad.tolist() == [True, True, True]
+
+
 def test_nanosecond_timestamp_is_exact() -> None:
     conv = convert(pa.array(["1969-12-31 23:59:59.000000001"]), parse_type("timestamp"), TextFormat())
     assert conv.values.cast(pa.int64()).to_pylist() == [-999_999_999]

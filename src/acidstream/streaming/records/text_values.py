@@ -1,8 +1,8 @@
 """Hive text forms (LazySimpleSerDe) → Arrow, vectorised; shared by the delimited, regex and JSON parsers.
 
-Every converter takes a (large) string array whose nulls mean "field absent" and returns the typed array plus a
-numpy mask of the elements that did not parse. Hive turns such values into NULL silently; the caller decides
-whether that is an error (strict) or a NULL (lenient), so converters always null the bad elements.
+Every converter takes a (large) string array whose nulls mean "field absent" and returns the values Hive would
+store (lenient mode uses them as they are) plus a numpy mask of the elements strict mode rejects: text that does
+not parse (Hive stores NULL) or that Hive only reads through a lossy fallback.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _FLOAT_RE = r"^\s*[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)
 _DECIMAL_RE = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 _DATE_RE = r"^(?P<y>-?[0-9]{1,4})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})(?:[^0-9].*)?$"
 #: TimestampUtils.stringToTimestamp also takes a zoned timestamp and keeps its wall-clock time.
-_ZONE = r"(?:\s*(?:Z|[+-][0-9]{1,2}(?::?[0-9]{2})?|[A-Za-z][A-Za-z0-9_/+-]*))?"
+_ZONE = r"(?:\s*(?:Z|(?:UTC|GMT|UT)?[+-][0-9]{1,2}(?::?[0-9]{2})?|UTC|GMT|UT|[A-Za-z]+/[A-Za-z0-9_/+-]+))?"
 _TS_RE = (
     r"^(?P<y>-?[0-9]{1,10})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
     r"(?: (?P<H>[0-9]{1,2}):(?P<M>[0-9]{1,2}):(?P<S>[0-9]{1,2})(?:\.(?P<f>[0-9]{1,9}))?)?" + _ZONE + "$"
@@ -262,9 +262,15 @@ def _timestamps(text: pa.Array, t: HiveType) -> Converted:
     seconds = days * 86400 + hour * 3600 + minute * 60 + second
     in_range = (seconds > -_MAX_TS_SECONDS) & (seconds < _MAX_TS_SECONDS)
     valid = matched & exists & (hour < 24) & (minute < 60) & (second < 60) & in_range
-    ns = np.where(valid, seconds, 0) * _NS_PER_S + np.where(valid, nanos, 0)
     bad = mask(pc.is_valid(text)) & ~valid
-    return Converted(pa.array(ns, mask=~valid).cast(pa.timestamp("ns")), bad)
+    # TimestampUtils' last resort: anything Date.valueOf reads is that day's midnight. Hive stores it; strict
+    # mode still rejects it (the time part was not understood).
+    as_date = _dates(pc.if_else(pa.array(bad), text, pa.scalar(None, text.type)), t)
+    date_days = np.asarray(pc.fill_null(as_date.values.cast(pa.int32()), 0).to_numpy(), dtype=np.int64)
+    fallback = mask(pc.is_valid(as_date.values)) & (np.abs(date_days * 86400) < _MAX_TS_SECONDS)
+    seconds = np.where(fallback, date_days * 86400, np.where(valid, seconds, 0))
+    ns = seconds * _NS_PER_S + np.where(valid, nanos, 0)
+    return Converted(pa.array(ns, mask=~(valid | fallback)).cast(pa.timestamp("ns")), bad)
 
 
 def decode_binary(raw: bytes) -> bytes:
