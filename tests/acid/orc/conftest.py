@@ -46,7 +46,11 @@ def all_type_rows(columns: list[Column], n: int, start: int = 0) -> pa.Table:
             "vc": f"v{i}"[:10],
             "ch": f"c{i % 10}",
             "dt": datetime.date(1969, 12, 31) + datetime.timedelta(days=i),
-            "ts": pa.scalar(1_577_836_800_123_456_789 + i * 1_000_000_007, pa.timestamp("ns")),
+            # even rows after 1970 with nanos; odd rows before 1970, whole seconds (see orc/timestamps.py)
+            "ts": pa.scalar(
+                1_577_836_800_123_456_789 + i * 1_000_000_007 if i % 2 == 0 else -(i * 86_400 + 1) * 10**9,
+                pa.timestamp("ns"),
+            ),
             "dec": decimal.Decimal(f"{i}.{i % 100:02d}"),
             "big": decimal.Decimal(f"-{i % 1000}12345678901234567890123456789.123456"),
             "bin": bytes([i % 256, 0, 255]),

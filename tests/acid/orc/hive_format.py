@@ -41,8 +41,8 @@ def hive_str(value: Any, t: HiveType) -> str:
     if t.name == "timestamp":
         ts = pd.Timestamp(value)
         nanos = ts.microsecond * 1000 + ts.nanosecond
-        frac = f"{nanos:09d}".rstrip("0") or "0"
-        return f"{ts.strftime('%Y-%m-%d %H:%M:%S')}.{frac}"
+        frac = f".{nanos:09d}".rstrip("0") if nanos else ""  # TimestampWritable prints no ".0"
+        return f"{ts.strftime('%Y-%m-%d %H:%M:%S')}{frac}"
     if t.name == "decimal":
         assert isinstance(value, decimal.Decimal)
         return format(value.normalize(decimal.Context(prec=60)), "f") if value else "0"

@@ -290,3 +290,41 @@ def test_options_follow_hive_defaults() -> None:
         WriterOptions(compression_block_size=32 << 10)
     with pytest.raises(ValueError, match="compression"):
         WriterOptions(compression="LZO")
+
+
+def test_creates_directory_and_never_overwrites(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    path = str(tmp_path / "t" / "delta_0000001_0000002" / "bucket_00000")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    w.insert(1, B0, rows(1))
+    w.close()
+    with pytest.raises(FileExistsError):
+        AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    assert read_events(fs, path).num_rows == 1  # untouched
+    assert not os.path.exists(path + "_flush_length")
+
+
+@pytest.mark.parametrize(
+    ("hive_type", "value"),
+    [
+        ("timestamp", -1),
+        ("array<timestamp>", [-1_500_000_000]),
+        ("struct<t:timestamp>", {"t": -2_208_988_799_999_999_999}),
+        ("map<int,timestamp>", [(1, -999_999_999)]),
+    ],
+)
+def test_pre_1970_fractional_timestamps_are_refused(
+    tmp_path: Path, fs: pafs.FileSystem, hive_type: str, value: object
+) -> None:
+    """pyarrow would write them in a form Hive cannot read (orc/timestamps.py); whole seconds are fine."""
+    cols = parse_columns(f"t {hive_type}")
+    w = AcidWriter(fs, write_path(tmp_path), cols, options=WriterOptions(), side_file=False)
+    typ = cols[0].type.to_arrow()
+    with pytest.raises(ValueError, match="before 1970"):
+        w.insert(1, B0, pa.table({"t": pa.array([None, value], typ)}))
+    whole = pa.array([-(10**9), 10**9 + 1, None], pa.timestamp("ns"))
+    if hive_type == "timestamp":
+        w.insert(1, B0, pa.table({"t": whole}))
+        w.close()
+        assert read_events(fs, w.path).column("row").combine_chunks().field(0).equals(whole)
+    else:
+        w.abort_close()

@@ -76,15 +76,7 @@ class _BoundedFile(io.RawIOBase):
 @contextlib.contextmanager
 def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, OrcTail]]:
     """A random-access view of ``[0, length)`` and its validated tail."""
-    try:
-        if isinstance(fs, pafs.LocalFileSystem):
-            raw: pa.NativeFile = pa.memory_map(path, "r")
-        else:
-            raw = fs.open_input_file(path)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot open: {exc}") from exc
+    raw = pa.memory_map(path, "r") if isinstance(fs, pafs.LocalFileSystem) else fs.open_input_file(path)
     with raw:
         size = raw.size()
         if length is None:

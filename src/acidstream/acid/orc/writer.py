@@ -35,6 +35,7 @@ from acidstream.acid.orc.nested import push_down_nulls
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.stats import merge_all
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, OrcTail, build_tail, read_tail
+from acidstream.acid.orc.timestamps import check_writable
 from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
@@ -103,6 +104,9 @@ class WriterOptions:
 class AcidWriter:
     """One ORC event file (one bucket of one base/delta/delete_delta directory). Not thread-safe."""
 
+    _out: pa.NativeFile
+    _side: SideFileWriter | None
+
     def __init__(
         self,
         fs: pafs.FileSystem,
@@ -132,10 +136,9 @@ class AcidWriter:
         self._patch_types()
         self._column_stats = template.statistics
         try:
-            self._write_version_file()
-            self._out = fs.open_output_stream(path)
-            self._out.write(MAGIC)
-            self._side = SideFileWriter.create(fs, path) if side_file else None
+            self._create_files(side_file)
+        except FileExistsError:
+            raise
         except OSError as exc:
             raise StreamingIOFailure(f"cannot create {path}: {exc}") from exc
         self._offset = len(MAGIC)
@@ -177,6 +180,8 @@ class AcidWriter:
             row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
             self._next_row_id += n
             wid = pa.array(np.full(n, write_id, dtype=np.int64))
+            for f, c in zip(self._row_type, batch.columns, strict=True):
+                check_writable(c, f.name)
             row = pa.StructArray.from_arrays(
                 [push_down_nulls(c) for c in batch.columns], fields=list(self._row_type)
             )
@@ -243,6 +248,7 @@ class AcidWriter:
             counts = np.bincount(ops.to_numpy(), minlength=3)
             if len(counts) > 3 or int(pc.min(ops).as_py()) < 0:
                 raise ValueError("operation must be 0 (insert), 1 (update) or 2 (delete)")
+            check_writable(batch.column(5), "row")
             row = push_down_nulls(batch.column(5))
             self._append(
                 pa.RecordBatch.from_arrays([*batch.columns[:5], row], schema=self._schema), check_order=True
@@ -447,10 +453,25 @@ class AcidWriter:
     def _metadata_item(name: str, value: str) -> bytes:
         return Message().set_string(1, name).set_bytes(2, value.encode("utf-8")).encode()
 
-    def _write_version_file(self) -> None:
-        """``_orc_acid_version`` (content "2") in the file's directory, if missing."""
+    def _create_files(self, side_file: bool) -> None:
+        """Directory, ``_orc_acid_version`` (content "2") if missing, side file, then the data file.
+
+        Like Hive (``fs.create(..., overwrite=false)``) an existing data or side file is never overwritten:
+        it may hold committed rows. The side file comes first, as in OrcRecordUpdater's constructor.
+        """
         parent = self._path.rsplit("/", 1)[0] if "/" in self._path else "."
+        self._fs.create_dir(parent, recursive=True)
         version = f"{parent}/{ORC_ACID_VERSION_FILE}"
         if self._fs.get_file_info(version).type == pafs.FileType.NotFound:
             with self._fs.open_output_stream(version) as out:
                 out.write(ORC_ACID_VERSION.encode("ascii"))
+        if self._fs.get_file_info(self._path).type != pafs.FileType.NotFound:
+            raise FileExistsError(f"ORC file {self._path} already exists")
+        self._side = SideFileWriter.create(self._fs, self._path) if side_file else None
+        try:
+            self._out = self._fs.open_output_stream(self._path)
+            self._out.write(MAGIC)
+        except OSError:
+            if self._side is not None:
+                self._side.close_and_delete()
+            raise
