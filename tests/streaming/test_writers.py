@@ -84,3 +84,19 @@ def test_the_three_writers_agree_on_one_row() -> None:
         json.parse([b'{"id":1,"msg":"hello"}']).batch,
     ]
     assert rows[0].equals(rows[1]) and rows[0].equals(rows[2])
+
+
+@pytest.mark.parametrize("pattern", ["(", r"\n*", ""])
+def test_bad_line_delimiter_patterns_are_rejected(pattern: str) -> None:
+    with pytest.raises(ValueError, match="line delimiter pattern"):
+        StrictJsonWriter.builder().with_line_delimiter_pattern(pattern)
+
+
+def test_builder_methods_chain_in_any_order() -> None:
+    w = (
+        StrictDelimitedInputWriter.builder()
+        .with_lenient(True)
+        .with_line_delimiter_pattern(r"\n")
+        .with_null_sequence("")
+    )
+    assert w.build().null_sequence == "" and w.build().lenient

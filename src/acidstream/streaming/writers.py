@@ -24,10 +24,11 @@ Where we differ from Hive, on purpose:
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 from acidstream.acid.types import Column
 from acidstream.streaming.records import RecordParser
@@ -66,11 +67,17 @@ class _Builder(Generic[W]):
     def __init__(self, writer: W) -> None:
         self._writer = writer
 
-    def with_line_delimiter_pattern(self, pattern: str) -> _Builder[W]:
+    def with_line_delimiter_pattern(self, pattern: str) -> Self:
+        """The regex (Python ``re`` syntax) that separates records in ``write_stream``."""
+        try:
+            if re.compile(pattern.encode()).fullmatch(b""):
+                raise ValueError(f"line delimiter pattern {pattern!r} matches the empty string")
+        except re.error as exc:
+            raise ValueError(f"invalid line delimiter pattern {pattern!r}: {exc}") from exc
         self._writer = replace(self._writer, line_delimiter_pattern=pattern)
         return self
 
-    def with_lenient(self, lenient: bool) -> _Builder[W]:
+    def with_lenient(self, lenient: bool) -> Self:
         self._writer = replace(self._writer, lenient=lenient)
         return self
 
@@ -126,21 +133,21 @@ class StrictDelimitedInputWriter(RecordWriter):
 
 
 class DelimitedBuilder(_Builder[StrictDelimitedInputWriter]):
-    def with_field_delimiter(self, delimiter: str | bytes | int) -> DelimitedBuilder:
+    def with_field_delimiter(self, delimiter: str | bytes | int) -> Self:
         self._writer = replace(self._writer, field_delimiter=_delimiter(delimiter, "field delimiter"))
         return self
 
-    def with_collection_delimiter(self, delimiter: str | bytes | int) -> DelimitedBuilder:
+    def with_collection_delimiter(self, delimiter: str | bytes | int) -> Self:
         self._writer = replace(
             self._writer, collection_delimiter=_delimiter(delimiter, "collection delimiter")
         )
         return self
 
-    def with_map_key_delimiter(self, delimiter: str | bytes | int) -> DelimitedBuilder:
+    def with_map_key_delimiter(self, delimiter: str | bytes | int) -> Self:
         self._writer = replace(self._writer, map_key_delimiter=_delimiter(delimiter, "map key delimiter"))
         return self
 
-    def with_null_sequence(self, sequence: str) -> DelimitedBuilder:
+    def with_null_sequence(self, sequence: str) -> Self:
         self._writer = replace(self._writer, null_sequence=sequence)
         return self
 
@@ -188,7 +195,7 @@ class StrictRegexWriter(RecordWriter):
 
 
 class RegexBuilder(_Builder[StrictRegexWriter]):
-    def with_regex(self, regex: str) -> RegexBuilder:
+    def with_regex(self, regex: str) -> Self:
         self._writer = replace(self._writer, regex=regex)
         return self
 
