@@ -414,10 +414,11 @@ def _format_partition(value: object, t: HiveType) -> str | None:
         text = format(value.normalize(), "f") if value != 0 else "0"
         return text
     if t.name == "timestamp":
-        assert isinstance(value, dt.datetime)
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
-        nanos = value.microsecond * 1000 + getattr(value, "nanosecond", 0)
-        return text + f".{nanos:09d}".rstrip("0") if nanos else text
+        assert isinstance(value, int)  # nanoseconds since the epoch, wall clock
+        seconds, nanos = divmod(value, _NS_PER_S)
+        m = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)
+        text = f"{m.year:04d}-{m.month:02d}-{m.day:02d} {m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        return text + f".{nanos:09d}".rstrip("0") if nanos else text  # Timestamp.toString: no trailing zeros
     if t.name == "date":
         assert isinstance(value, dt.date)
         return value.isoformat()
@@ -429,11 +430,8 @@ def _format_partition(value: object, t: HiveType) -> str | None:
 
 def canonical_partition_values(values: pa.Array, t: HiveType) -> pa.Array:
     """Typed partition values → the strings Hive derives partition names from (null and '' → null)."""
-    if values.type == pa.timestamp("ns"):
-        encoded = values.dictionary_encode()
-        pyvals = encoded.dictionary.to_pandas()  # pandas keeps nanoseconds
-        strings = [None if v is None or v != v else _format_partition(v, t) for v in pyvals]
-        return pa.array(strings, pa.string()).take(encoded.indices)
+    if t.name == "timestamp":
+        values = values.cast(pa.int64())
     encoded = values.dictionary_encode()
     strings = [_format_partition(v, t) for v in encoded.dictionary.to_pylist()]
     return pa.array(strings, pa.string()).take(encoded.indices)
