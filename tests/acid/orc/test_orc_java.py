@@ -15,7 +15,7 @@ import pytest
 from hive_format import hive_row
 
 from acidstream.acid.codec import BucketCodec
-from acidstream.acid.orc import AcidWriter, WriterOptions, read_events
+from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, read_events
 from acidstream.acid.types import Column, parse_columns
 from acidstream.errors import CorruptFileError
 from conftest import all_type_rows
@@ -175,3 +175,46 @@ def test_hive_reads_base_and_multi_stripe_delta(tmp_path: Path, jvm: Any, all_co
     expected = [hive_row(r, all_columns) for t in (base_rows, *delta) for r in t.to_pylist()]
     assert got == expected
     assert hive_read(jvm, str(table), all_columns, "10:7:7") == expected[: 6 + 700]
+
+
+@pytest.mark.parametrize("compression", ["ZSTD", "ZLIB", "SNAPPY", "NONE"])
+def test_we_read_files_hive_writes(tmp_path: Path, jvm: Any, compression: str) -> None:
+    """OrcRecordUpdater (Hive 2.3 code, orc-core 2.2.2 encoding) output: our tail parser and reader agree."""
+    conf = jvm.org.apache.hadoop.conf.Configuration()
+    conf.set("orc.compress", compression)
+    oif = jvm.org.apache.hadoop.hive.serde2.objectinspector.ObjectInspectorFactory
+    prim = jvm.org.apache.hadoop.hive.serde2.objectinspector.primitive.PrimitiveObjectInspectorFactory
+
+    def jlist(items: list[Any]) -> Any:
+        out = jvm.java.util.ArrayList()
+        for x in items:
+            out.add(x)
+        return out
+
+    oi = oif.getStandardStructObjectInspector(
+        jlist(["id", "msg"]), jlist([prim.javaIntObjectInspector, prim.javaStringObjectInspector])
+    )
+    table = jvm.org.apache.hadoop.fs.Path(str(tmp_path))
+    opts = (
+        jvm.org.apache.hadoop.hive.ql.io.AcidOutputFormat.Options(conf)
+        .inspector(oi)
+        .bucket(0)
+        .minimumTransactionId(2)
+        .maximumTransactionId(3)
+        .writingBase(False)
+        .finalDestination(table)
+    )
+    updater = jvm.org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat().getRecordUpdater(table, opts)
+    for txn in (2, 3):
+        for i in range(3):
+            updater.insert(txn, jlist([jvm.java.lang.Integer(i), f"m{txn}{i}"]))
+        updater.flush()
+    updater.close(False)
+    (path,) = [str(p) for p in tmp_path.glob("delta_*/bucket_00000")]
+    fs = pafs.LocalFileSystem()
+    t = read_events(fs, path)
+    assert t.column("originalTransaction").to_pylist() == [2, 2, 2, 3, 3, 3]
+    assert t.column("rowId").to_pylist() == [0, 1, 2, 0, 1, 2]
+    assert t.column("row").to_pylist()[4] == {"id": 1, "msg": "m31"}
+    meta = read_acid_metadata(fs, path)
+    assert (meta.num_rows, meta.stats, meta.key_index[0]) == (6, (6, 0, 0), (2, 0, 2))
