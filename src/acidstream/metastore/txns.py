@@ -32,6 +32,7 @@ from acidstream.metastore.models import (
 )
 
 MAX_OPEN_BATCH = 1000  # hive.txn.max.open.batch
+IN_CHUNK = 1000  # ids per IN (...) list
 #: Seconds to sleep inside the commit's DB transaction: lets crash tests kill a client mid-commit.
 COMMIT_DELAY_ENV = "ACIDSTREAM_METASTORE_COMMIT_DELAY"
 
@@ -379,19 +380,27 @@ def get_valid_write_ids(conn: Connection, db: str, table: str) -> ValidWriteIdLi
     nwi = s.next_write_id.c
     nxt = conn.execute(select(nwi.nwi_next).where(nwi.nwi_database == db, nwi.nwi_table == table)).scalar()
     hwm = (nxt or 1) - 1
-    rows = conn.execute(
-        select(T2W.t2w_writeid, T.txn_state)
-        .select_from(s.txns)
-        .join(s.txn_to_write_id, T2W.t2w_txnid == T.txn_id)
-        .where(
-            T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value]),
-            T2W.t2w_database == db,
-            T2W.t2w_table == table,
-            T2W.t2w_writeid <= hwm,
-        )
-    ).all()
-    opened = [r.t2w_writeid for r in rows if r.txn_state == TxnState.OPEN.value]
-    aborted = [r.t2w_writeid for r in rows if r.txn_state == TxnState.ABORTED.value]
+    # Two index-driven steps rather than a join: planners without fresh statistics pick scans for the join.
+    states = dict(
+        conn.execute(
+            select(T.txn_id, T.txn_state).where(
+                T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value])
+            )
+        ).all()
+    )
+    opened: list[int] = []
+    aborted: list[int] = []
+    ids = sorted(states)
+    for chunk in range(0, len(ids), IN_CHUNK):
+        for txn_id, write_id in conn.execute(
+            select(T2W.t2w_txnid, T2W.t2w_writeid).where(
+                T2W.t2w_txnid.in_(ids[chunk : chunk + IN_CHUNK]),
+                T2W.t2w_database == db,
+                T2W.t2w_table == table,
+                T2W.t2w_writeid <= hwm,
+            )
+        ):
+            (opened if states[txn_id] == TxnState.OPEN.value else aborted).append(write_id)
     return write_id_list_from_states(f"{db}.{table}", hwm, opened, aborted)
 
 
