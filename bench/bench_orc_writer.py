@@ -13,6 +13,7 @@ and the ratios of 3 and 4 to 1 and 2.
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -94,7 +95,7 @@ def main() -> None:
         def ours(flush: bool) -> Callable[[], None]:
             def run() -> None:
                 d = base / ("delta_0000001_0000002" if flush else "delta_0000001_0000001")
-                d.mkdir(exist_ok=True)
+                shutil.rmtree(d, ignore_errors=True)  # the writer never overwrites a data file
                 w = AcidWriter(fs, str(d / "bucket_00000"), cols, options=opts, side_file=flush)
                 for b in batches:
                     w.insert(1, BUCKET0, b)
