@@ -218,3 +218,18 @@ def test_we_read_files_hive_writes(tmp_path: Path, jvm: Any, compression: str) -
     assert t.column("row").to_pylist()[4] == {"id": 1, "msg": "m31"}
     meta = read_acid_metadata(fs, path)
     assert (meta.num_rows, meta.stats, meta.key_index[0]) == (6, (6, 0, 0), (2, 0, 2))
+
+
+def test_orc_core_reads_delete_events(tmp_path: Path, jvm: Any) -> None:
+    cols = parse_columns("id int, msg string")
+    path = str(tmp_path / "delete_delta_0000007_0000007_0000" / "bucket_00000")
+    w = AcidWriter(pafs.LocalFileSystem(), path, cols, options=WriterOptions(), side_file=False)
+    w.delete(
+        7,
+        pa.table({"originalTransaction": [1, 2], "bucket": pa.array([B0, B0], pa.int32()), "rowId": [4, 0]}),
+    )
+    w.close()
+    r = orc_reader(jvm, path)
+    assert java_rows(r) == ["[2, 1, 536870912, 4, 7, null]", "[2, 2, 536870912, 0, 7, null]"]
+    assert java_metadata(jvm, r)["hive.acid.key.index"] == "2,536870912,0;"
+    assert java_metadata(jvm, r)["hive.acid.stats"] == "0,0,2"
