@@ -1,10 +1,11 @@
 """Read one bucket of one partition at a snapshot: valid insert events minus committed delete events.
 
 Semantics of Hive's vectorised ACID reader (hive-acid-format.md §6.5): an insert event is visible iff its
-``currentTransaction`` is valid; a delete event applies iff its own ``currentTransaction`` is valid and its
-``(originalTransaction, bucket, rowId)`` equals the row's, comparing the full signed bucket property. Delete
-keys of one bucket are held in memory (as Hive's ColumnizedDeleteEventRegistry does); insert files stream
-batch by batch, so memory stays bounded by one bucket's deletes plus one batch.
+``currentTransaction`` is valid; a delete event (see :mod:`acidstream.read.deletes`) hides the row with the
+same ``(originalTransaction, bucket, rowId)``. Insert files stream batch by batch, and only the event columns
+a batch needs are decoded: ``currentTransaction`` only when the file's write-id range is not wholly valid, the
+key columns only when deletes or ROW__IDs are wanted, ``row`` only when a data column is. Memory stays
+bounded by one bucket's delete keys plus one stripe.
 """
 
 from __future__ import annotations
@@ -15,66 +16,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-import pyarrow.orc as po
 
-from acidstream.acid.codec import BucketCodec
-from acidstream.acid.orc import iter_event_batches, read_events
+from acidstream.acid.orc import iter_event_batches
+from acidstream.acid.orc.events import KEY_FIELDS
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
+from acidstream.read.deletes import Bools, DeleteSet, key_arrays, valid_mask
+from acidstream.read.originals import original_events
 from acidstream.read.planning import BucketTask, FileSlice
 
 ROW_ID = "ROW__ID"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
-_KEY_COLUMNS = ["originalTransaction", "bucket", "rowId"]
-_KEY_DTYPE = np.dtype([("o", ">i8"), ("b", ">i4"), ("r", ">i8")])
-
-
-def event_keys(original: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.FixedSizeBinaryArray:
-    """Pack each (originalTransaction, bucket, rowId) into 20 bytes so Arrow's hash kernels can match them."""
-    packed = np.empty(len(original), dtype=_KEY_DTYPE)
-    packed["o"] = original.to_numpy(zero_copy_only=False)
-    packed["b"] = bucket.to_numpy(zero_copy_only=False)
-    packed["r"] = row_id.to_numpy(zero_copy_only=False)
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(20), len(packed), [None, pa.py_buffer(packed.tobytes())]
-    )
-
-
-def valid_mask(write_ids: ValidWriteIdList, current: pa.Array) -> np.ndarray:
-    """Vectorised ``isWriteIdValid`` over a column of write ids."""
-    values = current.to_numpy(zero_copy_only=False)
-    mask = values <= write_ids.high_watermark
-    if write_ids.exceptions:
-        mask &= ~np.isin(values, np.asarray(write_ids.exceptions, dtype=np.int64))
-    return np.asarray(mask)
-
-
-def load_delete_keys(
-    fs: pafs.FileSystem, files: Sequence[FileSlice], write_ids: ValidWriteIdList
-) -> pa.FixedSizeBinaryArray | None:
-    """Keys of every delete event of the bucket that is itself committed in the snapshot."""
-    parts: list[pa.FixedSizeBinaryArray] = []
-    for piece in files:
-        events = read_events(fs, piece.path, length=piece.length, include_row=False)
-        if events.num_rows == 0:
-            continue
-        events = events.combine_chunks()
-        if write_ids.is_write_id_range_valid(piece.min_write_id, piece.max_write_id) is not RangeResponse.ALL:
-            events = events.filter(
-                pa.array(valid_mask(write_ids, events.column("currentTransaction").chunk(0)))
-            )
-        if events.num_rows:
-            cols = [
-                events.column(c).chunk(0) if events.column(c).num_chunks else pa.array([])
-                for c in _KEY_COLUMNS
-            ]
-            parts.append(event_keys(*cols))
-    if not parts:
-        return None
-    return pa.concat_arrays(parts)
+_EMPTY_ROW = pa.scalar({}, pa.struct([]))
 
 
 class BucketReader:
-    """Yields the visible rows of one :class:`BucketTask` shaped as ``output_schema``."""
+    """Yields the visible rows of one :class:`BucketTask` shaped as ``output_schema``.
+
+    ``filter_expr`` is evaluated on ``output_schema`` plus ``filter_fields`` (columns the filter needs but the
+    caller did not project; they are read, used and dropped). ``with_row_id`` is implied by a ``ROW__ID``
+    field in either schema and kept for callers that pass it.
+    """
 
     def __init__(
         self,
@@ -88,109 +49,123 @@ class BucketReader:
         with_row_id: bool,
         filter_expr: pc.Expression | None,
         batch_rows: int,
+        filter_fields: Sequence[pa.Field] = (),
     ) -> None:
         self.fs = fs
         self.task = task
         self.write_ids = write_ids
-        self.data_fields = list(data_fields)
+        self.data_positions = {name: i for i, name in enumerate(data_fields)}
         self.partition_scalars = partition_arrays
         self.output_schema = output_schema
-        self.with_row_id = with_row_id
         self.filter_expr = filter_expr
         self.batch_rows = batch_rows
+        extra = [f for f in filter_fields if f.name not in output_schema.names]
+        self.read_schema = pa.schema([*output_schema, *extra]) if extra else output_schema
+        names = set(self.read_schema.names)
+        self.with_row_id = with_row_id or ROW_ID in names
+        self.needs_row = bool(names & self.data_positions.keys())
+
+    # --- public -------------------------------------------------------------------------------------------
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        deletes = load_delete_keys(self.fs, self.task.delete_files, self.write_ids)
-        original_row_base = 0
+        for events, mask in self._visible_events():
+            batch = self._shape(events)
+            if mask is not None:
+                batch = batch.filter(pa.array(mask))
+            if self.filter_expr is not None:
+                batch = batch.filter(self.filter_expr)
+            if batch.num_rows == 0:
+                continue
+            if self.read_schema is not self.output_schema:
+                batch = batch.select(self.output_schema.names)
+            yield batch
+
+    def count(self) -> int:
+        """Visible rows (after the filter); without a filter no data column is decoded."""
+        if self.filter_expr is not None:
+            return sum(b.num_rows for b in self.batches())
+        total = 0
+        for events, mask in self._visible_events(need_row=False):
+            total += events.num_rows if mask is None else int(np.count_nonzero(mask))
+        return total
+
+    # --- events and masks ---------------------------------------------------------------------------------
+
+    def _visible_events(self, need_row: bool | None = None) -> Iterator[tuple[pa.RecordBatch, Bools | None]]:
+        """Each event batch with its visibility mask (None: every row visible); wholly hidden batches skipped."""
+        deletes = DeleteSet.load(self.fs, self.task.delete_files, self.write_ids)
+        want_row = self.needs_row if need_row is None else need_row
+        want_keys = deletes is not None or self.with_row_id
+        next_original_row = 0
         for piece in self.task.insert_files:
             if piece.original:
-                for batch, rows in self._original_batches(piece, original_row_base):
-                    original_row_base += rows
-                    out = self._finish(batch, deletes, validity_needed=False)
-                    if out is not None:
-                        yield out
+                for events in original_events(self.fs, piece, next_original_row, self.batch_rows):
+                    next_original_row += events.num_rows
+                    mask = self._mask(piece, events, deletes, check_validity=False)
+                    if mask is None or mask.any():
+                        yield events, mask
                 continue
-            fully_valid = (
+            check_validity = (
                 self.write_ids.is_write_id_range_valid(piece.min_write_id, piece.max_write_id)
-                is RangeResponse.ALL
+                is not RangeResponse.ALL
             )
-            for batch in iter_event_batches(
-                self.fs, piece.path, length=piece.length, batch_rows=self.batch_rows
+            columns = _event_columns(want_row, want_keys, check_validity)
+            for events in iter_event_batches(
+                self.fs, piece.path, length=piece.length, columns=columns, batch_rows=self.batch_rows
             ):
-                out = self._finish(batch, deletes, validity_needed=not fully_valid)
-                if out is not None:
-                    yield out
+                if events.num_rows == 0:
+                    continue
+                mask = self._mask(piece, events, deletes, check_validity=check_validity)
+                if mask is None or mask.any():
+                    yield events, mask
 
-    def _original_batches(self, piece: FileSlice, row_base: int) -> Iterator[tuple[pa.RecordBatch, int]]:
-        """A non-ACID file as events with Hive's synthetic ROW__IDs (write id 0, rowIds across the bucket)."""
-        with self.fs.open_input_file(piece.path) as handle:
-            table = po.ORCFile(handle).read()
-        n = table.num_rows
-        bucket = BucketCodec.V1.encode(piece.bucket_id, 0)
-        row_struct = (
-            pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
-            if n
-            else pa.array([], pa.struct([]))
-        )
-        events = pa.RecordBatch.from_arrays(
-            [
-                pa.array(np.zeros(n, dtype=np.int32)),
-                pa.array(np.zeros(n, dtype=np.int64)),
-                pa.array(np.full(n, bucket, dtype=np.int32)),
-                pa.array(np.arange(row_base, row_base + n, dtype=np.int64)),
-                pa.array(np.zeros(n, dtype=np.int64)),
-                row_struct,
-            ],
-            names=["operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row"],
-        )
-        yield events, n
-
-    def _finish(
-        self, events: pa.RecordBatch, deletes: pa.FixedSizeBinaryArray | None, *, validity_needed: bool
-    ) -> pa.RecordBatch | None:
-        if events.num_rows == 0:
-            return None
-        mask: np.ndarray | None = None
-        if validity_needed:
-            mask = valid_mask(self.write_ids, events.column("currentTransaction"))
+    def _mask(
+        self, piece: FileSlice, events: pa.RecordBatch, deletes: DeleteSet | None, *, check_validity: bool
+    ) -> Bools | None:
+        mask: Bools | None = None
+        if check_validity:
+            (current,) = key_arrays(piece.path, events, ["currentTransaction"])
+            valid = valid_mask(self.write_ids, current)
+            if not valid.all():
+                mask = valid
+                if not valid.any():
+                    return mask
         if deletes is not None:
-            keys = event_keys(*(events.column(c) for c in _KEY_COLUMNS))
-            alive = ~pc.is_in(keys, value_set=deletes).to_numpy(zero_copy_only=False)
-            mask = alive if mask is None else mask & alive
-        if mask is not None:
-            if not mask.any():
-                return None
-            if not mask.all():
-                events = events.filter(pa.array(mask))
-        return self._shape(events)
+            original, bucket, row_id = key_arrays(piece.path, events, KEY_FIELDS)
+            alive = deletes.alive(original, bucket, row_id)
+            if alive is not None:
+                mask = alive if mask is None else mask & alive
+        return mask
 
-    def _shape(self, events: pa.RecordBatch) -> pa.RecordBatch | None:
+    # --- output shape -------------------------------------------------------------------------------------
+
+    def _shape(self, events: pa.RecordBatch) -> pa.RecordBatch:
         n = events.num_rows
-        row = events.column("row")
+        if not len(self.read_schema):
+            return pa.RecordBatch.from_struct_array(pa.repeat(_EMPTY_ROW, n))
         arrays: list[pa.Array] = []
-        for f in self.output_schema:
+        for f in self.read_schema:
             if f.name == ROW_ID:
                 arrays.append(
                     pa.StructArray.from_arrays(
-                        [
-                            events.column("originalTransaction"),
-                            events.column("bucket"),
-                            events.column("rowId"),
-                        ],
-                        fields=list(ROW_ID_TYPE),
+                        [events.column(name) for name in KEY_FIELDS], fields=list(ROW_ID_TYPE)
                     )
                 )
             elif f.name in self.partition_scalars:
                 arrays.append(pa.repeat(self.partition_scalars[f.name], n).cast(f.type))
             else:
-                arrays.append(_row_field(row, f, self.data_fields.index(f.name)))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.output_schema)
-        if self.filter_expr is not None:
-            filtered = pa.Table.from_batches([batch]).filter(self.filter_expr)
-            if filtered.num_rows == 0:
-                return None
-            batch = filtered.combine_chunks().to_batches()[0]
-        return batch
+                arrays.append(_row_field(events.column("row"), f, self.data_positions[f.name]))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.read_schema)
+
+
+def _event_columns(want_row: bool, want_keys: bool, check_validity: bool) -> list[str]:
+    """The event columns to decode; at least one, so that batches still count rows."""
+    columns = [*KEY_FIELDS] if want_keys else []
+    if check_validity:
+        columns.append("currentTransaction")
+    if want_row:
+        columns.append("row")
+    return columns or ["operation"]
 
 
 def _row_field(row: pa.StructArray, target: pa.Field, position: int) -> pa.Array:

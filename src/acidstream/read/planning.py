@@ -167,9 +167,15 @@ def select_partitions(
         unknown = set(k.lower() for k in partition_filter) - set(names)
         if unknown:
             raise InvalidPartition(str(dict(partition_filter)), f"unknown partition keys {sorted(unknown)}")
+        types = {k.name: k.type.to_arrow() for k in partition_keys}
         expr: pc.Expression | None = None
         for k, v in partition_filter.items():
-            term = pc.field(k.lower()).is_null() if v is None else pc.field(k.lower()) == v
+            name = k.lower()
+            term = (
+                pc.field(name).is_null()
+                if v is None
+                else pc.field(name) == _typed_value(name, v, types[name])
+            )
             expr = term if expr is None else expr & term
         assert expr is not None
         partition_filter = expr
@@ -177,6 +183,14 @@ def select_partitions(
     typed = typed.append_column("__index", pa.array(range(len(partitions)), pa.int64()))
     kept = typed.filter(partition_filter).column("__index").to_pylist()
     return [partitions[i] for i in kept]
+
+
+def _typed_value(key: str, value: Any, target: pa.DataType) -> pa.Scalar:
+    """A dict filter value as the key's type, so ``{"year": "2024"}`` and ``{"year": 2024}`` both match."""
+    try:
+        return pa.scalar(value).cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InvalidPartition(f"{key}={value!r}", f"not a {target} value: {exc}") from None
 
 
 def static_partition_name(partition_keys: Sequence[Column], values: Sequence[str]) -> str:

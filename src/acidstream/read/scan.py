@@ -70,17 +70,27 @@ class TableScan:
         if unknown:
             raise InvalidObjectException(f"{table.full_name} has no columns {unknown}")
         self.columns = wanted
+        self.filter_fields = filter_only_fields(self._all_fields(), self.schema, filter)
         self.write_ids, self.txns = self._resolve_snapshot(snapshot)
         self._plan: ScanPlan | None = None
 
     def _resolve_snapshot(
         self, snapshot: ValidWriteIdList | str | None
     ) -> tuple[ValidWriteIdList, ValidTxnList | None]:
+        """The scan's snapshot; a given one must belong to this table (no ValidTxnList: Hive 3 visibility)."""
         if snapshot is None:
             return self.metastore.get_valid_write_ids(self.table.full_name), self.metastore.get_open_txns()
-        if isinstance(snapshot, str):
-            return ValidWriteIdList.parse(snapshot), None
-        return snapshot, None
+        write_ids = ValidWriteIdList.parse(snapshot) if isinstance(snapshot, str) else snapshot
+        if write_ids.table is not None and write_ids.table.lower() != self.table.full_name.lower():
+            raise ValueError(f"snapshot {write_ids} is for {write_ids.table}, not {self.table.full_name}")
+        return write_ids, None
+
+    def _all_fields(self) -> pa.Schema:
+        """Every column a filter may name: data, partition keys and ROW__ID."""
+        fields = [
+            pa.field(c.name, c.type.to_arrow()) for c in (*self.table.columns, *self.table.partition_keys)
+        ]
+        return pa.schema([*fields, pa.field(ROW_ID, ROW_ID_TYPE)])
 
     @property
     def schema(self) -> pa.Schema:
@@ -120,20 +130,22 @@ class TableScan:
         )
         return self._plan
 
-    def _batches(self) -> Iterator[pa.RecordBatch]:
+    def _readers(self) -> Iterator[BucketReader]:
+        """One reader per planned bucket task, in plan order."""
         plan = self.plan_files()
         fs, _ = table_filesystem(self.table.location)
         schema = self.schema
         data_fields = [c.name for c in self.table.columns]
-        part_names = [k.name for k in self.table.partition_keys]
+        wanted = set(schema.names) | {f.name for f in self.filter_fields}
+        part_names = [k.name for k in self.table.partition_keys if k.name in wanted]
         typed_cache: dict[tuple[str | None, ...], dict[str, pa.Scalar]] = {}
         for task in plan.tasks:
             scalars = typed_cache.get(task.partition_values)
             if scalars is None:
                 typed = partition_value_table(self.table.partition_keys, [task.partition_values])
-                scalars = {n: typed.column(n)[0] for n in part_names if n in self.columns}
+                scalars = {n: typed.column(n)[0] for n in part_names}
                 typed_cache[task.partition_values] = scalars
-            reader = BucketReader(
+            yield BucketReader(
                 fs,
                 task,
                 plan.write_ids,
@@ -143,11 +155,16 @@ class TableScan:
                 with_row_id=self.with_row_id,
                 filter_expr=self.filter,
                 batch_rows=self.batch_rows,
+                filter_fields=self.filter_fields,
             )
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        for reader in self._readers():
             yield from reader.batches()
 
     def to_batches(self) -> pa.RecordBatchReader:
-        """A streaming reader: memory stays bounded by one bucket's delete events plus one batch."""
+        """A streaming reader of batches of at most ``batch_rows`` rows: memory stays bounded by one
+        bucket's delete keys plus one stripe, whatever the table's size."""
         return pa.RecordBatchReader.from_batches(self.schema, self._batches())
 
     def to_arrow(self) -> pa.Table:
@@ -157,4 +174,31 @@ class TableScan:
         return self.to_arrow().to_pandas()
 
     def count(self) -> int:
-        return sum(b.num_rows for b in self._batches())
+        """Visible rows; without a filter only the ACID columns needed for visibility are decoded."""
+        return sum(reader.count() for reader in self._readers())
+
+
+def filter_only_fields(
+    all_fields: pa.Schema, output: pa.Schema, expr: pc.Expression | None
+) -> tuple[pa.Field, ...]:
+    """Columns ``expr`` references that ``output`` lacks: the scan reads them for the filter, then drops them.
+
+    pyarrow exposes no field list for an expression, so each candidate is tested by binding ``expr`` to an
+    empty table without it. A reference to a column the table does not have raises here, before any read.
+    """
+    if expr is None:
+        return ()
+    try:
+        all_fields.empty_table().filter(expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as exc:
+        raise InvalidObjectException(f"filter {expr} does not apply to the table's columns: {exc}") from None
+    needed = []
+    for f in all_fields:
+        if f.name in output.names:
+            continue
+        without = pa.schema([g for g in all_fields if g.name != f.name])
+        try:
+            without.empty_table().filter(expr)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            needed.append(f)
+    return tuple(needed)
