@@ -8,6 +8,7 @@ failures, deadlocks and lost insert races are retried with the whole transaction
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable

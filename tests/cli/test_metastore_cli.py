@@ -1,0 +1,83 @@
+"""The metastore commands through click: output, exit codes (0, typed failure, 2 usage), --help."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from acidstream.cli import cli, exit_code_for
+from acidstream.errors import MetaException
+from acidstream.metastore import Metastore
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(warehouse: Path) -> Run:
+    """Invoke the CLI with the test warehouse (and its default SQLite metastore) from the environment."""
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(
+            cli, list(args), env={"ACIDSTREAM_WAREHOUSE": str(warehouse), "ACIDSTREAM_METASTORE": ""}
+        )
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke
+
+
+def test_init_sql_show(run: Run, warehouse: Path) -> None:
+    code, out, _ = run("metastore", "init")
+    assert code == 0 and "schema version" in out
+    assert run("sql", "CREATE DATABASE db")[0] == 0
+    assert (
+        run(
+            "sql",
+            "CREATE TABLE db.t (id int) PARTITIONED BY (ds string) TBLPROPERTIES ('transactional'='true')",
+        )[0]
+        == 0
+    )
+    assert run("show", "databases")[1] == "db\ndefault\n"
+    assert run("show", "tables", "db")[1] == "t\n"
+    assert run("sql", "DESCRIBE db.t")[1].splitlines()[0] == "id\tint\t"
+    with Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse) as ms:
+        ms.add_partition("db.t", ["x"])
+        (txn,) = ms.open_txns(agent_info="cli-test")
+    assert run("show", "partitions", "db.t")[1] == "ds=x\n"
+    code, out, _ = run("show", "txns")
+    assert code == 0 and out.startswith(f"{txn}\tOPEN\t") and "cli-test" in out
+    assert run("show", "locks") == (0, "", "")
+    code, out, _ = run("housekeeper", "--once")
+    assert code == 0 and out == "aborted 0 timed-out txns\n"
+    time.sleep(0.2)
+    code, out, _ = run("housekeeper", "--once", "--txn-timeout", "0.1")
+    assert code == 0 and out == f"aborted 1 timed-out txns: [{txn}]\n"
+
+
+def test_failures_are_typed_with_their_exit_code(run: Run) -> None:
+    expected = exit_code_for(MetaException("x"))  # the root maps each error family to its exit code
+    assert expected not in (0, 2)
+    code, _, err = run("sql", "CREATE TABLE t (a intt)")
+    assert code == expected and "DdlSyntaxError" in err and "unknown type 'intt'" in err
+    code, _, err = run("show", "partitions", "db.nope")
+    assert code == expected and "NoSuchObjectException" in err
+
+
+def test_usage_errors_exit_2_and_help(run: Run) -> None:
+    assert run("show", "partitions")[0] == 2
+    assert run("housekeeper", "--interval", "0")[0] == 2
+    runner = CliRunner()
+    for args in (
+        ["metastore", "--help"],
+        ["metastore", "init", "--help"],
+        ["sql", "--help"],
+        ["show", "--help"],
+        ["show", "locks", "--help"],
+        ["housekeeper", "--help"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0 and "Usage:" in result.stdout
