@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -31,8 +32,6 @@ def metastore_group() -> None:
 @metastore_options
 def init(metastore: str | None, warehouse: str) -> None:
     """Create the metastore schema (or check an existing one's version)."""
-    import os
-
     os.makedirs(warehouse, exist_ok=True)
     with _connect(metastore, warehouse) as ms:
         click.echo(f"metastore ready at {ms.url} (schema version {SCHEMA_VERSION})")

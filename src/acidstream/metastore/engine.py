@@ -37,6 +37,7 @@ def make_engine(url: str) -> Engine:
             raise MetaException(
                 "the metastore needs a SQLite file (sqlite:///path/metastore.db), not :memory:"
             )
+        os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
         engine = create_engine(
             parsed.set(drivername="sqlite+pysqlite"),
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
