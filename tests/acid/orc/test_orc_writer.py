@@ -198,6 +198,28 @@ def test_unsorted_deletes_are_rejected(tmp_path: Path, fs: pafs.FileSystem) -> N
         w.delete(7, pa.table({"originalTransaction": [1, 1], "bucket": [b1, B0], "rowId": [0, 1]}))
     with pytest.raises(ValueError, match="must have columns"):
         w.delete(7, pa.table({"txn": [1]}))
+    two_chunks = pa.concat_tables(
+        [
+            pa.table({"originalTransaction": [1, 2], "bucket": [B0, B0], "rowId": [0, 0]}),
+            pa.table({"originalTransaction": [1], "bucket": [B0], "rowId": [0]}),
+        ]
+    )
+    with pytest.raises(ValueError, match="not sorted"):
+        w.delete(7, two_chunks)
+    assert w.rows_written == 0  # a rejected call buffers nothing, not even its sorted first chunk
+    with pytest.raises(ValueError, match="operation"):
+        w.write_events(
+            pa.table(
+                {
+                    "operation": pa.array([3], pa.int32()),
+                    "originalTransaction": [1],
+                    "bucket": pa.array([B0], pa.int32()),
+                    "rowId": [0],
+                    "currentTransaction": [1],
+                    "row": pa.array([None], pa.struct([c.to_arrow() for c in COLS])),
+                }
+            )
+        )
     w.abort_close()
 
 

@@ -171,17 +171,16 @@ class AcidWriter:
     def insert(self, write_id: int, bucket_property: int, rows: pa.RecordBatch | pa.Table) -> None:
         """Insert events; rowId restarts at 0 whenever the write id changes (OrcRecordUpdater.insert)."""
         self._check_open()
+        batches = self._row_batches(rows)  # validate before touching the rowId counter
         if write_id != self._insert_write_id:
             self._insert_write_id, self._next_row_id = write_id, 0
-        for batch in self._row_batches(rows):
+        for batch in batches:
             n = batch.num_rows
             if n == 0:
                 continue
             row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
             self._next_row_id += n
             wid = pa.array(np.full(n, write_id, dtype=np.int64))
-            for f, c in zip(self._row_type, batch.columns, strict=True):
-                check_writable(c, f.name)
             row = pa.StructArray.from_arrays(
                 [push_down_nulls(c) for c in batch.columns], fields=list(self._row_type)
             )
@@ -209,6 +208,7 @@ class AcidWriter:
             )
         except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
             raise ValueError(f"row_ids must have columns originalTransaction, bucket, rowId: {exc}") from exc
+        self._check_sorted(keys)  # all rows before any is buffered: a rejected call changes nothing
         for batch in keys.to_batches():
             n = batch.num_rows
             if n == 0:
@@ -224,8 +224,7 @@ class AcidWriter:
                         pa.nulls(n, self._row_type),
                     ],
                     schema=self._schema,
-                ),
-                check_order=True,
+                )
             )
             self._counts[EventKind.DELETE] += n
 
@@ -239,22 +238,22 @@ class AcidWriter:
             table = table.cast(self._schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
             raise ValueError(f"events do not fit the schema {self._schema}: {exc}") from exc
+        if table.num_rows == 0:
+            return
+        ops = table.column(0)
+        if ops.null_count:
+            raise ValueError("operation must not be null")
+        if pc.min(ops).as_py() < 0 or pc.max(ops).as_py() > EventKind.DELETE:
+            raise ValueError("operation must be 0 (insert), 1 (update) or 2 (delete)")
+        counts = np.bincount(ops.to_numpy(), minlength=3)
+        self._check_sorted(table)
+        for chunk in table.column(5).chunks:
+            check_writable(chunk, "row")
         for batch in table.to_batches():
-            if batch.num_rows == 0:
-                continue
-            ops = batch.column(0)
-            if ops.null_count:
-                raise ValueError("operation must not be null")
-            counts = np.bincount(ops.to_numpy(), minlength=3)
-            if len(counts) > 3 or int(pc.min(ops).as_py()) < 0:
-                raise ValueError("operation must be 0 (insert), 1 (update) or 2 (delete)")
-            check_writable(batch.column(5), "row")
             row = push_down_nulls(batch.column(5))
-            self._append(
-                pa.RecordBatch.from_arrays([*batch.columns[:5], row], schema=self._schema), check_order=True
-            )
-            for kind in EventKind:
-                self._counts[kind] += int(counts[kind])
+            self._append(pa.RecordBatch.from_arrays([*batch.columns[:5], row], schema=self._schema))
+        for kind in EventKind:
+            self._counts[kind] += int(counts[kind])
 
     def flush(self) -> int:
         """Encode buffered events and write an intermediate footer; returns the valid-prefix length.
@@ -328,13 +327,15 @@ class AcidWriter:
                 rows = rows.cast(target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
                 raise ValueError(f"rows do not fit the table schema {target}: {exc}") from exc
-        return rows.to_batches() if isinstance(rows, pa.Table) else [rows]
+        batches = rows.to_batches() if isinstance(rows, pa.Table) else [rows]
+        for batch in batches:
+            for f, c in zip(self._row_type, batch.columns, strict=True):
+                check_writable(c, f.name)
+        return batches
 
-    def _append(self, batch: pa.RecordBatch, *, check_order: bool = False) -> None:
+    def _append(self, batch: pa.RecordBatch) -> None:
         last = batch.num_rows - 1
         ot, bk, rid = (batch.column(i) for i in (1, 2, 3))
-        if check_order:
-            self._check_sorted(ot, bk, rid)
         self._pending.append(batch)
         self._pending_bytes += batch.nbytes
         self._last_key = (ot[last].as_py(), bk[last].as_py(), rid[last].as_py())
@@ -344,8 +345,9 @@ class AcidWriter:
             except OSError as exc:
                 raise StreamingIOFailure(f"write to {self._path} failed: {exc}") from exc
 
-    def _check_sorted(self, ot: pa.Array, bk: pa.Array, rid: pa.Array) -> None:
-        """Keys must not decrease, within the batch and from the previous event on (vectorised)."""
+    def _check_sorted(self, events: pa.Table) -> None:
+        """Keys must not decrease, within ``events`` and from the previous event on (vectorised)."""
+        ot, bk, rid = (events.column(n) for n in EVENT_FIELDS[1:4])
         if ot.null_count or bk.null_count or rid.null_count:
             raise ValueError("originalTransaction, bucket and rowId must not be null")
         o, b, r = ot.to_numpy(), bk.to_numpy(), rid.to_numpy()
