@@ -91,7 +91,8 @@ def table(hive: HiveJvm, tmp_path_factory: pytest.TempPathFactory) -> str:
 def partitioned(
     hive: HiveJvm, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, list[EventFile], list[EventFile]]:
-    """Two partitions with identical ROW__IDs (same write ids, buckets, row counters); deletes only in one."""
+    """Two partitions with identical ROW__IDs (same write ids, buckets, row counters); deletes only in the one
+    listed second, so a partition index assigned per side of the anti-join would delete from the wrong one."""
     root = tmp_path_factory.mktemp("parted")
     eu, odd = str(root / "region=eu" / "day=1"), str(root / "region=a b%3A" / "day=2")
     for d, tag in ((eu, "eu"), (odd, "odd")):
@@ -103,7 +104,7 @@ def partitioned(
     )
     eu_ins, eu_del = _event_files(eu, ("eu", "1"))
     odd_ins, odd_del = _event_files(odd, ("a b:", "2"))
-    return str(root), eu_ins + odd_ins, eu_del + odd_del
+    return str(root), odd_ins + eu_ins, odd_del + eu_del
 
 
 def _plan(

@@ -117,11 +117,14 @@ def read_plan(
             f"files of open streaming batches cannot be read by Spark's ORC reader: {still_open}"
         )
     wanted = _output_columns(plan, columns)
-    inserts = _scan_groups(spark, plan, plan.insert_files)
+    # One index per partition for both sides of the anti-join, whatever subset of partitions each side has.
+    every = dict.fromkeys(f.partition_values for f in (*plan.insert_files, *plan.delete_files))
+    partitions = {values: i for i, values in enumerate(every)}
+    inserts = _scan_groups(spark, plan, plan.insert_files, partitions)
     if inserts is None:
         return spark.createDataFrame([], _output_ddl(wanted, with_row_id))
     rows = valid_write_id_filter(inserts, "currentTransaction", plan.valid_write_ids)
-    deletes = _scan_groups(spark, plan, plan.delete_files)
+    deletes = _scan_groups(spark, plan, plan.delete_files, partitions)
     if deletes is not None:
         deletes = valid_write_id_filter(deletes, "currentTransaction", plan.valid_write_ids)
         rows = rows.join(deletes.select(_PART, *_KEY), on=[_PART, *_KEY], how="left_anti")
@@ -166,15 +169,20 @@ def _output_columns(plan: SnapshotPlan, names: Sequence[str] | None) -> list[Col
     return [by_name[n.lower()] for n in names]
 
 
-def _scan_groups(spark: SparkSession, plan: SnapshotPlan, files: Sequence[EventFile]) -> DataFrame | None:
-    """Event rows of ``files`` plus the partition columns and a partition index, one scan per partition."""
+def _scan_groups(
+    spark: SparkSession,
+    plan: SnapshotPlan,
+    files: Sequence[EventFile],
+    partitions: dict[tuple[str | None, ...], int],
+) -> DataFrame | None:
+    """Event rows of ``files`` plus the partition columns and index (``partitions``), one scan per partition."""
     groups: dict[tuple[str | None, ...], list[str]] = defaultdict(list)
     for event_file in files:
         if event_file.logical_length > 0:
             groups[event_file.partition_values].append(event_file.path)
     event_ddl = _event_ddl(plan.columns)
     frames = []
-    for index, (values, paths) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+    for values, paths in groups.items():
         if len(values) != len(plan.partition_keys):
             raise ValueError(f"{paths[0]}: {len(values)} partition values for keys {plan.partition_keys}")
         literals = [
@@ -182,7 +190,7 @@ def _scan_groups(spark: SparkSession, plan: SnapshotPlan, files: Sequence[EventF
             for key, value in zip(plan.partition_keys, values, strict=True)
         ]
         scan = spark.read.format(HIVE_ORC_FORMAT).schema(event_ddl).load(paths)
-        frames.append(scan.select("*", *literals, F.lit(index).alias(_PART)))
+        frames.append(scan.select("*", *literals, F.lit(partitions[values]).alias(_PART)))
     if not frames:
         return None
     union = frames[0]
