@@ -101,6 +101,10 @@ class WriterOptions:
         }
 
 
+_TEMPLATE_CACHE_SIZE = 256
+_TEMPLATES: dict[tuple[bytes, str], pa.Buffer] = {}
+
+
 class AcidWriter:
     """One ORC event file (one bucket of one base/delta/delete_delta directory). Not thread-safe."""
 
@@ -130,7 +134,7 @@ class AcidWriter:
         self._counts = [0, 0, 0]  # inserts, updates, deletes
         self._insert_write_id: int | None = None
         self._next_row_id = 0
-        template, _ = self._encode(self._schema.empty_table())
+        template = self._template()
         self._postscript = template.postscript
         self._footer = template.footer
         self._patch_types()
@@ -365,6 +369,22 @@ class AcidWriter:
             )
 
     # --- encoding and stitching -----------------------------------------------------------------------
+
+    def _template(self) -> OrcTail:
+        """The tail of an empty file with this schema and these settings (types, stats, postscript).
+
+        Encoding even an empty file costs pyarrow a writer set-up; streaming opens a writer per
+        (partition, bucket) per batch, so the bytes are cached per schema and settings and re-parsed here
+        (the parsed messages are patched per writer, so they are never shared).
+        """
+        key = (self._schema.serialize().to_pybytes(), repr(sorted(self._options.pyarrow_kwargs().items())))
+        data = _TEMPLATES.get(key)
+        if data is None:
+            _, data = self._encode(self._schema.empty_table())
+            if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
+                _TEMPLATES.pop(next(iter(_TEMPLATES)))
+            _TEMPLATES[key] = data
+        return read_tail(pa.BufferReader(data), data.size)
 
     def _encode(self, table: pa.Table) -> tuple[OrcTail, pa.Buffer]:
         """Encode events as a small in-memory ORC file with our settings; returns its parsed tail and bytes."""
