@@ -10,13 +10,12 @@ from sqlalchemy import Connection, Table, select, update
 def take_ids(conn: Connection, counter: Table, n: int = 1) -> int:
     """Reserve ``n`` consecutive ids from a single-row counter table; returns the first one.
 
-    The row lock (``FOR UPDATE``; SQLite's write lock is already held) is held until the caller's transaction
-    ends, so a rolled-back caller leaves no gap and concurrent callers are served in commit order.
+    One ``UPDATE ... RETURNING``: the row lock it takes (SQLite's write lock is already held) lasts until the
+    caller's transaction ends, so a rolled-back caller leaves no gap and concurrent callers are served in commit order.
     """
     col = next(iter(counter.c))
-    first = conn.execute(select(col).with_for_update()).scalar_one()
-    conn.execute(update(counter).values({col.name: first + n}))
-    return int(first)
+    after = conn.execute(update(counter).values({col.name: col + n}).returning(col)).scalar_one()
+    return int(after) - n
 
 
 def peek_next(conn: Connection, counter: Table) -> int:

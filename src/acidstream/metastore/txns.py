@@ -133,14 +133,19 @@ def allocate_table_write_ids(
         )
     nwi = s.next_write_id.c
     key = and_(nwi.nwi_database == db, nwi.nwi_table == table)
-    first = conn.execute(select(nwi.nwi_next).where(key).with_for_update()).scalar()
-    if first is None:
+    after = conn.execute(
+        update(s.next_write_id)
+        .where(key)
+        .values(nwi_next=nwi.nwi_next + len(ordered))
+        .returning(nwi.nwi_next)
+    ).scalar()
+    if after is None:  # first write ids of the table; a concurrent first insert loses and is retried
         first = 1
         conn.execute(
             insert(s.next_write_id).values(nwi_database=db, nwi_table=table, nwi_next=1 + len(ordered))
         )
     else:
-        conn.execute(update(s.next_write_id).where(key).values(nwi_next=first + len(ordered)))
+        first = after - len(ordered)
     pairs = [(t, first + i) for i, t in enumerate(ordered)]
     conn.execute(
         insert(s.txn_to_write_id),
@@ -275,7 +280,8 @@ def commit_txn(
                 if OperationType(op).is_update_delete
             ],
         )
-    conn.execute(delete(s.txn_components).where(TC.tc_txnid == txn_id))
+    if components:
+        conn.execute(delete(s.txn_components).where(TC.tc_txnid == txn_id))
     conn.execute(delete(s.hive_locks).where(s.hive_locks.c.hl_txnid == txn_id))
     conn.execute(update(s.txns).where(T.txn_id == txn_id).values(txn_state=TxnState.COMMITTED.value))
     write_ids = {

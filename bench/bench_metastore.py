@@ -1,0 +1,108 @@
+"""Metastore latency and throughput: open + allocate + commit per transaction, 1 and 8 client processes.
+
+Run ``python bench/bench_metastore.py``; prints a markdown table. PostgreSQL rows need the server at
+``ACIDSTREAM_BENCH_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``) and are skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from acidstream.metastore import Metastore
+
+PG_URL = os.environ.get("ACIDSTREAM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+TXNS_PER_CLIENT = {1: 1000, 8: 250}
+WARMUP = 20
+
+
+def _client(url: str, warehouse: str, n: int, start: float) -> list[float]:
+    """Run ``n`` open+allocate+commit cycles after a warm-up; returns per-txn latencies in seconds."""
+    with Metastore.connect(url, warehouse=warehouse) as ms:
+        for _ in range(WARMUP):
+            (txn,) = ms.open_txns()
+            ms.allocate_table_write_ids([txn], "bench.t")
+            ms.commit_txn(txn)
+        while time.time() < start:  # all clients start together
+            time.sleep(0.001)
+        latencies = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            (txn,) = ms.open_txns()
+            ms.allocate_table_write_ids([txn], "bench.t")
+            ms.commit_txn(txn)
+            latencies.append(time.perf_counter() - t0)
+    return latencies
+
+
+@contextmanager
+def _sqlite() -> Iterator[tuple[str, str]]:
+    with tempfile.TemporaryDirectory() as wh:
+        yield f"sqlite:///{wh}/metastore.db", wh
+
+
+@contextmanager
+def _postgres() -> Iterator[tuple[str, str]]:
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with tempfile.TemporaryDirectory() as wh:
+            sep = "&" if "?" in PG_URL else "?"
+            yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}", wh
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def run(backend: str, clients: int) -> tuple[str, int, int, float, float, float]:
+    with _sqlite() if backend == "sqlite" else _postgres() as (url, wh):
+        with Metastore.connect(url, warehouse=wh) as ms:
+            ms.execute("CREATE DATABASE bench")
+            ms.execute("CREATE TABLE bench.t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+        n = TXNS_PER_CLIENT[clients]
+        start = time.time() + 2.0 + 0.2 * clients
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(clients) as pool:
+            t0 = time.time()
+            results = pool.starmap(_client, [(url, wh, n, start)] * clients)
+            wall = time.time() - max(start, t0)
+    latencies = sorted(x for r in results for x in r)
+    p50 = statistics.median(latencies) * 1000
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    return backend, clients, len(latencies), p50, p99, len(latencies) / wall
+
+
+def main() -> None:
+    backends = ["sqlite"] + (["postgresql"] if _pg_available() else [])
+    if "postgresql" not in backends:
+        print(f"(PostgreSQL not reachable at {PG_URL}: its rows are skipped)", file=sys.stderr)
+    print("| backend | clients | txns | p50 ms | p99 ms | commits/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for backend in backends:
+        for clients in (1, 8):
+            b, c, n, p50, p99, rate = run(backend, clients)
+            print(f"| {b} | {c} | {n} | {p50:.2f} | {p99:.2f} | {rate:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
