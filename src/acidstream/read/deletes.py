@@ -100,21 +100,23 @@ class DeleteSet:
         original = np.concatenate([p[0] for p in parts])
         bucket = np.concatenate([p[1] for p in parts])
         row_id = np.concatenate([p[2] for p in parts])
-        order = np.lexsort((row_id, bucket, original))
-        original, bucket, row_id = original[order], bucket[order], row_id[order]
-        starts = np.flatnonzero(
-            np.concatenate([[True], (original[1:] != original[:-1]) | (bucket[1:] != bucket[:-1])])
-        )
+        if not _is_sorted(original, bucket, row_id):  # each file is sorted; several files need a merge
+            order = np.lexsort((row_id, bucket, original))
+            original, bucket, row_id = original[order], bucket[order], row_id[order]
+        new_group = (original[1:] != original[:-1]) | (bucket[1:] != bucket[:-1])
+        starts = np.flatnonzero(np.concatenate([[True], new_group]))
         ends = np.append(starts[1:], len(original))
+        # the same key may be deleted by several txns: keep each rowId once
+        first = np.concatenate([[True], new_group | (row_id[1:] != row_id[:-1])])
         groups = {
-            (int(original[s]), int(bucket[s])): np.unique(row_id[s:e])
+            (int(original[s]), int(bucket[s])): row_id[s:e][first[s:e]]
             for s, e in zip(starts, ends, strict=True)
         }
         return cls(groups)
 
-    @property
-    def size(self) -> int:
-        return sum(len(v) for v in self.groups.values())
+    def may_hit(self, min_write_id: int, max_write_id: int) -> bool:
+        """Whether any delete targets rows inserted by write ids in the range (else skip the key columns)."""
+        return any(min_write_id <= o <= max_write_id for o, _ in self.groups)
 
     def alive(self, original: Int64s, bucket: npt.NDArray[np.int32], row_id: Int64s) -> Bools | None:
         """Mask of rows no delete event hits, or None when none is hit (the common case for most batches)."""
@@ -143,8 +145,29 @@ class DeleteSet:
         return mask
 
 
+def _is_sorted(original: Int64s, bucket: npt.NDArray[np.int32], row_id: Int64s) -> bool:
+    """Whether the keys are in ``(originalTransaction, bucket, rowId)`` order (vectorised)."""
+    if len(original) < 2:
+        return True
+    do = np.sign(original[1:] - original[:-1])
+    db = np.sign(bucket[1:].astype(np.int64) - bucket[:-1])
+    dr = np.sign(row_id[1:] - row_id[:-1])
+    return bool(np.all((do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))))
+
+
 def _sorted_isin(values: Int64s, sorted_unique: Int64s) -> Bools:
-    """``np.isin`` for a sorted, duplicate-free right side: one binary search per value."""
+    """``np.isin`` for a sorted, duplicate-free right side.
+
+    Insert events of one write id carry consecutive rowIds, so a batch is usually one run ``r0..r0+n-1``:
+    then the hits are a slice of the deletes found by two binary searches, with no per-row search.
+    """
+    n = len(values)
+    first, last = int(values[0]), int(values[-1])
+    if last - first == n - 1 and bool(np.all(values[1:] > values[:-1])):
+        lo, hi = np.searchsorted(sorted_unique, [first, last + 1])
+        hit = np.zeros(n, dtype=np.bool_)
+        hit[sorted_unique[lo:hi] - first] = True
+        return hit
     pos = np.searchsorted(sorted_unique, values)
     pos[pos == len(sorted_unique)] = 0
     return np.asarray(sorted_unique[pos] == values, dtype=np.bool_)

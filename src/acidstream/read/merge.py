@@ -95,7 +95,6 @@ class BucketReader:
         """Each event batch with its visibility mask (None: every row visible); wholly hidden batches skipped."""
         deletes = DeleteSet.load(self.fs, self.task.delete_files, self.write_ids)
         want_row = self.needs_row if need_row is None else need_row
-        want_keys = deletes is not None or self.with_row_id
         next_original_row = 0
         for piece in self.task.insert_files:
             if piece.original:
@@ -109,13 +108,19 @@ class BucketReader:
                 self.write_ids.is_write_id_range_valid(piece.min_write_id, piece.max_write_id)
                 is not RangeResponse.ALL
             )
-            columns = _event_columns(want_row, want_keys, check_validity)
+            # Rows keep the originalTransaction they were inserted with: a file only holds ids of its range.
+            hits = (
+                deletes
+                if deletes is not None and deletes.may_hit(piece.min_write_id, piece.max_write_id)
+                else None
+            )
+            columns = _event_columns(want_row, self.with_row_id or hits is not None, check_validity)
             for events in iter_event_batches(
                 self.fs, piece.path, length=piece.length, columns=columns, batch_rows=self.batch_rows
             ):
                 if events.num_rows == 0:
                     continue
-                mask = self._mask(piece, events, deletes, check_validity=check_validity)
+                mask = self._mask(piece, events, hits, check_validity=check_validity)
                 if mask is None or mask.any():
                     yield events, mask
 
