@@ -210,13 +210,17 @@ def read_piece(
         yield to_spark_batch(batch, spark_schema)
 
 
-def split_open_batches(plan: ScanPlan) -> tuple[ScanPlan, list[BucketTask]]:
-    """(tasks the JVM reader may read, tasks of files in still-open streaming batches); deletes go with both."""
+def split_for_jvm(plan: ScanPlan) -> tuple[ScanPlan, list[BucketTask]]:
+    """(tasks the JVM reader may read, tasks only Python can read); each keeps the bucket's delete files.
+
+    Python gets files of still-open streaming batches (readable length from a side file) and original
+    (non-ACID) files (synthetic ROW__IDs need row positions across the bucket).
+    """
     closed: list[BucketTask] = []
     still_open: list[BucketTask] = []
     for task in plan.tasks:
-        done = tuple(f for f in task.insert_files if not f.open_batch)
-        pending = tuple(f for f in task.insert_files if f.open_batch)
+        done = tuple(f for f in task.insert_files if not (f.open_batch or f.original))
+        pending = tuple(f for f in task.insert_files if f.open_batch or f.original)
         if done:
             closed.append(replace(task, insert_files=done))
         if pending:
@@ -245,7 +249,7 @@ def read_table(
         columns=columns, partition_filter=partition_filter, with_row_id=with_row_id, snapshot=snapshot
     )
     plan = scan.plan_files()
-    closed, still_open = split_open_batches(plan)
+    closed, still_open = split_for_jvm(plan)
     frame = read_plan(spark, closed, columns=scan.columns, with_row_id=with_row_id)
     if not still_open:
         return frame
