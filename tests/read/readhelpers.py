@@ -62,18 +62,35 @@ def delete_rows(
     partition_dir: str | None = None,
     file_bucket: int | None = None,
 ) -> int:
-    """Delete events for ``row_ids`` in one txn (``commit`` None leaves it open); returns its write id.
-
-    Events go to ``delete_delta_w_w/bucket_N`` with N the writer id of each ROW__ID's bucket property (or
-    ``file_bucket`` to misplace them deliberately).
-    """
+    """Delete events for ``row_ids`` in one new txn (``commit`` None leaves it open); returns its write id."""
     handle = ms.table(f"db.{table}")
     txn = ms.open_txns(1)[0]
     [(_, write_id)] = ms.allocate_table_write_ids([txn], handle.full_name)
+    write_delete_events(
+        ms, table, write_id, row_ids, partition_dir or handle.location, file_bucket=file_bucket
+    )
+    if commit:
+        ms.commit_txn(txn)
+    elif commit is False:
+        ms.abort_txn(txn)
+    return write_id
+
+
+def write_delete_events(
+    ms: Metastore,
+    table: str,
+    write_id: int,
+    row_ids: Sequence[RowId],
+    directory: str,
+    *,
+    file_bucket: int | None = None,
+) -> None:
+    """``directory/delete_delta_w_w/bucket_N`` files, N the writer id of each ROW__ID's bucket property (or
+    ``file_bucket``, to misplace events deliberately); events sorted as Hive writes them."""
+    handle = ms.table(f"db.{table}")
     by_file: dict[int, list[RowId]] = defaultdict(list)
     for rid in row_ids:
         by_file[decode_writer_id(rid[1]) if file_bucket is None else file_bucket].append(rid)
-    directory = f"{partition_dir or handle.location}/{delete_delta_dir(write_id, write_id)}"
     for bucket, ids in by_file.items():
         ids.sort()
         keys = pa.table(
@@ -83,17 +100,12 @@ def delete_rows(
                 "rowId": pa.array([i[2] for i in ids], pa.int64()),
             }
         )
-        path = f"{directory}/{bucket_file(bucket)}"
+        path = f"{directory}/{delete_delta_dir(write_id, write_id)}/{bucket_file(bucket)}"
         writer = AcidWriter(
             pafs.LocalFileSystem(), path, handle.columns, options=WriterOptions(), side_file=False
         )
         writer.delete(write_id, keys)
         writer.close()
-    if commit:
-        ms.commit_txn(txn)
-    elif commit is False:
-        ms.abort_txn(txn)
-    return write_id
 
 
 def row_id(r: dict[str, Any]) -> RowId:
