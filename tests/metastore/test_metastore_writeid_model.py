@@ -34,7 +34,7 @@ class Model:
             if err is not None:
                 return err
         have = self.write_ids[table]
-        done = [t for t in txns if t in have]
+        done = {t for t in txns if t in have}
         if done and len(done) != len(set(txns)):
             return MetaException
         if not done:
