@@ -10,7 +10,7 @@ bounded by one bucket's delete keys plus one stripe.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,9 @@ class BucketReader:
 
     ``filter_expr`` is evaluated on ``output_schema`` plus ``filter_fields`` (columns the filter needs but the
     caller did not project; they are read, used and dropped). ``with_row_id`` is implied by a ``ROW__ID``
-    field in either schema and kept for callers that pass it.
+    field in either schema and kept for callers that pass it. ``char_widths`` names the ``char(n)`` columns:
+    Hive's ``HiveChar`` is the value padded with spaces to n characters, whether or not the file stored the
+    padding (Hive's ORC writer does, acidstream's does not).
     """
 
     def __init__(
@@ -50,6 +52,7 @@ class BucketReader:
         filter_expr: pc.Expression | None,
         batch_rows: int,
         filter_fields: Sequence[pa.Field] = (),
+        char_widths: Mapping[str, int] | None = None,
     ) -> None:
         self.fs = fs
         self.task = task
@@ -59,6 +62,7 @@ class BucketReader:
         self.output_schema = output_schema
         self.filter_expr = filter_expr
         self.batch_rows = batch_rows
+        self.char_widths = dict(char_widths or {})
         extra = [f for f in filter_fields if f.name not in output_schema.names]
         self.read_schema = pa.schema([*output_schema, *extra]) if extra else output_schema
         names = set(self.read_schema.names)
@@ -159,7 +163,9 @@ class BucketReader:
             elif f.name in self.partition_scalars:
                 arrays.append(pa.repeat(self.partition_scalars[f.name], n).cast(f.type))
             else:
-                arrays.append(_row_field(events.column("row"), f, self.data_positions[f.name]))
+                values = _row_field(events.column("row"), f, self.data_positions[f.name])
+                width = self.char_widths.get(f.name)
+                arrays.append(values if width is None else pc.utf8_rpad(values, width=width, padding=" "))
         return pa.RecordBatch.from_arrays(arrays, schema=self.read_schema)
 
 

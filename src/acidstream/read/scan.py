@@ -156,6 +156,7 @@ class TableScan:
                 filter_expr=self.filter,
                 batch_rows=self.batch_rows,
                 filter_fields=self.filter_fields,
+                char_widths={c.name: c.type.length for c in self.table.columns if c.type.name == "char"},
             )
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
