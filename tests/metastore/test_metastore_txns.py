@@ -204,3 +204,20 @@ def test_timeouts_abort_silent_txns(metastore_url: str, warehouse: object) -> No
         m.commit_txn(alive)
         assert str(m.get_valid_write_ids("t")) == "default.t:2:9223372036854775807::2"
         assert m.perform_timeouts() == []
+
+
+def _child_commit(ms: Metastore, txn: int) -> None:
+    ms.commit_txn(txn)
+
+
+def test_metastore_survives_fork(ms: Metastore) -> None:
+    """A forked child (Spark's Python workers, multiprocessing) uses the inherited handle on fresh connections."""
+    import multiprocessing
+
+    a, b = ms.open_txns(2)
+    child = multiprocessing.get_context("fork").Process(target=_child_commit, args=(ms, a))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    ms.commit_txn(b)
+    assert (ms.get_txn_state(a), ms.get_txn_state(b)) == (TxnState.COMMITTED, TxnState.COMMITTED)

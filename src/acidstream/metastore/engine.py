@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -81,6 +82,13 @@ def _unavailable(exc: DBAPIError) -> bool:
     return isinstance(exc, OperationalError) and exc.connection_invalidated
 
 
+def _forget_pool(ref: weakref.ref[Database]) -> None:
+    """In a forked child, drop (without closing) the parent's pooled connections: they share its sockets."""
+    db = ref()
+    if db is not None:
+        db.engine.dispose(close=False)
+
+
 class Database:
     """The engine plus the one way to change state: ``write(fn)`` runs ``fn(conn)`` in one retried transaction."""
 
@@ -88,6 +96,8 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget_pool(ref))
 
     def write(self, fn: Callable[[Connection], T]) -> T:
         return self._run(fn, readonly=False)
