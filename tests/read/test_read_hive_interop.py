@@ -144,9 +144,11 @@ def test_hive_written_table_read_with_deletes_applied(ms: Metastore, hive: HiveJ
 
 
 def write_compacted_base(ms: Metastore, table: str, write_id: int) -> None:
-    """What a major compaction leaves: ``base_w`` with the visible rows, ROW__IDs kept, marked compacted."""
+    """What a major compaction leaves: ``base_w`` with the rows visible now (aborted ones dropped), ROW__IDs
+    kept, marked compacted."""
     handle = ms.table(table)
-    snapshot = ValidWriteIdList.all_committed(handle.full_name, write_id)
+    snapshot = ms.get_valid_write_ids(handle.full_name)
+    assert snapshot.high_watermark == write_id and not snapshot.open_ids
     rows = handle.scan(with_row_id=True, snapshot=snapshot).to_arrow()
     keys = rows.column("ROW__ID").combine_chunks()
     n = rows.num_rows

@@ -109,7 +109,8 @@ class BucketReader:
                         yield events, mask
                 continue
             check_validity = (
-                self.write_ids.is_write_id_range_valid(piece.min_write_id, piece.max_write_id)
+                not piece.base
+                and self.write_ids.is_write_id_range_valid(piece.min_write_id, piece.max_write_id)
                 is not RangeResponse.ALL
             )
             # Rows keep the originalTransaction they were inserted with: a file only holds ids of its range.

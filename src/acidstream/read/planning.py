@@ -30,7 +30,9 @@ class FileSlice:
     """The readable prefix of one ORC file: ``length`` is the logical length (side file), not the physical one.
 
     ``open_batch`` marks a file whose streaming batch is still being written (length from a side file): JVM
-    readers, which read the physical tail, must not be given it.
+    readers, which read the physical tail, must not be given it. A ``base`` file skips the per-row write-id
+    check, as Hive does inside a valid base: a base is chosen only when every write id it covers is resolved,
+    and compaction drops aborted rows, so its range may hold exceptions without its rows holding any.
     """
 
     path: str
@@ -41,6 +43,7 @@ class FileSlice:
     statement_id: int | None
     open_batch: bool = False
     original: bool = False  # a non-ACID ("original") file: synthetic ROW__IDs
+    base: bool = False  # in the chosen base: every event in it is visible (no per-row write-id check)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ def plan_partition(
                 acid_dir.max_write_id,
                 acid_dir.statement_id,
                 open_batch=length < ref.physical_length or _has_side_file(fs, ref.path, delta),
+                base=acid_dir.is_base,
             )
             (deletes if acid_dir.is_delete_delta else inserts)[ref.bucket_id].append(piece)
     for original in state.original_files:

@@ -43,7 +43,15 @@ def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
 
 
 class TableScan:
-    """A planned read; build it with ``table.scan(...)`` or ``TableScan(metastore, table, ...)``."""
+    """A planned read; build it with ``table.scan(...)`` or ``TableScan(metastore, table, ...)``.
+
+    ``columns``: data and partition columns in any order (default: all data columns, then partition keys).
+    ``partition_filter``: ``{key: value}`` (values of the key's type or their text; None = the default
+    partition) or an Arrow expression over typed partition keys; it prunes partitions before any listing.
+    ``filter``: an Arrow expression over any column, ``ROW__ID`` included; columns it needs but ``columns``
+    lacks are read for it and dropped. ``snapshot``: a ValidWriteIdList of this table or its text (default:
+    what is committed now). ``batch_rows`` bounds every batch ``to_batches`` yields.
+    """
 
     def __init__(
         self,
