@@ -101,6 +101,8 @@ def test_partition_filter_as_dict_and_expression(people: Metastore) -> None:
     assert {t.partition_name for t in scan.plan_files().tasks} == {"year=2023/country=fr"}
     with pytest.raises(InvalidPartition, match="unknown partition keys"):
         table.scan(partition_filter={"id": 1}).plan_files()
+    with pytest.raises(InvalidPartition, match="not a filter over the partition keys"):
+        table.scan(partition_filter=pc.field("id") == 1).plan_files()
     with pytest.raises(InvalidPartition, match="not a int32"):
         table.scan(partition_filter={"year": "twenty"}).plan_files()
 

@@ -185,7 +185,12 @@ def select_partitions(
         partition_filter = expr
     typed = partition_value_table(partition_keys, [p[0] for p in partitions])
     typed = typed.append_column("__index", pa.array(range(len(partitions)), pa.int64()))
-    kept = typed.filter(partition_filter).column("__index").to_pylist()
+    try:
+        kept = typed.filter(partition_filter).column("__index").to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
+        raise InvalidPartition(
+            str(partition_filter), f"not a filter over the partition keys: {exc}"
+        ) from None
     return [partitions[i] for i in kept]
 
 
