@@ -130,6 +130,12 @@ def test_filter_on_projected_and_unprojected_columns(people: Metastore) -> None:
     by_row_id = table.scan(columns=["id"], filter=pc.field("ROW__ID", "rowid") == 0).to_arrow()
     assert by_row_id.schema.names == ["id"]
     assert sorted(by_row_id.column("id").to_pylist()) == [1, 2, 3, 4, 5]  # first row of each file
+    no_columns = table.scan(columns=[], filter=pc.field("id") > 2)
+    assert (no_columns.to_arrow().num_columns, no_columns.to_arrow().num_rows, no_columns.count()) == (
+        0,
+        3,
+        3,
+    )
     with pytest.raises(InvalidObjectException, match="does not apply"):
         table.scan(filter=pc.field("missing") == 1)
 
