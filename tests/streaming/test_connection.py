@@ -138,14 +138,18 @@ def test_auto_roll_to_next_batch(ms: Metastore) -> None:
 
 def test_state_machine_errors_use_hive_messages(ms: Metastore) -> None:
     conn = connect(ms)
-    with pytest.raises(TransactionError, match=re.escape("Transaction batch is null. Missing beginTransaction?")):
+    with pytest.raises(
+        TransactionError, match=re.escape("Transaction batch is null. Missing beginTransaction?")
+    ):
         conn.write(b"1,x")
     with pytest.raises(TransactionError, match="Transaction batch is null"):
         conn.commit_transaction()
     conn.begin_transaction()
     conn.write(b"1,x")
     conn.commit_transaction()
-    with pytest.raises(TransactionError, match=re.escape("Transaction state is not OPEN. Missing beginTransaction?")):
+    with pytest.raises(
+        TransactionError, match=re.escape("Transaction state is not OPEN. Missing beginTransaction?")
+    ):
         conn.write(b"2,y")
     with pytest.raises(TransactionError, match="Transaction state is not OPEN"):
         conn.abort_transaction()
@@ -401,3 +405,25 @@ def test_close_from_another_thread_is_safe(ms: Metastore) -> None:
     with pytest.raises(ConnectionError):
         conn.write(b"2,b")
     assert rows(ms) == []
+
+
+@pytest.mark.slow
+def test_two_thousand_dynamic_partitions_in_one_transaction(ms: Metastore) -> None:
+    """Memory stays bounded (auto-flush past the buffer bound) and every partition is registered."""
+    n = 2000
+    table = pa.table(
+        {
+            "id": pa.array(range(n * 3), pa.int32()),
+            "msg": pa.array(["x" * 50] * (n * 3)),
+            "continent": pa.array(["EU"] * (n * 3)),
+            "country": pa.array([f"c{i % n:04d}" for i in range(n * 3)]),
+        }
+    )
+    with connect(ms, table="alerts", max_buffered_bytes=256 << 10) as conn:
+        conn.begin_transaction()
+        conn.write_batch(table)
+        conn.commit_transaction()
+        assert conn.stats()["auto_flushes"] >= 1
+    assert len(ms.list_partitions("testing.alerts")) == n
+    got = ms.table("testing.alerts").scan(columns=["id", "country"]).to_arrow()
+    assert sorted(got.column("id").to_pylist()) == list(range(n * 3))

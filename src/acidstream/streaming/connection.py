@@ -43,7 +43,7 @@ from acidstream.errors import (
     TxnAbortedException,
 )
 from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, Table
-from acidstream.streaming.files import BatchFiles, Destination
+from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.streaming.records import ParseResult, RecordParser, split_records
 from acidstream.streaming.routing import RowRouter
@@ -363,7 +363,9 @@ class StreamingConnection:
         txn, wid = batch.txn_id, batch.write_id
         try:
             if self.dynamic and self._txn_touched:
-                self._call(ms.add_dynamic_partitions, txn, wid, self.table.full_name, sorted(self._txn_touched))
+                self._call(
+                    ms.add_dynamic_partitions, txn, wid, self.table.full_name, sorted(self._txn_touched)
+                )
             if self.config.write_notifications:
                 for name in sorted(self._txn_touched):
                     files = batch.files.files_of(name)
@@ -737,6 +739,7 @@ class StreamingConnectionBuilder:
         if self._writer is None:
             raise ConnectionError("record writer cannot be null")
         config = StreamingConfig.from_mapping(self._config)
+        raise_open_file_limit()
         ms, owns = self._open_metastore()
         try:
             table = self._resolve_table(ms)

@@ -7,6 +7,7 @@ flushed (Hive's auto-flush), which is safe because readers filter rows by write 
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,20 @@ from acidstream.acid.names import bucket_file, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
+
+
+def raise_open_file_limit() -> int:
+    """Lift the soft open-files limit to the hard one: a batch keeps one file open per (partition, bucket),
+    and thousands of dynamic partitions must not fail with EMFILE. Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
 
 
 @dataclass(frozen=True)
