@@ -10,7 +10,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from acidstream.errors import SerializationError, TransactionError
 from acidstream.spark.batch_write import OVERWRITE_REFUSED, AcidBatchWriter
 from acidstream.spark.options import Target, flag, resolve
-from acidstream.spark.read import TASKS_OPTION, AcidReader, selected_columns
+from acidstream.spark.read import TARGET_PARTITION_BYTES, TASKS_OPTION, AcidReader, selected_columns
 from acidstream.spark.stream_write import AcidStreamWriter
 from acidstream.spark.types import schema_ddl
 
@@ -21,7 +21,7 @@ class AcidDataSource(DataSource):
     """Options: ``metastore`` (URL), ``warehouse`` (dir), the table as ``load``/``save``/``start`` path.
 
     Read options: ``columns`` (comma list; projection), ``withRowId`` (adds ``ROW__ID`` first),
-    ``snapshot`` (a ValidWriteIdList string). Stream options: ``checkpointLocation`` or ``sinkId``,
+    ``snapshot`` (a ValidWriteIdList string), ``partitionBytes`` (file bytes per Spark task), ``batchRows``. Stream options: ``checkpointLocation`` or ``sinkId``,
     ``sinkTakeover``.
     """
 
@@ -46,6 +46,7 @@ class AcidDataSource(DataSource):
             snapshot=self.options.get("snapshot") or None,
             tasks=self.options.get(TASKS_OPTION) or None,
             batch_rows=int(self.options.get("batchRows") or DEFAULT_BATCH_ROWS),
+            target_bytes=int(self.options.get("partitionBytes") or TARGET_PARTITION_BYTES),
         )
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:

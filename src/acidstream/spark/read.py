@@ -2,8 +2,8 @@
 
 Two paths (pick by size; numbers in bench/bench_spark.py):
 
-* ``spark.read.format("acidstream")`` — a Python data source: one Spark partition per (partition, bucket)
-  read task, each merged in Python/Arrow by :class:`~acidstream.read.merge.BucketReader` and handed to Spark
+* ``spark.read.format("acidstream")`` — a Python data source: (partition, bucket) read tasks packed into
+  Spark partitions of ~64 MB (``partitionBytes`` option; at least 4 when there are enough), each merged in Python/Arrow by :class:`~acidstream.read.merge.BucketReader` and handed to Spark
   as Arrow batches. Partition filters are pushed down (pruning before any file is listed); the snapshot is
   taken once, when the query is planned, on the driver host. Python data sources cannot prune columns, so
   projection is the ``columns`` option.
@@ -94,12 +94,38 @@ def partition_expression(f: Filter, partition_names: Sequence[str]) -> pc.Expres
     return None
 
 
+#: Bucket tasks are packed into Spark partitions of about this many file bytes...
+TARGET_PARTITION_BYTES = 64 << 20
+#: ...but into at least this many partitions (when there are enough tasks), to keep both cores busy.
+MIN_PARTITIONS = 4
+
+
 @dataclass(frozen=True)
 class ReadPiece:
-    """What one Spark task reads: one bucket task at the query's snapshot (None: an empty table)."""
+    """What one Spark task reads: some bucket tasks at the query's snapshot (none: an empty table)."""
 
-    task: BucketTask | None
+    tasks: tuple[BucketTask, ...]
     write_ids: ValidWriteIdList
+
+
+def pack_tasks(
+    tasks: Sequence[BucketTask], target_bytes: int = TARGET_PARTITION_BYTES, min_groups: int = MIN_PARTITIONS
+) -> list[tuple[BucketTask, ...]]:
+    """Group bucket tasks so per-task overhead (a Python worker round trip) does not dominate small files.
+
+    Largest first onto the lightest group: groups end up within one task's size of each other.
+    """
+    if not tasks:
+        return []
+    sizes = [sum(f.length for f in (*t.insert_files, *t.delete_files)) for t in tasks]
+    count = min(len(tasks), max(min_groups, -(-sum(sizes) // target_bytes)))
+    groups: list[list[BucketTask]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for size, task in sorted(zip(sizes, tasks, strict=True), key=lambda st: -st[0]):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(task)
+        loads[lightest] += size
+    return [tuple(g) for g in groups]
 
 
 def encode_tasks(tasks: Sequence[BucketTask], write_ids: ValidWriteIdList) -> str:
@@ -123,6 +149,7 @@ class AcidReader(DataSourceReader):
         snapshot: str | None,
         tasks: str | None,
         batch_rows: int,
+        target_bytes: int = TARGET_PARTITION_BYTES,
     ) -> None:
         self.target = target
         self.columns = list(columns)
@@ -130,6 +157,7 @@ class AcidReader(DataSourceReader):
         self.snapshot = snapshot
         self.tasks = tasks
         self.batch_rows = batch_rows
+        self.target_bytes = target_bytes
         self.partition_filter: pc.Expression | None = None
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
@@ -149,9 +177,8 @@ class AcidReader(DataSourceReader):
         else:
             plan = self._plan()
             tasks, write_ids = plan.tasks, plan.write_ids
-        if not tasks:
-            return [InputPartition(ReadPiece(None, write_ids))]
-        return [InputPartition(ReadPiece(t, write_ids)) for t in tasks]
+        groups = pack_tasks(tasks, self.target_bytes) or [()]
+        return [InputPartition(ReadPiece(group, write_ids)) for group in groups]
 
     def _plan(self) -> ScanPlan:
         ms = self.target.metastore()
@@ -167,11 +194,10 @@ class AcidReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         piece: ReadPiece = partition.value
-        if piece.task is None:
-            return
-        yield from read_piece(
-            self.target, piece.task, piece.write_ids, self.columns, self.with_row_id, self.batch_rows
-        )
+        for task in piece.tasks:
+            yield from read_piece(
+                self.target, task, piece.write_ids, self.columns, self.with_row_id, self.batch_rows
+            )
 
 
 def read_piece(

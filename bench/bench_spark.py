@@ -1,0 +1,153 @@
+"""Spark pipeline throughput on one machine, same run, same data (numbers go in the issue report).
+
+* read: ``spark.read.orc`` of the table's event files with no ACID logic (the ceiling) vs ``read_table``
+  (JVM ORC reader + write-id filter + delete anti-join in Spark) vs ``format("acidstream")`` (Python data
+  source, Arrow merge per bucket); every path computes the same aggregate over all columns.
+* batch write: ``df.write.orc`` vs ``df.write.format("acidstream").mode("append")`` of one cached DataFrame.
+* streaming sink: CSV landing files, one per micro-batch, into the acidstream sink; records/s over the query.
+
+Usage: ``python bench/bench_spark.py [--rows 2000000] [--runs 2]``; prints one line per measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from acidstream.catalog import Metastore
+from acidstream.spark import read_table, register, session
+from acidstream.spark.jvm_read import HIVE_ORC_FORMAT
+
+TABLE = "bench.events"
+DDL = (
+    f"CREATE TABLE {TABLE} (id bigint, msg string, score double) CLUSTERED BY (id) INTO 4 BUCKETS "
+    "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+)
+
+
+def best(label: str, runs: int, rows: int, fn: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    fastest = min(times)
+    print(
+        f"{label:<44} {fastest:7.2f} s  {rows / fastest / 1e6:6.2f} M rows/s  (runs: {', '.join(f'{t:.2f}' for t in times)})"
+    )
+    return fastest
+
+
+def aggregate(df: Any) -> Any:
+    return df.selectExpr("sum(id)", "sum(length(msg))", "sum(score)").collect()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--stream-files", type=int, default=10)
+    args = parser.parse_args()
+    rows, runs = args.rows, args.runs
+
+    root = tempfile.mkdtemp(prefix="acidstream-bench-")
+    warehouse = os.path.join(root, "wh")
+    url = f"sqlite:///{root}/metastore.db"
+    opts = {"metastore": url, "warehouse": warehouse}
+    ms = Metastore.connect(url, warehouse=warehouse)
+    ms.execute("CREATE DATABASE bench")
+    ms.execute(DDL)
+    spark = register(session("acidstream-bench"))
+    print(f"{rows:,} rows, {os.cpu_count()} cores, local[2], runs={runs}, best run shown")
+
+    source = (
+        spark.range(rows, numPartitions=2)
+        .selectExpr("id", "concat('message number ', id) msg", "id * 0.5 score")
+        .cache()
+    )
+    source.count()
+    plain_dir = os.path.join(root, "plain")
+    orc = best("write: df.write.orc", runs, rows, lambda: source.write.mode("overwrite").orc(plain_dir))
+
+    def append_once() -> None:
+        ms.execute(f"DROP TABLE {TABLE}")
+        shutil.rmtree(os.path.join(warehouse, "bench.db", "events"), ignore_errors=True)
+        ms.execute(DDL)
+        source.write.format("acidstream").options(**opts).mode("append").save(TABLE)
+
+    acid = best("write: format('acidstream').mode('append')", runs, rows, append_once)
+    print(f"  -> batch write at {orc / acid:.0%} of df.write.orc")
+
+    plan = ms.table(TABLE).scan().plan_files()
+    files = [f.path for task in plan.tasks for f in task.insert_files]
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(16 << 20))
+    plain_events = best(
+        "read: spark.read.orc of event files (no ACID)",
+        runs,
+        rows,
+        lambda: (
+            spark.read.format(HIVE_ORC_FORMAT)
+            .load(files)
+            .selectExpr("sum(row.id)", "sum(length(row.msg))", "sum(row.score)")
+            .collect()
+        ),
+    )
+    jvm = best(
+        "read: read_table (JVM + ACID in Spark)",
+        runs,
+        rows,
+        lambda: aggregate(read_table(spark, TABLE, **opts)),
+    )
+    python = best(
+        "read: format('acidstream') (Python data source)",
+        runs,
+        rows,
+        lambda: aggregate(spark.read.format("acidstream").options(**opts).load(TABLE)),
+    )
+    print(
+        f"  -> read_table at {plain_events / jvm:.0%}, Python data source at {plain_events / python:.0%} of plain ORC"
+    )
+
+    landing = os.path.join(root, "landing")
+    os.makedirs(landing)
+    per_file = rows // args.stream_files
+    for f in range(args.stream_files):
+        with open(os.path.join(landing, f"part-{f:04d}.csv"), "w", encoding="utf-8") as handle:
+            handle.writelines(
+                f"{i},message number {i},{i * 0.5}\n" for i in range(f * per_file, (f + 1) * per_file)
+            )
+    ms.execute(f"DROP TABLE {TABLE}")
+    ms.execute(DDL)
+    stream = (
+        spark.readStream.format("csv")
+        .schema("id bigint, msg string, score double")
+        .option("maxFilesPerTrigger", 1)
+        .load(landing)
+    )
+    start = time.perf_counter()
+    query = (
+        stream.writeStream.format("acidstream")
+        .options(**opts)
+        .option("checkpointLocation", os.path.join(root, "ck"))
+        .trigger(availableNow=True)
+        .start(TABLE)
+    )
+    query.awaitTermination()
+    seconds = time.perf_counter() - start
+    streamed = per_file * args.stream_files
+    assert ms.table(TABLE).scan(columns=["id"]).count() == streamed
+    print(
+        f"{'stream: CSV files -> acidstream sink':<44} {seconds:7.2f} s  {streamed / seconds:,.0f} records/s "
+        f"({args.stream_files} micro-batches, first includes worker start-up)"
+    )
+    spark.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""The end-to-end pipeline behind ``acidstream main-job``: landing CSV files → Spark Structured Streaming →
+``testing.alerts`` (the Hive streaming seed's table), queried with Spark SQL while it fills.
+
+Each run lands its files in a fresh directory under ``<warehouse>/_landing``; the streaming checkpoint is
+kept, so a second run ingests only its own files (and ``--reset`` starts over). While the query runs, the
+table is counted through Spark SQL about once a second: counts may only grow and must always be a whole
+number of landing files (one file is one micro-batch is one transaction), which is the visible proof that
+readers only ever see committed transactions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from acidstream.errors import TransactionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from acidstream.catalog import Metastore
+
+TABLE = "testing.alerts"
+PLACES = [
+    ("Asia", "India"),
+    ("Asia", "China"),
+    ("Asia", "Japan"),
+    ("Europe", "Germany"),
+    ("Europe", "France"),
+    ("Europe", "Spain"),
+    ("America", "Peru"),
+    ("America", "Canada"),
+    ("Africa", "Kenya"),
+    ("Oceania", "Fiji"),
+]
+CREATE_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (id int, msg string) PARTITIONED BY (continent string, country string) "
+    "CLUSTERED BY (id) INTO 5 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+)
+_LOG4J = """status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+rootLogger.level = error
+rootLogger.appenderRef.console.ref = console
+"""
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    rows: int
+    files: int
+    warehouse: str
+    metastore: str
+    reset: bool = False
+    query_interval: float = 1.0
+
+
+@dataclass
+class JobReport:
+    rows: int
+    seconds: float
+    transactions: int
+    table_rows: int
+    partitions: int
+    files: int
+    queries: int
+    counts: list[int] = field(default_factory=list)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+def quiet_session(app_name: str) -> SparkSession:
+    """The project's local session with Spark's startup chatter routed through an ERROR-level log4j config."""
+    from acidstream.spark import register, session
+
+    config = os.path.join(tempfile.gettempdir(), "acidstream-log4j2.properties")
+    with open(config, "w", encoding="utf-8") as handle:
+        handle.write(_LOG4J)
+    options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{config}"
+    return register(session(app_name, extra_conf={"spark.driver.extraJavaOptions": options}))
+
+
+def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
+    """Write ``files`` CSV files (``id,msg,continent,country``) into a new run directory; their row counts."""
+    run_dir = os.path.join(landing, f"run-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}")
+    os.makedirs(run_dir)
+    per_file = -(-rows // files)
+    sizes = []
+    next_id = first_id
+    for f in range(files):
+        n = max(0, min(per_file, first_id + rows - next_id))
+        if n == 0:
+            break
+        lines = [
+            f"{i},alert {i},{PLACES[i % len(PLACES)][0]},{PLACES[i % len(PLACES)][1]}\n"
+            for i in range(next_id, next_id + n)
+        ]
+        tmp = os.path.join(run_dir, f".part-{f:05d}.csv.tmp")  # hidden until complete
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+        os.rename(tmp, os.path.join(run_dir, f"part-{f:05d}.csv"))
+        sizes.append(n)
+        next_id += n
+    return sizes
+
+
+def whole_files(count: int, sizes: list[int]) -> bool:
+    """Is ``count`` the row total of some prefix-size multiset of files? (all equal but the last)"""
+    full, last = sizes[0], sizes[-1]
+    return count % full == 0 or (count >= last and (count - last) % full == 0)
+
+
+def prepare(cfg: JobConfig) -> Metastore:
+    from acidstream.catalog import Metastore
+
+    ms = Metastore.connect(cfg.metastore, warehouse=cfg.warehouse)
+    if cfg.reset:
+        ms.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        for sub in ("_landing", "_checkpoints"):
+            shutil.rmtree(os.path.join(cfg.warehouse, sub), ignore_errors=True)
+    ms.execute("CREATE DATABASE IF NOT EXISTS testing")
+    ms.execute(CREATE_TABLE)
+    return ms
+
+
+def count_committed(spark: SparkSession, cfg: JobConfig) -> int:
+    """One Spark SQL query; the view is rebuilt so the query plans its own snapshot."""
+    spark.read.format("acidstream").option("metastore", cfg.metastore).option(
+        "warehouse", cfg.warehouse
+    ).load(TABLE).createOrReplaceTempView("alerts")
+    return int(spark.sql("SELECT count(*) AS n FROM alerts").collect()[0]["n"])
+
+
+def run(cfg: JobConfig, spark: SparkSession, on_progress: Callable[[int], None]) -> JobReport:
+    """Land, stream and watch; ``on_progress(rows visible so far in this run)`` after every query."""
+    ms = prepare(cfg)
+    baseline = ms.table(TABLE).scan(columns=["id"]).count()
+    write_ids_before = ms.get_valid_write_ids(TABLE).high_watermark
+    landing = os.path.join(cfg.warehouse, "_landing")
+    sizes = land_files(landing, cfg.rows, cfg.files, first_id=baseline)
+    source = (
+        spark.readStream.format("csv")
+        .schema("id int, msg string, continent string, country string")
+        .option("maxFilesPerTrigger", 1)
+        .load(os.path.join(landing, "*"))
+    )
+    started = time.monotonic()
+    query = (
+        source.writeStream.format("acidstream")
+        .queryName("alerts_ingest")
+        .option("metastore", cfg.metastore)
+        .option("warehouse", cfg.warehouse)
+        .option("checkpointLocation", os.path.join(cfg.warehouse, "_checkpoints", TABLE))
+        .trigger(availableNow=True)
+        .start(TABLE)
+    )
+    counts: list[int] = []
+    while query.isActive:
+        counts.append(count_committed(spark, cfg))
+        check_count(counts, baseline, sizes)
+        on_progress(counts[-1] - baseline)
+        query.awaitTermination(cfg.query_interval)
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    counts.append(count_committed(spark, cfg))
+    check_count(counts, baseline, sizes)
+    on_progress(counts[-1] - baseline)
+    if counts[-1] != baseline + sum(sizes):
+        raise TransactionError(f"ingest ended with {counts[-1] - baseline} new rows, expected {sum(sizes)}")
+    table = ms.table(TABLE)
+    return JobReport(
+        rows=sum(sizes),
+        seconds=seconds,
+        transactions=ms.get_valid_write_ids(TABLE).high_watermark - write_ids_before,
+        table_rows=counts[-1],
+        partitions=len(ms.list_partitions(TABLE)),
+        files=sum(1 for _, _, names in os.walk(table.location) for n in names if n.startswith("bucket_")),
+        queries=len(counts),
+        counts=counts,
+    )
+
+
+def check_count(counts: list[int], baseline: int, sizes: list[int]) -> None:
+    """Readers see only committed micro-batches: counts never shrink and are whole files' worth of rows."""
+    new = counts[-1] - baseline
+    if len(counts) > 1 and counts[-1] < counts[-2]:
+        raise TransactionError(f"row count went down from {counts[-2]} to {counts[-1]}")
+    if new < 0 or (new and not whole_files(new, sizes)):
+        raise TransactionError(f"{new} new rows visible: not a whole number of committed files {sizes}")
