@@ -170,7 +170,7 @@ def run(cfg: JobConfig, spark: SparkSession, on_progress: Callable[[int], None])
         counts.append(count_committed(spark, cfg))
         check_count(counts, baseline, sizes)
         on_progress(counts[-1] - baseline)
-        query.awaitTermination(cfg.query_interval)
+        query.awaitTermination(cfg.query_interval)  # type: ignore[arg-type]  # float seconds work (int(t * 1000))
     query.awaitTermination()
     seconds = time.monotonic() - started
     counts.append(count_committed(spark, cfg))
