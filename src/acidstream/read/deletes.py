@@ -67,7 +67,8 @@ def key_arrays(path: str, events: pa.Table | pa.RecordBatch, names: Sequence[str
 
 @dataclass(frozen=True)
 class DeleteSet:
-    """Applicable delete keys of one bucket: ``(originalTransaction, bucket)`` → sorted unique rowIds."""
+    """Applicable delete keys of one bucket: ``(originalTransaction, bucket)`` → sorted rowIds (a row deleted
+    by several txns appears several times; membership does not care)."""
 
     groups: dict[tuple[int, int], Int64s]
 
@@ -106,12 +107,7 @@ class DeleteSet:
         new_group = (original[1:] != original[:-1]) | (bucket[1:] != bucket[:-1])
         starts = np.flatnonzero(np.concatenate([[True], new_group]))
         ends = np.append(starts[1:], len(original))
-        # the same key may be deleted by several txns: keep each rowId once
-        first = np.concatenate([[True], new_group | (row_id[1:] != row_id[:-1])])
-        groups = {
-            (int(original[s]), int(bucket[s])): row_id[s:e][first[s:e]]
-            for s, e in zip(starts, ends, strict=True)
-        }
+        groups = {(int(original[s]), int(bucket[s])): row_id[s:e] for s, e in zip(starts, ends, strict=True)}
         return cls(groups)
 
     def may_hit(self, min_write_id: int, max_write_id: int) -> bool:
@@ -155,8 +151,8 @@ def _is_sorted(original: Int64s, bucket: npt.NDArray[np.int32], row_id: Int64s) 
     return bool(np.all((do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))))
 
 
-def _sorted_isin(values: Int64s, sorted_unique: Int64s) -> Bools:
-    """``np.isin`` for a sorted, duplicate-free right side.
+def _sorted_isin(values: Int64s, sorted_keys: Int64s) -> Bools:
+    """``np.isin`` for a sorted right side.
 
     Insert events of one write id carry consecutive rowIds, so a batch is usually one run ``r0..r0+n-1``:
     then the hits are a slice of the deletes found by two binary searches, with no per-row search.
@@ -164,10 +160,10 @@ def _sorted_isin(values: Int64s, sorted_unique: Int64s) -> Bools:
     n = len(values)
     first, last = int(values[0]), int(values[-1])
     if last - first == n - 1 and bool(np.all(values[1:] > values[:-1])):
-        lo, hi = np.searchsorted(sorted_unique, [first, last + 1])
+        lo, hi = np.searchsorted(sorted_keys, [first, last + 1])
         hit = np.zeros(n, dtype=np.bool_)
-        hit[sorted_unique[lo:hi] - first] = True
+        hit[sorted_keys[lo:hi] - first] = True
         return hit
-    pos = np.searchsorted(sorted_unique, values)
-    pos[pos == len(sorted_unique)] = 0
-    return np.asarray(sorted_unique[pos] == values, dtype=np.bool_)
+    pos = np.searchsorted(sorted_keys, values)
+    pos[pos == len(sorted_keys)] = 0
+    return np.asarray(sorted_keys[pos] == values, dtype=np.bool_)
