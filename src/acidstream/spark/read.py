@@ -297,7 +297,11 @@ def register_views(
     metastore: str | None = None,
     warehouse: str | None = None,
 ) -> list[str]:
-    """``db.t`` → temp view ``t`` for ``spark.sql``; each query over a view takes its own snapshot."""
+    """``db.t`` → temp view ``t`` for ``spark.sql``.
+
+    A DataFrame (and so a view made from one) keeps the snapshot of its first planning, as a Delta table
+    DataFrame keeps its version: call this again to see later commits.
+    """
     names = []
     for table in tables:
         view = table.rsplit(".", 1)[-1]
