@@ -68,6 +68,9 @@ class BucketReader:
         names = set(self.read_schema.names)
         self.with_row_id = with_row_id or ROW_ID in names
         self.needs_row = bool(names & self.data_positions.keys())
+        # Only these children of ``row`` are decoded (in file order); _shape maps positions into them.
+        self.row_positions = sorted(self.data_positions[n] for n in names & self.data_positions.keys())
+        self._projected_index = {pos: i for i, pos in enumerate(self.row_positions)}
 
     # --- public -------------------------------------------------------------------------------------------
 
@@ -121,7 +124,12 @@ class BucketReader:
             )
             columns = _event_columns(want_row, self.with_row_id or hits is not None, check_validity)
             for events in iter_event_batches(
-                self.fs, piece.path, length=piece.length, columns=columns, batch_rows=self.batch_rows
+                self.fs,
+                piece.path,
+                length=piece.length,
+                columns=columns,
+                batch_rows=self.batch_rows,
+                row_fields=self.row_positions,
             ):
                 if events.num_rows == 0:
                     continue
@@ -164,7 +172,11 @@ class BucketReader:
             elif f.name in self.partition_scalars:
                 arrays.append(pa.repeat(self.partition_scalars[f.name], n).cast(f.type))
             else:
-                values = _row_field(events.column("row"), f, self.data_positions[f.name])
+                row = events.column("row")
+                position = self.data_positions[f.name]
+                if row.type.num_fields != len(self.data_positions):  # a projected row struct
+                    position = self._projected_index[position]
+                values = _row_field(row, f, position)
                 width = self.char_widths.get(f.name)
                 arrays.append(values if width is None else pc.utf8_rpad(values, width=width, padding=" "))
         return pa.RecordBatch.from_arrays(arrays, schema=self.read_schema)

@@ -127,3 +127,29 @@ def test_missing_key_index_is_corrupt_metadata(tmp_path: Path, fs: pafs.FileSyst
 def test_missing_file_raises_file_not_found(tmp_path: Path, fs: pafs.FileSystem) -> None:
     with pytest.raises(FileNotFoundError):
         read_events(fs, str(tmp_path / "nope"))
+
+
+def test_row_fields_decode_only_the_asked_children_by_position(tmp_path: Path) -> None:
+    fs = pafs.LocalFileSystem()
+    cols = parse_columns("id int, msg string, amount double")
+    path = write_path(tmp_path, "delta_0000001_0000001")
+    w = AcidWriter(fs, path, cols, options=WriterOptions(), side_file=False)
+    w.insert(1, B0, pa.table({"id": pa.array([1, 2], pa.int32()), "msg": ["a", "b"], "amount": [0.5, 1.5]}))
+    w.close()
+    table = read_events(fs, path, row_fields=[2, 0])
+    assert table.schema.field("row").type == pa.struct([("id", pa.int32()), ("amount", pa.float64())])
+    assert table.column("row").to_pylist() == [{"id": 1, "amount": 0.5}, {"id": 2, "amount": 1.5}]
+    (batch,) = iter_event_batches(fs, path, columns=["rowId", "row"], row_fields=[1])
+    assert batch.schema.names == ["rowId", "row"] and batch.column("row").to_pylist() == [
+        {"msg": "a"},
+        {"msg": "b"},
+    ]
+    assert read_events(fs, path, row_fields=[]).schema.names == [
+        "operation",
+        "originalTransaction",
+        "bucket",
+        "rowId",
+        "currentTransaction",
+    ]
+    with pytest.raises(ValueError, match="out of range"):
+        read_events(fs, path, row_fields=[3])

@@ -115,6 +115,21 @@ def _columns(columns: Sequence[str] | None, include_row: bool) -> list[str]:
     return list(EVENT_FIELDS if include_row else META_FIELDS)
 
 
+def _project_row(orc: po.ORCFile, cols: list[str], row_fields: Sequence[int] | None) -> list[str]:
+    """Replace ``row`` by the ``row`` children at ``row_fields`` (positions, as Hive reads ORC positionally:
+    the names are this file's own, so files whose fields are named ``_col0``... work too)."""
+    if row_fields is None or "row" not in cols:
+        return cols
+    row_type = orc.schema.field("row").type
+    bad = [i for i in row_fields if not 0 <= i < row_type.num_fields]
+    if bad:
+        raise ValueError(f"row field positions {bad} out of range for {row_type}")
+    picked = [f"row.{row_type.field(i).name}" for i in sorted(set(row_fields))]
+    if not picked:
+        return [c for c in cols if c != "row"]
+    return [c for c in cols if c != "row"] + picked
+
+
 def read_events(
     fs: pafs.FileSystem,
     path: str,
@@ -122,12 +137,17 @@ def read_events(
     length: int | None = None,
     columns: Sequence[str] | None = None,
     include_row: bool = True,
+    row_fields: Sequence[int] | None = None,
 ) -> pa.Table:
-    """All events of ``[0, length)`` (the whole file when ``length`` is None) as one Arrow table."""
+    """All events of ``[0, length)`` (the whole file when ``length`` is None) as one Arrow table.
+
+    ``row_fields`` (positions) decodes only those children of ``row``, in file order.
+    """
     cols = _columns(columns, include_row)
     with _open(fs, path, length) as (view, _):
         try:
-            return po.ORCFile(view).read(columns=cols)
+            orc = po.ORCFile(view)
+            return orc.read(columns=_project_row(orc, cols, row_fields))
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(path, f"stripes do not decode: {exc}") from exc
 
@@ -138,12 +158,15 @@ def iter_event_batches(
     length: int | None = None,
     columns: Sequence[str] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    row_fields: Sequence[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Events stripe by stripe (memory bounded by one stripe), in batches of at most ``batch_rows``."""
+    """Events stripe by stripe (memory bounded by one stripe), in batches of at most ``batch_rows``;
+    ``row_fields`` as in :func:`read_events`."""
     cols = _columns(columns, True)
     with _open(fs, path, length) as (view, _):
         try:
             orc = po.ORCFile(view)
+            cols = _project_row(orc, cols, row_fields)
             for i in range(orc.nstripes):
                 stripe = orc.read_stripe(i, columns=cols)
                 for start in range(0, stripe.num_rows, batch_rows):
