@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -32,19 +31,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from _memory import peak_rss_mib
+
 TABLE = "bench.t"
-
-
-def peak_rss_mib() -> float:
-    """This process's peak RSS. Linux's ru_maxrss carries the parent's peak over fork+exec, VmHWM does not."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _metastore(root: Path) -> Any:

@@ -13,7 +13,6 @@ import argparse
 import io
 import json
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -22,13 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from _memory import peak_rss_mib
+
 
 def make_records(n: int) -> list[bytes]:
     return [f"{i},message number {i:08d}".encode() for i in range(n)]
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _table(root: Path):  # type: ignore[no-untyped-def]
@@ -164,7 +161,16 @@ def main() -> None:
     results = {}
     for name in CASES:
         out = subprocess.run(
-            [sys.executable, __file__, "--case", name, "--records", str(args.records), "--txns", str(args.txns)],
+            [
+                sys.executable,
+                __file__,
+                "--case",
+                name,
+                "--records",
+                str(args.records),
+                "--txns",
+                str(args.txns),
+            ],
             check=True,
             capture_output=True,
             text=True,
@@ -172,8 +178,10 @@ def main() -> None:
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{name}: {results[name]}", file=sys.stderr)
     base = results["acidstream write() per record"]["records_per_s"]
-    print(f"\n{args.records:,} records, {args.txns} txns; {platform.processor() or platform.machine()}, "
-          f"{time.strftime('%Y-%m-%d')}\n")
+    print(
+        f"\n{args.records:,} records, {args.txns} txns; {platform.processor() or platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d')}\n"
+    )
     print("| case | records/s | vs acidstream write() | seconds | peak RSS MiB | commit p50/p99 ms |")
     print("|---|---:|---:|---:|---:|---|")
     for name, r in results.items():
