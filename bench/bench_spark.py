@@ -122,6 +122,7 @@ def main() -> None:
                 f"{i},message number {i},{i * 0.5}\n" for i in range(f * per_file, (f + 1) * per_file)
             )
     ms.execute(f"DROP TABLE {TABLE}")
+    shutil.rmtree(os.path.join(warehouse, "bench.db", "events"), ignore_errors=True)
     ms.execute(DDL)
     stream = (
         spark.readStream.format("csv")

@@ -37,6 +37,11 @@ def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_p
     assert ms.get_valid_write_ids("testing.alerts").high_watermark == 6  # one txn per landing file
     assert acid_spark.sparkContext._jsc is not None  # the shared session survived the command
 
+    reset = CliRunner().invoke(cli, [*args, "--reset"], catch_exceptions=False)
+    assert reset.exit_code == 0, reset.output
+    ids = ms.table("testing.alerts").scan(columns=["id"]).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == list(range(900))
+
 
 def test_whole_files_accepts_only_sums_of_landing_file_sizes() -> None:
     sizes = [300, 300, 100]
