@@ -57,3 +57,46 @@ def test_bad_urls(tmp_path: Path) -> None:
         Metastore.connect("mysql://x/y", warehouse=tmp_path)
     with pytest.raises(MetaException, match="SQLite file"):
         Metastore.connect("sqlite://", warehouse=tmp_path)
+
+
+def _make_v1(url: str) -> None:
+    """Turn a fresh database back into version 1: the notification log keyed by counter-assigned ids."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE notification_log"))
+        conn.execute(
+            text(
+                "CREATE TABLE notification_log (nl_id BIGINT PRIMARY KEY, event_time BIGINT NOT NULL, "
+                "event_type VARCHAR(32) NOT NULL, db_name VARCHAR(128), tbl_name VARCHAR(128), "
+                "partition TEXT, txn_id BIGINT, write_id BIGINT, message TEXT NOT NULL)"
+            )
+        )
+        for i, kind in ((1, "CREATE_DATABASE"), (2, "OPEN_TXN")):
+            conn.execute(
+                text(
+                    "INSERT INTO notification_log (nl_id, event_time, event_type, message) "
+                    "VALUES (:i, 0, :k, '{}')"
+                ),
+                {"i": i, "k": kind},
+            )
+        conn.execute(text("UPDATE notification_sequence SET next_event_id = 3"))
+        conn.execute(text("UPDATE acidstream_version SET version = 1"))
+    engine.dispose()
+
+
+def test_version_1_is_upgraded_keeping_its_events(metastore_url: str, warehouse: Path) -> None:
+    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    _make_v1(metastore_url)
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+        ms.open_txns()
+        events = ms.notifications()
+        assert [(e.event_id, e.event_type) for e in events] == [
+            (1, "CREATE_DATABASE"),
+            (2, "OPEN_TXN"),
+            (3, "OPEN_TXN"),
+        ]
+        assert ms.current_notification_event_id() == 3
+    engine = create_engine(metastore_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM acidstream_version")).scalar_one() == SCHEMA_VERSION
+    engine.dispose()

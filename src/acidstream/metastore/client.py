@@ -275,9 +275,10 @@ class Metastore:
 
     def add_write_notification(
         self, txn_id: int, write_id: int, table_name: str, partition_name: str | None, files: Sequence[str]
-    ) -> int:
+    ) -> None:
+        """An ACID_WRITE event (files a txn wrote); its id is given when a reader publishes it."""
         db, name = catalog.split_name(table_name)
-        return self._write(
+        self._write(
             lambda c: txns.add_write_notification(c, txn_id, write_id, db, name, partition_name, files)
         )
 
@@ -378,7 +379,12 @@ class Metastore:
     # --- notifications ----------------------------------------------------------------------------------------------
 
     def notifications(self, after_event_id: int = 0, limit: int = 1000) -> list[NotificationEvent]:
+        """Events with ids above ``after_event_id``; publishes committed events first (see ``notifications``)."""
+        if self._read(notifications.has_unpublished):
+            self._write(lambda c: notifications.publish(c, limit))
         return self._read(lambda c: notifications.events(c, after_event_id, limit))
 
     def current_notification_event_id(self) -> int:
+        if self._read(notifications.has_unpublished):
+            self._write(notifications.publish)
         return self._read(notifications.current_event_id)

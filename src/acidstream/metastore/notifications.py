@@ -1,7 +1,11 @@
 """The notification log: every catalog/txn/write event, written in the same DB transaction as the change.
 
-Event ids come from a row-locked counter so they are gap-free and in commit order: a replication reader that
-polls ``after_event_id`` can never skip an event committed late.
+Writers only insert their event rows (ordered by an auto-increment ``nl_seq``) with no id: taking ids from a
+row-locked counter would hold that row through every writer's commit and serialise them all. Ids are
+*published* by readers instead: under the counter's row lock, the committed unpublished events get the next
+consecutive ids in ``nl_seq`` order. Only committed rows are ever published and publishers are serialised, so
+ids become visible in increasing order with no gaps: a replication reader polling ``after_event_id`` never
+skips an event, whatever order concurrent writers commit in.
 """
 
 from __future__ import annotations
@@ -9,11 +13,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms, peek_next, take_ids
+from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import NotificationEvent
+
+N = s.notification_log.c
+SEQ = s.notification_sequence.c
+
+_INSERT = insert(s.notification_log)
+_PUBLISH = update(s.notification_log).where(N.nl_seq == bindparam("seq")).values(nl_id=bindparam("event_id"))
 
 
 def emit(
@@ -26,28 +36,47 @@ def emit(
     txn_id: int | None = None,
     write_id: int | None = None,
     message: dict[str, Any] | None = None,
-) -> int:
-    event_id = take_ids(conn, s.notification_sequence)
+) -> None:
     conn.execute(
-        insert(s.notification_log).values(
-            nl_id=event_id,
-            event_time=now_ms(),
-            event_type=event_type,
-            db_name=db,
-            tbl_name=table,
-            partition=partition,
-            txn_id=txn_id,
-            write_id=write_id,
-            message=json.dumps(message or {}, sort_keys=True),
-        )
+        _INSERT,
+        {
+            "event_time": now_ms(),
+            "event_type": event_type,
+            "db_name": db,
+            "tbl_name": table,
+            "partition": partition,
+            "txn_id": txn_id,
+            "write_id": write_id,
+            "message": json.dumps(message or {}, sort_keys=True),
+        },
     )
-    return event_id
+
+
+def has_unpublished(conn: Connection) -> bool:
+    """Whether committed events wait for ids (a cheap read, so idle polls need no write transaction)."""
+    return conn.execute(select(N.nl_seq).where(N.nl_id.is_(None)).limit(1)).first() is not None
+
+
+def publish(conn: Connection, limit: int | None = None) -> int:
+    """Give the next ids to (up to ``limit``) committed unpublished events in write order; returns how many.
+
+    The counter's row lock serialises publishers; on PostgreSQL the statements after it see every event
+    committed before it was granted, including the previous publisher's ids.
+    """
+    next_id = int(conn.execute(select(SEQ.next_event_id).with_for_update()).scalar_one())
+    query = select(N.nl_seq).where(N.nl_id.is_(None)).order_by(N.nl_seq)
+    if limit is not None:
+        query = query.limit(limit)
+    seqs = list(conn.execute(query).scalars())
+    if seqs:
+        conn.execute(_PUBLISH, [{"seq": q, "event_id": next_id + i} for i, q in enumerate(seqs)])
+        conn.execute(update(s.notification_sequence).values(next_event_id=next_id + len(seqs)))
+    return len(seqs)
 
 
 def events(conn: Connection, after_event_id: int, limit: int) -> list[NotificationEvent]:
-    n = s.notification_log.c
     rows = conn.execute(
-        select(s.notification_log).where(n.nl_id > after_event_id).order_by(n.nl_id).limit(limit)
+        select(s.notification_log).where(N.nl_id > after_event_id).order_by(N.nl_id).limit(limit)
     ).all()
     return [
         NotificationEvent(
@@ -66,4 +95,5 @@ def events(conn: Connection, after_event_id: int, limit: int) -> list[Notificati
 
 
 def current_event_id(conn: Connection) -> int:
-    return peek_next(conn, s.notification_sequence) - 1
+    """The last published id (callers publish first)."""
+    return int(conn.execute(select(SEQ.next_event_id)).scalar_one()) - 1

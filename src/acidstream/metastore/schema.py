@@ -1,7 +1,8 @@
 """The metastore's SQL schema: Hive's table names (lower-cased), plus a version table for upgrades.
 
 Counters are single-row tables updated under a row lock (``NEXT_TXN_ID``, ``NEXT_LOCK_ID`` ...), as in Hive 3,
-so that ids are gap-free and ordered on every backend without relying on database sequences.
+so that ids are gap-free and ordered on every backend without relying on database sequences. Notification event
+ids are the exception: writers never touch a counter, readers publish ids (see ``notifications``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    text,
 )
 
 from acidstream.errors import SchemaVersionError
 
 #: Bump when the schema changes and register the step in ``UPGRADES``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -258,7 +260,9 @@ notification_sequence = Table(
 notification_log = Table(
     "notification_log",
     metadata,
-    Column("nl_id", BigInteger, primary_key=True, autoincrement=False),
+    # Write order (an auto-increment key, no shared row to lock); nl_id is NULL until the event is published.
+    Column("nl_seq", AUTO_ID, primary_key=True, autoincrement=True),
+    Column("nl_id", BigInteger),
     Column("event_time", BigInteger, nullable=False),
     Column("event_type", String(32), nullable=False),
     Column("db_name", String(NAME)),
@@ -267,6 +271,13 @@ notification_log = Table(
     Column("txn_id", BigInteger),
     Column("write_id", BigInteger),
     Column("message", Text, nullable=False),
+    Index("ix_nl_id", "nl_id", unique=True),
+    Index(
+        "ix_nl_unpublished",
+        "nl_seq",
+        postgresql_where=text("nl_id IS NULL"),
+        sqlite_where=text("nl_id IS NULL"),
+    ),
 )
 
 #: Housekeeping bookkeeping shared by all clients (Hive's AUX_TABLE): key → last run time in ms.
@@ -279,8 +290,31 @@ aux_table = Table(
 
 COUNTERS = (next_txn_id, next_lock_id, next_compaction_queue_id, notification_sequence)
 
+_NL_COLUMNS = "event_time, event_type, db_name, tbl_name, partition, txn_id, write_id, message"
+
+
+def _upgrade_v1(conn: Connection) -> None:
+    """v1 gave each event its id from a row-locked counter at write time, serialising all writers on PostgreSQL.
+
+    v2 keeps the old events (published, ``nl_seq = nl_id``) in a rebuilt table: SQLite cannot alter a key.
+    """
+    conn.exec_driver_sql("CREATE TABLE notification_log_v1 AS SELECT * FROM notification_log")
+    conn.exec_driver_sql("DROP TABLE notification_log")
+    notification_log.create(conn)
+    conn.exec_driver_sql(
+        f"INSERT INTO notification_log (nl_seq, nl_id, {_NL_COLUMNS}) "
+        f"SELECT nl_id, nl_id, {_NL_COLUMNS} FROM notification_log_v1"
+    )
+    conn.exec_driver_sql("DROP TABLE notification_log_v1")
+    if conn.dialect.name == "postgresql":  # explicit keys were copied: move the serial past them
+        conn.exec_driver_sql(
+            "SELECT setval(pg_get_serial_sequence('notification_log', 'nl_seq'), max(nl_seq)) "
+            "FROM notification_log HAVING count(*) > 0"
+        )
+
+
 #: Upgrade steps: ``UPGRADES[v]`` migrates a version-``v`` database to ``v + 1`` inside the caller's transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_v1}
 
 
 def ensure_schema(conn: Connection, now_ms: int) -> None:

@@ -478,14 +478,14 @@ def add_write_notification(
     table: str,
     partition: str | None,
     files: Sequence[str],
-) -> int:
+) -> None:
     require_open(conn, txn_id)
     allocated = get_write_id(conn, txn_id, db, table)
     if allocated != write_id:
         raise InvalidObjectException(
             f"{txn_str(txn_id)} has write id {allocated} on {db}.{table}, not {write_id}"
         )
-    return notifications.emit(
+    notifications.emit(
         conn,
         "ACID_WRITE",
         db=db,
