@@ -221,3 +221,76 @@ def test_metastore_survives_fork(ms: Metastore) -> None:
     assert child.exitcode == 0
     ms.commit_txn(b)
     assert (ms.get_txn_state(a), ms.get_txn_state(b)) == (TxnState.COMMITTED, TxnState.COMMITTED)
+
+
+def test_open_txns_with_write_ids_is_open_plus_allocate(ms: Metastore) -> None:
+    start = ms.current_notification_event_id()
+    ms.open_txns()  # txn 1: the batch's write ids still start at 1
+    assert ms.open_txns_with_write_ids(3, "db.t", user="me", agent_info="a") == [(2, 1), (3, 2), (4, 3)]
+    assert [(t.txn_id, t.user, t.agent_info) for t in ms.show_txns()] == [
+        (1, None, None),
+        (2, "me", "a"),
+        (3, "me", "a"),
+        (4, "me", "a"),
+    ]
+    events = ms.notifications(start)
+    assert [e.event_type for e in events] == ["OPEN_TXN", "OPEN_TXN", "ALLOC_WRITE_ID"]
+    assert events[1].message["txn_ids"] == [2, 3, 4]
+    assert events[2].message == {"txn_to_write_id": [[2, 1], [3, 2], [4, 3]]}
+    assert str(ms.get_valid_write_ids("db.t")) == "db.t:3:1:1,2,3:"
+
+
+def test_open_txns_with_write_ids_opens_nothing_on_error(ms: Metastore) -> None:
+    ms.execute("CREATE TABLE db.plain (id int)")
+    with pytest.raises(InvalidObjectException, match="not transactional"):
+        ms.open_txns_with_write_ids(2, "db.plain")
+    with pytest.raises(NoSuchObjectException):
+        ms.open_txns_with_write_ids(2, "db.nope")
+    with pytest.raises(InvalidObjectException, match=r"1\.\.1000"):
+        ms.open_txns_with_write_ids(0, "db.t")
+    assert ms.open_txns() == [1]
+
+
+def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) -> None:
+    [(txn, wid)] = ms.open_txns_with_write_ids(1, "db.t")
+    start = ms.current_notification_event_id()
+    ms.commit_txn(
+        txn,
+        key="_meta.offset",
+        value="7",
+        dynamic_partitions=["ds=a", "ds=b"],
+        write_notifications=[("ds=a", ["delta_1/bucket_00000"]), ("ds=b", ["delta_1/bucket_00001"])],
+    )
+    done = ms.completed_components("db.t")
+    assert [(c.txn_id, c.partition, c.write_id) for c in done] == [(txn, "ds=a", wid), (txn, "ds=b", wid)]
+    events = ms.notifications(start)
+    assert [(e.event_type, e.partition, e.write_id) for e in events] == [
+        ("ACID_WRITE", "ds=a", wid),
+        ("ACID_WRITE", "ds=b", wid),
+        ("COMMIT_TXN", None, None),
+    ]
+    assert events[0].message == {"files": ["delta_1/bucket_00000"]}
+    assert events[2].message["partitions"] == ["db.t/ds=a", "db.t/ds=b"]
+    ms.commit_txn(txn, write_notifications=[(None, ["x"])])  # a repeated commit is a no-op
+    assert ms.notifications(start + 3) == []
+
+
+def test_commit_with_writes_fails_as_a_whole(ms: Metastore) -> None:
+    a, b = ms.open_txns(2)
+    with pytest.raises(InvalidObjectException, match="exactly one table"):
+        ms.commit_txn(a, write_notifications=[(None, ["f"])])  # no write id anywhere
+    ms.allocate_table_write_ids([a], "db.t")
+    ms.allocate_table_write_ids([a], "db.u")
+    with pytest.raises(InvalidObjectException, match=r"\['db.t', 'db.u'\]"):
+        ms.commit_txn(a, dynamic_partitions=["ds=x"])
+    assert ms.get_txn_state(a) is TxnState.OPEN
+    ms.allocate_table_write_ids([b], "db.t")
+    ms.abort_txn(b)
+    start = ms.current_notification_event_id()
+    with pytest.raises(TxnAbortedException):
+        ms.commit_txn(b, dynamic_partitions=["ds=x"], write_notifications=[("ds=x", ["f"])])
+    with pytest.raises(NoSuchTxnException):
+        ms.commit_txn(99, write_notifications=[(None, ["f"])])
+    assert ms.notifications(start) == []
+    ms.commit_txn(a)
+    assert ms.completed_components("db.t") == []  # the failed commits recorded no dynamic partition

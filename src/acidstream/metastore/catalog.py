@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column, parse_type
@@ -288,11 +288,19 @@ def table_properties(conn: Connection, tbl_id: int) -> dict[str, str]:
     return {k: v for k, v in rows}
 
 
+_TABLE_PARAMS = (
+    select(s.tbls.c.tbl_id, s.table_params.c.param_key, s.table_params.c.param_value)
+    .select_from(s.tbls.outerjoin(s.table_params, s.table_params.c.tbl_id == s.tbls.c.tbl_id))
+    .where(s.tbls.c.db_name == bindparam("db"), s.tbls.c.tbl_name == bindparam("name"))
+)
+
+
 def is_transactional_table(conn: Connection, db: str, name: str) -> bool:
-    """``transactional=true`` (full ACID or insert-only): the tables that have write ids."""
-    props = {
-        k.lower(): v.lower() for k, v in table_properties(conn, require_table_id(conn, db, name)).items()
-    }
+    """``transactional=true`` (full ACID or insert-only): the tables that have write ids (one prebuilt query)."""
+    rows = conn.execute(_TABLE_PARAMS, {"db": db, "name": name}).all()
+    if not rows:
+        raise NoSuchObjectException(f"Table {db}.{name} does not exist")
+    props = {r.param_key.lower(): r.param_value.lower() for r in rows if r.param_key is not None}
     return props.get("transactional") == "true"
 
 

@@ -218,8 +218,46 @@ class Metastore:
         db, name = catalog.split_name(table_name)
         return self._write(lambda c: txns.allocate_table_write_ids(c, txn_ids, db, name))
 
-    def commit_txn(self, txn_id: int, *, key: str | None = None, value: str | None = None) -> None:
-        conflict = self._write(lambda c: txns.commit_txn(c, txn_id, key, value))
+    def open_txns_with_write_ids(
+        self,
+        n: int,
+        table_name: str,
+        *,
+        user: str | None = None,
+        host: str | None = None,
+        agent_info: str | None = None,
+    ) -> list[tuple[int, int]]:
+        """``open_txns(n)`` then ``allocate_table_write_ids`` in one round trip: (txn id, write id) pairs."""
+        self._housekeep_if_due()
+        db, name = catalog.split_name(table_name)
+        return self._write(
+            lambda c: txns.open_txns_with_write_ids(
+                c, n, db, name, user=user, host=host, agent_info=agent_info
+            )
+        )
+
+    def commit_txn(
+        self,
+        txn_id: int,
+        *,
+        key: str | None = None,
+        value: str | None = None,
+        write_notifications: Sequence[tuple[str | None, Sequence[str]]] | None = None,
+        dynamic_partitions: Sequence[str] | None = None,
+    ) -> None:
+        """Commit; ``write_notifications`` ((partition name or None, files) pairs) and ``dynamic_partitions``
+        are recorded for the txn's one written table first, in the same DB transaction, as
+        ``add_write_notification``/``add_dynamic_partitions`` would."""
+        conflict = self._write(
+            lambda c: txns.commit_txn(
+                c,
+                txn_id,
+                key,
+                value,
+                write_notifications=write_notifications or (),
+                dynamic_partitions=dynamic_partitions or (),
+            )
+        )
         if conflict is not None:
             raise conflict
 

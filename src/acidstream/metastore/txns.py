@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, true, update
+from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select, true, update
 
 from acidstream.acid.writeids import LONG_MAX, ValidTxnList, ValidWriteIdList, write_id_list_from_states
 from acidstream.errors import (
@@ -39,6 +39,70 @@ COMMIT_DELAY_ENV = "ACIDSTREAM_METASTORE_COMMIT_DELAY"
 T = s.txns.c
 TC = s.txn_components.c
 T2W = s.txn_to_write_id.c
+NWI = s.next_write_id.c
+HL = s.hive_locks.c
+
+# The per-transaction statements, built once: on SQLite building a statement costs more than running it.
+_STATE = select(T.txn_state).where(T.txn_id == bindparam("txn_id"))
+_STATE_FOR_UPDATE = _STATE.with_for_update()
+_STATES_WITH_WRITE_IDS = (
+    select(T.txn_id, T.txn_state, T2W.t2w_writeid)
+    .select_from(
+        s.txns.outerjoin(
+            s.txn_to_write_id,
+            and_(
+                T2W.t2w_txnid == T.txn_id,
+                T2W.t2w_database == bindparam("db"),
+                T2W.t2w_table == bindparam("table"),
+            ),
+        )
+    )
+    .where(T.txn_id.in_(bindparam("ids", expanding=True)))
+    .order_by(T.txn_id)
+    .with_for_update(of=s.txns)
+)
+_STATES_FOR_UPDATE = (
+    select(T.txn_id, T.txn_state)
+    .where(T.txn_id.in_(bindparam("ids", expanding=True)))
+    .order_by(T.txn_id)
+    .with_for_update()
+)
+_INSERT_TXNS = insert(s.txns)
+_SET_STATE = update(s.txns).where(T.txn_id == bindparam("p_txn")).values(txn_state=bindparam("p_state"))
+_ABORT_OPEN = (
+    update(s.txns)
+    .where(T.txn_id.in_(bindparam("p_ids", expanding=True)), T.txn_state == TxnState.OPEN.value)
+    .values(txn_state=TxnState.ABORTED.value)
+)
+_HEARTBEAT = (
+    update(s.txns)
+    .where(T.txn_id == bindparam("p_txn"), T.txn_state == TxnState.OPEN.value)
+    .values(txn_last_heartbeat=bindparam("p_now"), txn_heartbeat_count=T.txn_heartbeat_count + 1)
+)
+_HEARTBEAT_LOCKS = (
+    update(s.hive_locks).where(HL.hl_txnid == bindparam("p_txn")).values(hl_last_heartbeat=bindparam("p_now"))
+)
+_DELETE_LOCKS = delete(s.hive_locks).where(HL.hl_txnid.in_(bindparam("ids", expanding=True)))
+_TAKE_WRITE_IDS = (
+    update(s.next_write_id)
+    .where(NWI.nwi_database == bindparam("p_db"), NWI.nwi_table == bindparam("p_table"))
+    .values(nwi_next=NWI.nwi_next + bindparam("p_n"))
+    .returning(NWI.nwi_next)
+)
+_INSERT_NEXT_WRITE_ID = insert(s.next_write_id)
+_INSERT_T2W = insert(s.txn_to_write_id)
+_WRITE_IDS_OF = select(T2W.t2w_database, T2W.t2w_table, T2W.t2w_writeid).where(
+    T2W.t2w_txnid == bindparam("txn_id")
+)
+_WRITE_ID = select(T2W.t2w_writeid).where(
+    T2W.t2w_txnid == bindparam("txn_id"),
+    T2W.t2w_database == bindparam("db"),
+    T2W.t2w_table == bindparam("table"),
+)
+_COMPONENTS = select(s.txn_components).where(TC.tc_txnid == bindparam("txn_id"))
+_DELETE_COMPONENTS = delete(s.txn_components).where(TC.tc_txnid == bindparam("txn_id"))
+_INSERT_COMPONENTS = insert(s.txn_components)
+_INSERT_COMPLETED = insert(s.completed_txn_components)
 
 
 def txn_str(txn_id: int) -> str:
@@ -46,10 +110,7 @@ def txn_str(txn_id: int) -> str:
 
 
 def _state(conn: Connection, txn_id: int, *, for_update: bool = False) -> TxnState:
-    query = select(T.txn_state).where(T.txn_id == txn_id)
-    if for_update:
-        query = query.with_for_update()
-    code = conn.execute(query).scalar()
+    code = conn.execute(_STATE_FOR_UPDATE if for_update else _STATE, {"txn_id": txn_id}).scalar()
     return TxnState.UNKNOWN if code is None else TxnState(code)
 
 
@@ -81,7 +142,7 @@ def open_txns(
     now = now_ms()
     ids = list(range(first, first + n))
     conn.execute(
-        insert(s.txns),
+        _INSERT_TXNS,
         [
             {
                 "txn_id": i,
@@ -109,46 +170,35 @@ def allocate_table_write_ids(
     ordered = sorted(set(txn_ids))
     if not catalog.is_transactional_table(conn, db, table):
         raise InvalidObjectException(f"Table {db}.{table} is not transactional: it has no write ids")
-    states = dict(
-        conn.execute(
-            select(T.txn_id, T.txn_state).where(T.txn_id.in_(ordered)).order_by(T.txn_id).with_for_update()
-        ).all()
-    )
+    rows = conn.execute(_STATES_WITH_WRITE_IDS, {"ids": ordered, "db": db, "table": table}).all()
+    states = {r.txn_id: r.txn_state for r in rows}
     for txn_id in ordered:
         state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
         if state is not TxnState.OPEN:
             _raise_unexpected(state, txn_id)
-    existing = dict(
-        conn.execute(
-            select(T2W.t2w_txnid, T2W.t2w_writeid).where(
-                T2W.t2w_database == db, T2W.t2w_table == table, T2W.t2w_txnid.in_(ordered)
-            )
-        ).all()
-    )
+    existing = {r.txn_id: r.t2w_writeid for r in rows if r.t2w_writeid is not None}
     if len(existing) == len(ordered):
         return [(t, existing[t]) for t in ordered]
     if existing:
         raise MetaException(
             f"write ids for {db}.{table} were allocated to only some of txns {ordered}: {sorted(existing)}"
         )
-    nwi = s.next_write_id.c
-    key = and_(nwi.nwi_database == db, nwi.nwi_table == table)
-    after = conn.execute(
-        update(s.next_write_id)
-        .where(key)
-        .values(nwi_next=nwi.nwi_next + len(ordered))
-        .returning(nwi.nwi_next)
-    ).scalar()
+    return _assign_write_ids(conn, ordered, db, table)
+
+
+def _assign_write_ids(conn: Connection, ordered: list[int], db: str, table: str) -> list[tuple[int, int]]:
+    """Consecutive write ids for ``ordered`` (ascending open txns the caller checked have none on the table)."""
+    after = conn.execute(_TAKE_WRITE_IDS, {"p_db": db, "p_table": table, "p_n": len(ordered)}).scalar()
     if after is None:  # first write ids of the table; a concurrent first insert loses and is retried
         first = 1
         conn.execute(
-            insert(s.next_write_id).values(nwi_database=db, nwi_table=table, nwi_next=1 + len(ordered))
+            _INSERT_NEXT_WRITE_ID, {"nwi_database": db, "nwi_table": table, "nwi_next": 1 + len(ordered)}
         )
     else:
         first = after - len(ordered)
     pairs = [(t, first + i) for i, t in enumerate(ordered)]
     conn.execute(
-        insert(s.txn_to_write_id),
+        _INSERT_T2W,
         [{"t2w_txnid": t, "t2w_database": db, "t2w_table": table, "t2w_writeid": w} for t, w in pairs],
     )
     notifications.emit(
@@ -163,10 +213,25 @@ def allocate_table_write_ids(
     return pairs
 
 
+def open_txns_with_write_ids(
+    conn: Connection,
+    n: int,
+    db: str,
+    table: str,
+    *,
+    user: str | None,
+    host: str | None,
+    agent_info: str | None,
+) -> list[tuple[int, int]]:
+    """``open_txns`` + ``allocate_table_write_ids`` in one DB transaction (Hive streaming's batch open)."""
+    if not catalog.is_transactional_table(conn, db, table):
+        raise InvalidObjectException(f"Table {db}.{table} is not transactional: it has no write ids")
+    ids = open_txns(conn, n, user=user, host=host, agent_info=agent_info)
+    return _assign_write_ids(conn, ids, db, table)
+
+
 def get_write_id(conn: Connection, txn_id: int, db: str, table: str) -> int | None:
-    return conn.execute(
-        select(T2W.t2w_writeid).where(T2W.t2w_txnid == txn_id, T2W.t2w_database == db, T2W.t2w_table == table)
-    ).scalar()
+    return conn.execute(_WRITE_ID, {"txn_id": txn_id, "db": db, "table": table}).scalar()
 
 
 def _commit_key_value(conn: Connection, txn_id: int, key: str | None, value: str | None) -> None:
@@ -227,18 +292,50 @@ def _write_conflict(
     return None
 
 
+def _record_writes(
+    conn: Connection,
+    txn_id: int,
+    write_notifications: Sequence[tuple[str | None, Sequence[str]]],
+    dynamic_partitions: Sequence[str],
+) -> None:
+    """What ``add_dynamic_partitions`` and ``add_write_notification`` record, for the txn's one written table."""
+    written = conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id}).all()
+    if len(written) != 1:
+        tables = sorted(f"{r.t2w_database}.{r.t2w_table}" for r in written)
+        raise InvalidObjectException(
+            f"{txn_str(txn_id)} must have a write id on exactly one table to commit its writes, has {tables}"
+        )
+    db, table, write_id = written[0]
+    if dynamic_partitions:
+        _insert_components(conn, txn_id, db, table, write_id, dynamic_partitions, OperationType.INSERT)
+    for partition, files in write_notifications:
+        _emit_write(conn, txn_id, write_id, db, table, partition, files)
+
+
 def commit_txn(
-    conn: Connection, txn_id: int, key: str | None, value: str | None
+    conn: Connection,
+    txn_id: int,
+    key: str | None,
+    value: str | None,
+    *,
+    write_notifications: Sequence[tuple[str | None, Sequence[str]]] = (),
+    dynamic_partitions: Sequence[str] = (),
 ) -> WriteConflictException | None:
-    """Commit; on a write conflict the txn is aborted in this DB transaction and the error is returned."""
+    """Commit; on a write conflict the txn is aborted in this DB transaction and the error is returned.
+
+    ``write_notifications``/``dynamic_partitions`` are recorded first, in the same DB transaction, saving
+    the streaming client a round trip each (Hive's ``addDynamicPartitions`` + ``addWriteNotificationLog``).
+    """
     state = _state(conn, txn_id, for_update=True)
     if state is TxnState.COMMITTED:
         return None
     if state is not TxnState.OPEN:
         _raise_unexpected(state, txn_id)
+    if write_notifications or dynamic_partitions:
+        _record_writes(conn, txn_id, write_notifications, dynamic_partitions)
     components = [
         (r.tc_database, r.tc_table, r.tc_partition, r.tc_operation_type, r.tc_writeid)
-        for r in conn.execute(select(s.txn_components).where(TC.tc_txnid == txn_id))
+        for r in conn.execute(_COMPONENTS, {"txn_id": txn_id})
     ]
     conflict = _write_conflict(conn, txn_id, [c[:4] for c in components])
     if conflict is not None:
@@ -249,7 +346,7 @@ def commit_txn(
     update_delete = any(OperationType(c[3]).is_update_delete for c in components)
     if components:
         conn.execute(
-            insert(s.completed_txn_components),
+            _INSERT_COMPLETED,
             [
                 {
                     "ctc_txnid": txn_id,
@@ -281,12 +378,12 @@ def commit_txn(
             ],
         )
     if components:
-        conn.execute(delete(s.txn_components).where(TC.tc_txnid == txn_id))
-    conn.execute(delete(s.hive_locks).where(s.hive_locks.c.hl_txnid == txn_id))
-    conn.execute(update(s.txns).where(T.txn_id == txn_id).values(txn_state=TxnState.COMMITTED.value))
+        conn.execute(_DELETE_COMPONENTS, {"txn_id": txn_id})
+    conn.execute(_DELETE_LOCKS, {"ids": [txn_id]})
+    conn.execute(_SET_STATE, {"p_txn": txn_id, "p_state": TxnState.COMMITTED.value})
     write_ids = {
         f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid
-        for r in conn.execute(select(s.txn_to_write_id).where(T2W.t2w_txnid == txn_id))
+        for r in conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id})
     }
     notifications.emit(
         conn,
@@ -310,11 +407,7 @@ def commit_txn(
 def abort_txns(conn: Connection, txn_ids: Sequence[int], *, reason: str = "client") -> list[int]:
     """Abort the open txns among ``txn_ids`` (already aborted: no-op); unknown/committed ids raise."""
     ordered = sorted(set(txn_ids))
-    states = dict(
-        conn.execute(
-            select(T.txn_id, T.txn_state).where(T.txn_id.in_(ordered)).order_by(T.txn_id).with_for_update()
-        ).all()
-    )
+    states = dict(conn.execute(_STATES_FOR_UPDATE, {"ids": ordered}).all())
     for txn_id in ordered:
         state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
         if state not in (TxnState.OPEN, TxnState.ABORTED):
@@ -327,25 +420,16 @@ def abort_txns(conn: Connection, txn_ids: Sequence[int], *, reason: str = "clien
 def _abort_open(conn: Connection, txn_ids: list[int], reason: str) -> None:
     if not txn_ids:
         return
-    conn.execute(
-        update(s.txns)
-        .where(T.txn_id.in_(txn_ids), T.txn_state == TxnState.OPEN.value)
-        .values(txn_state=TxnState.ABORTED.value)
-    )
-    conn.execute(delete(s.hive_locks).where(s.hive_locks.c.hl_txnid.in_(txn_ids)))
+    conn.execute(_ABORT_OPEN, {"p_ids": txn_ids})
+    conn.execute(_DELETE_LOCKS, {"ids": txn_ids})
     notifications.emit(conn, "ABORT_TXN", txn_id=txn_ids[0], message={"txn_ids": txn_ids, "reason": reason})
 
 
 def heartbeat(conn: Connection, txn_id: int) -> None:
-    now = now_ms()
-    updated = conn.execute(
-        update(s.txns)
-        .where(T.txn_id == txn_id, T.txn_state == TxnState.OPEN.value)
-        .values(txn_last_heartbeat=now, txn_heartbeat_count=T.txn_heartbeat_count + 1)
-    ).rowcount
-    if not updated:
+    params = {"p_txn": txn_id, "p_now": now_ms()}
+    if not conn.execute(_HEARTBEAT, params).rowcount:
         _raise_unexpected(_state(conn, txn_id), txn_id)
-    conn.execute(update(s.hive_locks).where(s.hive_locks.c.hl_txnid == txn_id).values(hl_last_heartbeat=now))
+    conn.execute(_HEARTBEAT_LOCKS, params)
 
 
 def heartbeat_txn_range(conn: Connection, lo: int, hi: int) -> HeartbeatTxnRangeResponse:
@@ -434,9 +518,20 @@ def record_components(
     conn: Connection, txn_id: int, db: str, table: str, partitions: Sequence[str | None], op: OperationType
 ) -> None:
     """TXN_COMPONENTS rows: where this txn wrote (the compactor's and cleaner's input)."""
-    write_id = get_write_id(conn, txn_id, db, table)
+    _insert_components(conn, txn_id, db, table, get_write_id(conn, txn_id, db, table), partitions, op)
+
+
+def _insert_components(
+    conn: Connection,
+    txn_id: int,
+    db: str,
+    table: str,
+    write_id: int | None,
+    partitions: Sequence[str | None],
+    op: OperationType,
+) -> None:
     conn.execute(
-        insert(s.txn_components),
+        _INSERT_COMPONENTS,
         [
             {
                 "tc_txnid": txn_id,
@@ -485,6 +580,18 @@ def add_write_notification(
         raise InvalidObjectException(
             f"{txn_str(txn_id)} has write id {allocated} on {db}.{table}, not {write_id}"
         )
+    _emit_write(conn, txn_id, write_id, db, table, partition, files)
+
+
+def _emit_write(
+    conn: Connection,
+    txn_id: int,
+    write_id: int,
+    db: str,
+    table: str,
+    partition: str | None,
+    files: Sequence[str],
+) -> None:
     notifications.emit(
         conn,
         "ACID_WRITE",
