@@ -360,19 +360,25 @@ class StreamingConnection:
             dest = self._destination(tuple(values))
             self._txn_touched.setdefault(dest.name, dest)
         batch.files.flush()
-        txn, wid = batch.txn_id, batch.write_id
+        txn = batch.txn_id
         try:
-            if self.dynamic and self._txn_touched:
-                self._call(
-                    ms.add_dynamic_partitions, txn, wid, self.table.full_name, sorted(self._txn_touched)
-                )
-            if self.config.write_notifications:
-                for name in sorted(self._txn_touched):
-                    files = batch.files.files_of(name)
-                    self._call(ms.add_write_notification, txn, wid, self.table.full_name, name or None, files)
+            touched = sorted(self._txn_touched)
+            dynamic = touched if self.dynamic else None
+            writes = (
+                [(name or None, batch.files.files_of(name)) for name in touched]
+                if self.config.write_notifications
+                else None
+            )
             if batch.remaining == 0:
                 batch.files.close()
-            self._call(ms.commit_txn, txn, key=key, value=value)
+            self._call(
+                ms.commit_txn,
+                txn,
+                key=key,
+                value=value,
+                dynamic_partitions=dynamic,
+                write_notifications=writes,
+            )
         except NoSuchTxnException as exc:
             raise TransactionError(f"Invalid transaction id : {txn}") from exc
         except TxnAbortedException as exc:
@@ -430,23 +436,25 @@ class StreamingConnection:
             wid = int(self.unmanaged_write_id or 0)
             return _Batch([-1], [wid], self._new_files(wid, wid), [TxnState.INACTIVE])
         ms = self._ms()
-        txn_ids = self._call(
-            ms.open_txns,
+        pairs = self._call(
+            ms.open_txns_with_write_ids,
             self.batch_size,
+            self.table.full_name,
             user=getpass.getuser(),
             host=socket.gethostname(),
             agent_info=self.agent_info,
         )
+        txn_ids = [t for t, _ in pairs]
+        write_ids = [w for _, w in pairs]
         try:
-            pairs = self._call(ms.allocate_table_write_ids, txn_ids, self.table.full_name)
+            files = self._new_files(write_ids[0], write_ids[-1])
         except Exception:
             self._call(ms.abort_txns, txn_ids)
             raise
-        write_ids = [w for _, w in pairs]
         batch = _Batch(
-            list(txn_ids),
+            txn_ids,
             write_ids,
-            self._new_files(write_ids[0], write_ids[-1]),
+            files,
             [TxnState.INACTIVE] * len(txn_ids),
             lock_ids=[None] * len(txn_ids),
         )
