@@ -19,6 +19,8 @@ from acidstream.acid.partitions import parse_part_name
 from acidstream.errors import TransactionError
 from acidstream.spark.options import Target
 
+#: ``Metastore.connect``'s default ``txn_timeout``: tasks beat at half of it.
+DEFAULT_TXN_TIMEOUT = 300.0
 #: Statement ids share 12 bits of the bucket property with nothing else (BucketCodec V1).
 MAX_STATEMENT_ID = 4095
 
@@ -43,11 +45,16 @@ def statement_id_for(partition_id: int) -> int:
 
 
 class TxnKeepAlive:
-    """Heartbeat a transaction from a task while it writes, so long tasks do not see it time out."""
+    """Heartbeat a transaction from a task while it writes, so long tasks do not see it time out.
 
-    def __init__(self, target: Target, txn_id: int) -> None:
+    Beats every ``interval`` seconds (default: half the metastore client's txn timeout, as Hive does); the
+    first beat, and so the task's metastore connection, only happens once a task outlives one interval.
+    """
+
+    def __init__(self, target: Target, txn_id: int, interval: float | None = None) -> None:
         self._target = target
         self._txn_id = txn_id
+        self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"acidstream-keepalive-{txn_id}", daemon=True)
 
@@ -60,11 +67,10 @@ class TxnKeepAlive:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        ms = self._target.metastore()
-        interval = max(ms.txn_timeout / 2, 0.5)
+        interval = self._interval or DEFAULT_TXN_TIMEOUT / 2
         while not self._stop.wait(interval):
             try:
-                ms.heartbeat(self._txn_id)
+                self._target.metastore().heartbeat(self._txn_id)
             except (
                 Exception
             ):  # the committer reports an aborted txn; a beat that fails must not kill the write
