@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from acidstream.errors import MetaException, SchemaVersionError
 from acidstream.metastore import Metastore
@@ -63,6 +63,8 @@ def _make_v1(url: str) -> None:
     """Turn a fresh database back into version 1: the notification log keyed by counter-assigned ids."""
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_ws_commit"))
+        conn.execute(text("CREATE INDEX ix_ws_table ON write_set (ws_database, ws_table)"))
         conn.execute(text("DROP TABLE notification_log"))
         conn.execute(
             text(
@@ -99,4 +101,5 @@ def test_version_1_is_upgraded_keeping_its_events(metastore_url: str, warehouse:
     engine = create_engine(metastore_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as conn:
         assert conn.execute(text("SELECT version FROM acidstream_version")).scalar_one() == SCHEMA_VERSION
+        assert {i["name"] for i in inspect(conn).get_indexes("write_set")} == {"ix_ws_commit"}
     engine.dispose()

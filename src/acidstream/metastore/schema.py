@@ -194,7 +194,8 @@ write_set = Table(
     Column("ws_txnid", BigInteger, nullable=False),
     Column("ws_commit_id", BigInteger, nullable=False),
     Column("ws_operation_type", String(1), nullable=False),
-    Index("ix_ws_table", "ws_database", "ws_table"),
+    # commit's conflict check reads only entries committed after the txn started
+    Index("ix_ws_commit", "ws_database", "ws_table", "ws_commit_id"),
 )
 
 # --- locks -------------------------------------------------------------------------------------------------------
@@ -297,7 +298,10 @@ def _upgrade_v1(conn: Connection) -> None:
     """v1 gave each event its id from a row-locked counter at write time, serialising all writers on PostgreSQL.
 
     v2 keeps the old events (published, ``nl_seq = nl_id``) in a rebuilt table: SQLite cannot alter a key.
+    The write set's index gains the commit id, so commit's conflict check does not read a table's whole history.
     """
+    conn.exec_driver_sql("DROP INDEX ix_ws_table")
+    next(i for i in write_set.indexes if i.name == "ix_ws_commit").create(conn)
     conn.exec_driver_sql("CREATE TABLE notification_log_v1 AS SELECT * FROM notification_log")
     conn.exec_driver_sql("DROP TABLE notification_log")
     notification_log.create(conn)
