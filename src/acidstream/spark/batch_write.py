@@ -52,8 +52,9 @@ class AcidBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> BatchMessage:
         context = TaskContext.get()
         statement_id = statement_id_for(context.partitionId() if context is not None else 0)
+        attempt = context.attemptNumber() if context is not None else 0
         with TxnKeepAlive(self.target, self.txn_id):
-            return BatchMessage(write_task(self.target, self.write_id, statement_id, iterator))
+            return BatchMessage(write_task(self.target, self.write_id, statement_id, iterator, attempt))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         results = [m.result for m in messages if isinstance(m, BatchMessage)]

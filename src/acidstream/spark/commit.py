@@ -7,10 +7,10 @@ does; a partition created for a transaction that then fails is empty, which read
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from acidstream.metastore import Metastore
-from acidstream.spark.task_write import TaskResult
+from acidstream.spark.task_write import TaskResult, statement_dirs
 
 
 def commit_write(
@@ -18,13 +18,17 @@ def commit_write(
     table_name: str,
     txn_id: int,
     write_id: int,
-    results: Iterable[TaskResult],
+    results: Sequence[TaskResult],
     *,
     partitioned: bool,
     key: str | None = None,
     value: str | None = None,
 ) -> int:
-    """Commit ``txn_id`` with every partition and file in ``results``; returns the rows committed."""
+    """Commit ``txn_id`` with every partition and file in ``results``; returns the rows committed.
+
+    ``results`` are the successful attempts' reports: when some task was retried, delta dirs of this write
+    id that none of them reported (left by killed attempts) are deleted first.
+    """
     files: dict[str, list[str]] = {}
     values: dict[str, tuple[str, ...]] = {}
     rows = 0
@@ -38,7 +42,26 @@ def commit_write(
             ms.add_partition(table_name, list(values[name]), if_not_exists=True)
         if values:
             ms.add_dynamic_partitions(txn_id, write_id, table_name, sorted(values))
+    if any(r.attempt > 0 for r in results):
+        _remove_unreported(
+            ms, table_name, write_id, {(n, r.statement_id) for r in results for _, n, _ in r.partitions}
+        )
     for name in sorted(files):
         ms.add_write_notification(txn_id, write_id, table_name, name or None, sorted(files[name]))
     ms.commit_txn(txn_id, key=key, value=value)
     return rows
+
+
+def _remove_unreported(ms: Metastore, table_name: str, write_id: int, reported: set[tuple[str, int]]) -> None:
+    """After task retries: delete this write id's delta dirs that no successful attempt reported.
+
+    A killed attempt may have written partitions its successful retry did not (non-deterministic input);
+    those files carry the committed write id and would become visible. Cost: one listing per partition.
+    """
+    from acidstream.read.scan import table_filesystem
+
+    table = ms.table(table_name)
+    fs, table_dir = table_filesystem(table.location)
+    for name, statement_id, path in statement_dirs(fs, table_dir, len(table.partition_keys), write_id):
+        if (name, statement_id) not in reported:
+            fs.delete_dir(path)

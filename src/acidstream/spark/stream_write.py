@@ -160,7 +160,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
             yield from iterator
 
         with TxnKeepAlive(self.target, txn_id):
-            result = write_task(self.target, write_id, statement_id, batches())
+            result = write_task(self.target, write_id, statement_id, batches(), context.attemptNumber())
         return StreamMessage(query_id, txn_id, write_id, result)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:

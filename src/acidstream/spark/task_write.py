@@ -30,6 +30,7 @@ class TaskResult:
     """What one task wrote: rows, and per touched partition its values and files (for notifications)."""
 
     statement_id: int
+    attempt: int  # Spark's attempt number: > 0 means an earlier attempt may have left files
     rows: int
     partitions: tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...]  # (values, name, files)
 
@@ -71,30 +72,41 @@ class TxnKeepAlive:
         while not self._stop.wait(interval):
             try:
                 self._target.metastore().heartbeat(self._txn_id)
-            except (
-                Exception
-            ):  # the committer reports an aborted txn; a beat that fails must not kill the write
+            except Exception:  # an aborted txn is the committer's to report: never kill the write
                 return
 
 
 def write_task(
-    target: Target, write_id: int, statement_id: int, batches: Iterable[pa.RecordBatch]
+    target: Target,
+    write_id: int,
+    statement_id: int,
+    batches: Iterable[pa.RecordBatch],
+    attempt: int = 0,
 ) -> TaskResult:
-    """Write every batch (table columns, then partition columns when dynamic) under ``write_id``."""
+    """Write every batch (table columns, then partition columns when dynamic) under ``write_id``.
+
+    A retry (``attempt > 0``) first deletes what an earlier, killed attempt of this task may have left
+    under its statement id; a failing attempt deletes its own files. (Speculative execution would run two
+    attempts of one statement at once: keep ``spark.speculation`` off, its default.)
+    """
     from acidstream.streaming.connection import StreamingConnection
     from acidstream.streaming.writers import StrictDelimitedInputWriter
 
+    writer = StrictDelimitedInputWriter.builder().build()  # unused: write_batch bypasses parsing
     conn = (
         StreamingConnection.builder()
         .with_table_object(target.table)
         .with_write_id(write_id)
         .with_statement_id(statement_id)
-        .with_record_writer(
-            StrictDelimitedInputWriter.builder().build()
-        )  # unused: write_batch bypasses parsing
+        .with_record_writer(writer)
         .with_agent_info(f"acidstream-spark-task:{statement_id}")
         .connect()
     )
+    if attempt > 0:
+        depth = len(target.table.partition_keys)
+        for _, stmt, path in statement_dirs(conn.fs, conn.table_dir, depth, write_id):
+            if stmt == statement_id:
+                conn.fs.delete_dir(path)
     rows = 0
     try:
         conn.begin_transaction()
@@ -113,9 +125,34 @@ def write_task(
     conn.close()
     return TaskResult(
         statement_id,
+        attempt,
         rows,
         _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target),
     )
+
+
+def statement_dirs(
+    fs: pafs.FileSystem, table_dir: str, depth: int, write_id: int
+) -> Iterator[tuple[str, int, str]]:
+    """``(partition name, statement id, path)`` of every ``delta_w_w_<stmt>`` dir of ``write_id`` in the table."""
+    prefix = delta_dir(write_id, write_id) + "_"
+    level = [("", table_dir)]
+    for _ in range(depth):
+        below = []
+        for name, directory in level:
+            for info in fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
+                if info.type == pafs.FileType.Directory and "=" in info.base_name:
+                    below.append((f"{name}/{info.base_name}" if name else info.base_name, info.path))
+        level = below
+    for name, directory in level:
+        for info in fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
+            suffix = info.base_name[len(prefix) :]
+            if (
+                info.type == pafs.FileType.Directory
+                and info.base_name.startswith(prefix)
+                and suffix.isdigit()
+            ):
+                yield name, int(suffix), info.path
 
 
 def _partition_dirs(

@@ -1,0 +1,55 @@
+"""Task retries inside one transaction: files of killed attempts never become visible (no Spark needed)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+
+from acidstream.catalog import Metastore
+from acidstream.spark.commit import commit_write
+from acidstream.spark.options import Target
+from acidstream.spark.task_write import write_task
+
+
+def rows(ids: list[int], country: str) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "id": pa.array(ids, pa.int32()),
+            "msg": [f"m{i}" for i in ids],
+            "continent": ["Asia"] * len(ids),
+            "country": [country] * len(ids),
+        }
+    )
+
+
+def visible(ms: Metastore) -> list[tuple[int, str]]:
+    table = ms.table("testing.alerts").scan(columns=["id", "country"]).to_arrow()
+    return sorted(zip(table.column("id").to_pylist(), table.column("country").to_pylist(), strict=True))
+
+
+def test_retry_and_zombie_attempt_files_are_removed_before_commit(
+    ms: Metastore, sqlite_url: str, warehouse: Path
+) -> None:
+    target = Target(sqlite_url, str(warehouse), replace(ms.table("testing.alerts"), metastore=None))
+    (txn,) = ms.open_txns(1)
+    ((_, wid),) = ms.allocate_table_write_ids([txn], "testing.alerts")
+
+    # attempt 0 of statement 0 writes India and China, then its executor dies: no report
+    write_task(target, wid, 0, [rows([1, 2], "India"), rows([3], "China")], attempt=0)
+    # the retry reads different input (non-deterministic source) and only touches India
+    retry = write_task(target, wid, 0, [rows([1, 2], "India")], attempt=1)
+    other = write_task(target, wid, 1, [rows([7], "Japan")], attempt=0)
+    # a zombie of the first attempt keeps writing after the retry cleaned up
+    write_task(target, wid, 0, [rows([9], "Nepal")], attempt=0)
+
+    commit_write(ms, "testing.alerts", txn, wid, [retry, other], partitioned=True)
+    assert visible(ms) == [(1, "India"), (2, "India"), (7, "Japan")]
+    assert sorted(p.name for p in ms.list_partitions("testing.alerts")) == [
+        "continent=Asia/country=India",
+        "continent=Asia/country=Japan",
+    ]
+    ms.add_partition("testing.alerts", ["Asia", "Nepal"])  # registered later by another writer: still empty
+    ms.add_partition("testing.alerts", ["Asia", "China"])
+    assert visible(ms) == [(1, "India"), (2, "India"), (7, "Japan")]
