@@ -42,8 +42,11 @@ def main_job(
         query_interval=query_interval,
     )
     owns_session = SparkSession.getActiveSession() is None
+    log_file = (
+        os.path.join(warehouse, "_logs", "spark.log") if owns_session and "://" not in warehouse else None
+    )
     with console.status("starting Spark (local, 2 cores)..."):
-        spark = quiet_session("acidstream-main-job")
+        spark = quiet_session("acidstream-main-job", log_file)
     try:
         with Progress(
             TextColumn("[bold]ingesting[/] testing.alerts"),
@@ -68,6 +71,7 @@ def main_job(
         ("records/s", f"{report.records_per_second:,.0f}"),
         ("Spark SQL queries during ingest", f"{report.queries} (all saw whole transactions only)"),
         ("warehouse", cfg.warehouse),
+        ("Spark log", log_file or "(session's stderr)"),
     ]:
         summary.add_row(label, value)
     console.print(summary)

@@ -80,15 +80,30 @@ class JobReport:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
-def quiet_session(app_name: str) -> SparkSession:
-    """The project's local session with Spark's startup chatter routed through an ERROR-level log4j config."""
+def quiet_session(app_name: str, log_file: str | None = None) -> SparkSession:
+    """The project's local session, Spark's own logging at ERROR through a log4j config of ours.
+
+    With ``log_file``, a JVM started here writes its stderr (the JVM's and log4j's few remaining start-up
+    lines, and any error) to that file instead of the user's terminal; Python's stderr is restored at once.
+    """
     from acidstream.spark import register, session
 
     config = os.path.join(tempfile.gettempdir(), "acidstream-log4j2.properties")
     with open(config, "w", encoding="utf-8") as handle:
         handle.write(_LOG4J)
     options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{config}"
-    return register(session(app_name, extra_conf={"spark.driver.extraJavaOptions": options}))
+    extra = {"spark.driver.extraJavaOptions": options}
+    if log_file is None:
+        return register(session(app_name, extra_conf=extra))
+    os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    saved = os.dup(2)
+    try:
+        with open(log_file, "a", encoding="utf-8") as log:
+            os.dup2(log.fileno(), 2)  # inherited by the JVM that getOrCreate launches
+            return register(session(app_name, extra_conf=extra))
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
