@@ -103,12 +103,15 @@ def stream_command(
         builder = builder.with_agent_info(agent_info)
     if dead_letter:
         builder = builder.with_dead_letter_file(dead_letter)
-    chunks: queue.Queue[Any] = queue.Queue(maxsize=8)
-    threading.Thread(
-        target=_reader_thread, args=(sys.stdin.buffer, writer.line_delimiter_pattern, chunks), daemon=True
-    ).start()
-    started = time.monotonic()
     with builder.connect() as conn, ms:
+        # Unbuffered fd 0: a daemon thread blocked in a buffered read would hold the buffer's lock and abort
+        # the interpreter at exit (e.g. after an error); the thread starts only once the table is reachable.
+        stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
+        chunks: queue.Queue[Any] = queue.Queue(maxsize=8)
+        threading.Thread(
+            target=_reader_thread, args=(stdin, writer.line_delimiter_pattern, chunks), daemon=True
+        ).start()
+        started = time.monotonic()
         in_txn = 0
         deadline = time.monotonic() + commit_interval
         while True:
