@@ -6,14 +6,13 @@ being streamed into sees a consistent state, whatever commits happen while it re
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
+from acidstream.acid.location import table_filesystem
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
@@ -31,15 +30,6 @@ if TYPE_CHECKING:
     from acidstream.metastore import Metastore, Table
 
 DEFAULT_BATCH_ROWS = 131072
-
-
-def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and in-filesystem path of a table location (local path or URI)."""
-    if location.startswith("file://"):
-        return pafs.LocalFileSystem(), os.path.abspath(location[len("file://") :])
-    if "://" in location:
-        return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), os.path.abspath(location)
 
 
 class TableScan:

@@ -26,6 +26,7 @@ from typing import IO, Any, BinaryIO
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from acidstream.acid.location import table_filesystem
 from acidstream.acid.orc import WriterOptions
 from acidstream.acid.partitions import make_part_name, partition_path
 from acidstream.errors import (
@@ -613,7 +614,7 @@ class StreamingConnection:
             part = self._call(
                 self.metastore.add_partition, self.table.full_name, list(values), if_not_exists=True
             )
-            dest = Destination(values, part.name, self._fs_path(part.location))
+            dest = Destination(values, part.name, table_filesystem(part.location)[1])
         else:
             dest = Destination(
                 values, make_part_name(keys, list(values)), partition_path(self.table_dir, keys, values)
@@ -627,11 +628,6 @@ class StreamingConnection:
         if self.static_values is None:
             return Destination((), "", self.table_dir)  # dynamic: never used for rows
         return self._destination(self.static_values)
-
-    def _fs_path(self, location: str) -> str:
-        if "://" in location:
-            return pafs.FileSystem.from_uri(location)[1]
-        return os.path.abspath(location)
 
     # --- internals: checks ----------------------------------------------------------------------------
 
@@ -752,7 +748,7 @@ class StreamingConnectionBuilder:
         try:
             table = self._resolve_table(ms)
             self._validate(table)
-            fs, table_dir = _filesystem(table.location)
+            fs, table_dir = table_filesystem(table.location)
             if self._batch_size > 1 and type(fs).__name__ in OBJECT_STORE_FILESYSTEMS:
                 raise ConnectionError(
                     "The backing filesystem only supports transaction batch sizes of 1, "
@@ -818,14 +814,6 @@ class StreamingConnectionBuilder:
             raise InvalidPartition(str(self._static), f"table {table.full_name} is partitioned by {names}")
         if self._statement_id is not None and self._write_id is None:
             raise ConnectionError("with_statement_id() needs with_write_id() (unmanaged mode)")
-
-
-def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in location and not location.startswith("file://"):
-        return pafs.FileSystem.from_uri(location)
-    if location.startswith("file://"):
-        location = location[len("file://") :]
-    return pafs.LocalFileSystem(), os.path.abspath(location)
 
 
 def _default_agent_info() -> str:
