@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,21 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def ms(sqlite_url: str, warehouse: Path) -> Metastore:
-    metastore = Metastore.connect(sqlite_url, warehouse=warehouse)
-    metastore.execute("CREATE DATABASE testing")
-    metastore.execute(ALERTS_DDL)
-    return metastore
+def create_alerts(warehouse: Path) -> Callable[[str], Metastore]:
+    """The seed's ``testing.alerts`` in a fresh metastore at the given URL."""
+
+    def create(url: str) -> Metastore:
+        metastore = Metastore.connect(url, warehouse=warehouse)
+        metastore.execute("CREATE DATABASE testing")
+        metastore.execute(ALERTS_DDL)
+        return metastore
+
+    return create
+
+
+@pytest.fixture
+def ms(sqlite_url: str, create_alerts: Callable[[str], Metastore]) -> Metastore:
+    return create_alerts(sqlite_url)
 
 
 @pytest.fixture

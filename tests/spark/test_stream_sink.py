@@ -124,3 +124,23 @@ def test_lost_checkpoint_is_refused_instead_of_duplicating(
     with pytest.raises(Exception, match="Was the checkpoint lost"):
         q.awaitTermination()
     assert ids(ms) == list(range(ROWS_PER_FILE))
+
+
+def test_tasks_of_one_micro_batch_elect_one_txn_on_each_backend(
+    acid_spark: Any, metastore_url: str, warehouse: Path, tmp_path: Path, create_alerts: Any
+) -> None:
+    ms = create_alerts(metastore_url)
+    opts = {"metastore": metastore_url, "warehouse": str(warehouse)}
+    land(tmp_path / "in", 0, 4)
+    frame = (
+        acid_spark.readStream.format("csv")
+        .schema(SCHEMA)
+        .option("maxFilesPerTrigger", 2)
+        .load(str(tmp_path / "in"))
+    )
+    start(acid_spark, tmp_path / "in", tmp_path / "ck", opts, frame=frame).awaitTermination()
+    assert ids(ms) == list(range(4 * ROWS_PER_FILE))
+    assert ms.get_valid_write_ids("testing.alerts").high_watermark == 2  # two batches, two txns
+    deltas = {p.parent.name for p in warehouse.rglob("bucket_*")}
+    assert deltas == {f"delta_000000{w}_000000{w}_000{s}" for w in (1, 2) for s in (0, 1)}  # two tasks each
+    assert all(t.state is not TxnState.OPEN for t in sink_txns(ms))
