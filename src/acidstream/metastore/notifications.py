@@ -26,6 +26,34 @@ _INSERT = insert(s.notification_log)
 _PUBLISH = update(s.notification_log).where(N.nl_seq == bindparam("seq")).values(nl_id=bindparam("event_id"))
 
 
+def event(
+    event_type: str,
+    *,
+    db: str | None = None,
+    table: str | None = None,
+    partition: str | None = None,
+    txn_id: int | None = None,
+    write_id: int | None = None,
+    message: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The row of one event, for ``emit_many``."""
+    return {
+        "event_time": now_ms(),
+        "event_type": event_type,
+        "db_name": db,
+        "tbl_name": table,
+        "partition": partition,
+        "txn_id": txn_id,
+        "write_id": write_id,
+        "message": json.dumps(message or {}, sort_keys=True),
+    }
+
+
+def emit_many(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert events in list order, in one statement."""
+    conn.execute(_INSERT, rows)
+
+
 def emit(
     conn: Connection,
     event_type: str,
@@ -37,18 +65,19 @@ def emit(
     write_id: int | None = None,
     message: dict[str, Any] | None = None,
 ) -> None:
-    conn.execute(
-        _INSERT,
-        {
-            "event_time": now_ms(),
-            "event_type": event_type,
-            "db_name": db,
-            "tbl_name": table,
-            "partition": partition,
-            "txn_id": txn_id,
-            "write_id": write_id,
-            "message": json.dumps(message or {}, sort_keys=True),
-        },
+    emit_many(
+        conn,
+        [
+            event(
+                event_type,
+                db=db,
+                table=table,
+                partition=partition,
+                txn_id=txn_id,
+                write_id=write_id,
+                message=message,
+            )
+        ],
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select, true, update
 
@@ -136,11 +137,23 @@ def get_txn_state(conn: Connection, txn_id: int) -> TxnState:
 def open_txns(
     conn: Connection, n: int, *, user: str | None, host: str | None, agent_info: str | None
 ) -> list[int]:
+    ids = _take_txn_ids(conn, n)
+    notifications.emit_many(conn, [_insert_open(conn, ids, user, host, agent_info)])
+    return ids
+
+
+def _take_txn_ids(conn: Connection, n: int) -> list[int]:
     if not 1 <= n <= MAX_OPEN_BATCH:
         raise InvalidObjectException(f"can open 1..{MAX_OPEN_BATCH} transactions at once, not {n}")
     first = take_ids(conn, s.next_txn_id, n)
+    return list(range(first, first + n))
+
+
+def _insert_open(
+    conn: Connection, ids: list[int], user: str | None, host: str | None, agent_info: str | None
+) -> dict[str, Any]:
+    """Insert the TXNS rows of freshly taken ids; returns their OPEN_TXN event for the caller to emit."""
     now = now_ms()
-    ids = list(range(first, first + n))
     conn.execute(
         _INSERT_TXNS,
         [
@@ -157,8 +170,9 @@ def open_txns(
             for i in ids
         ],
     )
-    notifications.emit(conn, "OPEN_TXN", txn_id=first, message={"txn_ids": ids, "user": user, "host": host})
-    return ids
+    return notifications.event(
+        "OPEN_TXN", txn_id=ids[0], message={"txn_ids": ids, "user": user, "host": host}
+    )
 
 
 def allocate_table_write_ids(
@@ -183,10 +197,12 @@ def allocate_table_write_ids(
         raise MetaException(
             f"write ids for {db}.{table} were allocated to only some of txns {ordered}: {sorted(existing)}"
         )
-    return _assign_write_ids(conn, ordered, db, table)
+    pairs = _take_write_ids(conn, ordered, db, table)
+    notifications.emit_many(conn, [_insert_write_ids(conn, pairs, db, table)])
+    return pairs
 
 
-def _assign_write_ids(conn: Connection, ordered: list[int], db: str, table: str) -> list[tuple[int, int]]:
+def _take_write_ids(conn: Connection, ordered: list[int], db: str, table: str) -> list[tuple[int, int]]:
     """Consecutive write ids for ``ordered`` (ascending open txns the caller checked have none on the table)."""
     after = conn.execute(_TAKE_WRITE_IDS, {"p_db": db, "p_table": table, "p_n": len(ordered)}).scalar()
     if after is None:  # first write ids of the table; a concurrent first insert loses and is retried
@@ -196,21 +212,23 @@ def _assign_write_ids(conn: Connection, ordered: list[int], db: str, table: str)
         )
     else:
         first = after - len(ordered)
-    pairs = [(t, first + i) for i, t in enumerate(ordered)]
+    return [(t, first + i) for i, t in enumerate(ordered)]
+
+
+def _insert_write_ids(conn: Connection, pairs: list[tuple[int, int]], db: str, table: str) -> dict[str, Any]:
+    """Insert the TXN_TO_WRITE_ID rows; returns their ALLOC_WRITE_ID event for the caller to emit."""
     conn.execute(
         _INSERT_T2W,
         [{"t2w_txnid": t, "t2w_database": db, "t2w_table": table, "t2w_writeid": w} for t, w in pairs],
     )
-    notifications.emit(
-        conn,
+    return notifications.event(
         "ALLOC_WRITE_ID",
         db=db,
         table=table,
-        txn_id=ordered[0],
-        write_id=first,
+        txn_id=pairs[0][0],
+        write_id=pairs[0][1],
         message={"txn_to_write_id": [list(p) for p in pairs]},
     )
-    return pairs
 
 
 def open_txns_with_write_ids(
@@ -223,11 +241,18 @@ def open_txns_with_write_ids(
     host: str | None,
     agent_info: str | None,
 ) -> list[tuple[int, int]]:
-    """``open_txns`` + ``allocate_table_write_ids`` in one DB transaction (Hive streaming's batch open)."""
+    """``open_txns`` + ``allocate_table_write_ids`` in one DB transaction (Hive streaming's batch open).
+
+    Both counters are taken first and the two events written in one statement: every statement between taking
+    ``NEXT_TXN_ID`` and the commit holds up all other openers.
+    """
     if not catalog.is_transactional_table(conn, db, table):
         raise InvalidObjectException(f"Table {db}.{table} is not transactional: it has no write ids")
-    ids = open_txns(conn, n, user=user, host=host, agent_info=agent_info)
-    return _assign_write_ids(conn, ids, db, table)
+    ids = _take_txn_ids(conn, n)
+    pairs = _take_write_ids(conn, ids, db, table)
+    opened = _insert_open(conn, ids, user, host, agent_info)
+    notifications.emit_many(conn, [opened, _insert_write_ids(conn, pairs, db, table)])
+    return pairs
 
 
 def get_write_id(conn: Connection, txn_id: int, db: str, table: str) -> int | None:
