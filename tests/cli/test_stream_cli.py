@@ -69,7 +69,9 @@ def test_exit_codes_say_what_failed(wh: Path) -> None:
 def test_dead_letter_keeps_the_stream_going(wh: Path, tmp_path: Path) -> None:
     dead = tmp_path / "dead.jsonl"
     res = run(
-        ["stream", "testing.alerts", "--partition", "A,B", "--dead-letter", str(dead)], b"1,ok\nbad,x\n3,ok\n", wh
+        ["stream", "testing.alerts", "--partition", "A,B", "--dead-letter", str(dead)],
+        b"1,ok\nbad,x\n3,ok\n",
+        wh,
     )
     assert res.returncode == 0, res.stderr.decode()
     assert b"1 rejected" in res.stderr
