@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from acidstream.acid.types import Column, HiveType
+from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.read.merge import ROW_ID
 from acidstream.read.planning import ScanPlan
+from acidstream.spark.types import schema_ddl, spark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,7 +123,7 @@ def read_plan(
     partitions = {values: i for i, values in enumerate(every)}
     inserts = _scan_groups(spark, plan, plan.insert_files, partitions)
     if inserts is None:
-        return spark.createDataFrame([], _output_ddl(wanted, with_row_id))
+        return spark.createDataFrame([], schema_ddl(wanted, with_row_id))
     rows = valid_write_id_filter(inserts, "currentTransaction", plan.valid_write_ids)
     deletes = _scan_groups(spark, plan, plan.delete_files, partitions)
     if deletes is not None:
@@ -186,7 +187,7 @@ def _scan_groups(
         if len(values) != len(plan.partition_keys):
             raise ValueError(f"{paths[0]}: {len(values)} partition values for keys {plan.partition_keys}")
         literals = [
-            F.lit(value).cast(_spark_ddl(key.type)).alias(key.name)
+            F.lit(value).cast(spark_ddl(key.type)).alias(key.name)
             for key, value in zip(plan.partition_keys, values, strict=True)
         ]
         scan = spark.read.format(HIVE_ORC_FORMAT).schema(event_ddl).load(paths)
@@ -200,32 +201,8 @@ def _scan_groups(
 
 
 def _event_ddl(columns: Sequence[Column]) -> str:
-    row = ",".join(f"`{c.name}`:{_spark_ddl(c.type)}" for c in columns)
+    row = ",".join(f"`{c.name}`:{spark_ddl(c.type)}" for c in columns)
     return (
         "operation int, originalTransaction bigint, bucket int, rowId bigint, currentTransaction bigint, "
         f"row struct<{row}>"
     )
-
-
-def _output_ddl(columns: Sequence[Column], with_row_id: bool) -> str:
-    parts = [f"`{ROW_ID}` struct<writeid:bigint,bucketid:int,rowid:bigint>"] if with_row_id else []
-    return ", ".join([*parts, *(f"`{c.name}` {_spark_ddl(c.type)}" for c in columns)])
-
-
-def _spark_ddl(t: HiveType) -> str:
-    """Spark's type for a Hive type as the Hive ORC reader returns it (char/varchar become string)."""
-    if t.is_string_like:
-        return "string"
-    if t.name == "decimal":
-        return f"decimal({t.precision},{t.scale})"
-    if t.name == "array":
-        return f"array<{_spark_ddl(t.children[0])}>"
-    if t.name == "map":
-        return f"map<{_spark_ddl(t.children[0])},{_spark_ddl(t.children[1])}>"
-    if t.name == "struct":
-        return (
-            "struct<"
-            + ",".join(f"`{n}`:{_spark_ddl(c)}" for n, c in zip(t.field_names, t.children, strict=True))
-            + ">"
-        )
-    return t.name

@@ -238,6 +238,7 @@ def read_piece(
         with_row_id=with_row_id,
         filter_expr=None,
         batch_rows=batch_rows,
+        char_widths={c.name: c.type.length for c in table.columns if c.type.name == "char"},
     )
     spark_schema = spark_arrow_schema(columns, with_row_id)
     for batch in reader.batches():
