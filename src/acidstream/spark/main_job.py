@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -43,15 +42,6 @@ CREATE_TABLE = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} (id int, msg string) PARTITIONED BY (continent string, country string) "
     "CLUSTERED BY (id) INTO 5 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
 )
-_LOG4J = """status = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-rootLogger.level = error
-rootLogger.appenderRef.console.ref = console
-"""
 
 
 @dataclass(frozen=True)
@@ -81,29 +71,10 @@ class JobReport:
 
 
 def quiet_session(app_name: str, log_file: str | None = None) -> SparkSession:
-    """The project's local session, Spark's own logging at ERROR through a log4j config of ours.
-
-    With ``log_file``, a JVM started here writes its stderr (the JVM's and log4j's few remaining start-up
-    lines, and any error) to that file instead of the user's terminal; Python's stderr is restored at once.
-    """
+    """The project's local session with the acidstream format registered (JVM stderr to ``log_file``)."""
     from acidstream.spark import register, session
 
-    config = os.path.join(tempfile.gettempdir(), "acidstream-log4j2.properties")
-    with open(config, "w", encoding="utf-8") as handle:
-        handle.write(_LOG4J)
-    options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{config}"
-    extra = {"spark.driver.extraJavaOptions": options}
-    if log_file is None:
-        return register(session(app_name, extra_conf=extra))
-    os.makedirs(os.path.dirname(log_file), exist_ok=True)
-    saved = os.dup(2)
-    try:
-        with open(log_file, "a", encoding="utf-8") as log:
-            os.dup2(log.fileno(), 2)  # inherited by the JVM that getOrCreate launches
-            return register(session(app_name, extra_conf=extra))
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    return register(session(app_name, log_file=log_file))
 
 
 def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
