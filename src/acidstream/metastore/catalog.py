@@ -74,21 +74,24 @@ def create_database(
     return True
 
 
-def drop_database(conn: Connection, name: str, *, cascade: bool = False, if_exists: bool = False) -> None:
+def drop_database(
+    conn: Connection, name: str, *, cascade: bool = False, if_exists: bool = False
+) -> list[str]:
+    """Drop the database (and with ``cascade`` its tables); returns the dropped tables' locations."""
     name = name.lower()
     if name == DEFAULT_DB:
         raise MetaException("Can not drop default database")
     if conn.execute(select(s.dbs.c.db_id).where(s.dbs.c.name == name)).first() is None:
         if if_exists:
-            return
+            return []
         raise NoSuchObjectException(f"Database {name} does not exist")
     tables = list_tables(conn, name)
     if tables and not cascade:
         raise MetaException(f"Database {name} is not empty. One or more tables exist.")
-    for table in tables:
-        drop_table(conn, name, table)
+    locations = [loc for table in tables for loc in drop_table(conn, name, table)]
     conn.execute(delete(s.dbs).where(s.dbs.c.name == name))
     notifications.emit(conn, "DROP_DATABASE", db=name)
+    return locations
 
 
 def list_databases(conn: Connection) -> list[str]:
@@ -309,13 +312,18 @@ def list_tables(conn: Connection, db: str) -> list[str]:
     return list(conn.execute(select(t.tbl_name).where(t.db_name == db).order_by(t.tbl_name)).scalars())
 
 
-def drop_table(conn: Connection, db: str, name: str, *, if_exists: bool = False) -> None:
-    """Drop the table and everything the metastore keeps about it (write ids, components, queue entries)."""
+def drop_table(conn: Connection, db: str, name: str, *, if_exists: bool = False) -> list[str]:
+    """Drop the table and everything the metastore keeps about it (write ids, components, queue entries).
+
+    Returns the table's location: its data must go too (Hive deletes a managed table's files), else a table
+    re-created under the same name would restart write ids at 1 among the old table's delta directories.
+    """
     tbl_id = _table_id(conn, db, name)
     if tbl_id is None:
         if if_exists:
-            return
+            return []
         raise NoSuchObjectException(f"Table {db}.{name} does not exist")
+    location = conn.execute(select(s.tbls.c.location).where(s.tbls.c.tbl_id == tbl_id)).scalar_one()
     for table, id_col in (
         (s.columns_v2, s.columns_v2.c.tbl_id),
         (s.partition_keys, s.partition_keys.c.tbl_id),
@@ -339,6 +347,7 @@ def drop_table(conn: Connection, db: str, name: str, *, if_exists: bool = False)
     ):
         conn.execute(delete(table).where(db_col == db, tbl_col == name))
     notifications.emit(conn, "DROP_TABLE", db=db, table=name)
+    return [str(location)]
 
 
 def alter_table_properties(conn: Connection, db: str, name: str, props: Mapping[str, str]) -> None:

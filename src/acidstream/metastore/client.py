@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -11,6 +12,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection, select
 
+from acidstream.acid.location import table_filesystem
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import LockTimeoutException
@@ -133,7 +135,9 @@ class Metastore:
         )
 
     def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> None:
-        self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
+        """Drop a database; with ``cascade`` its tables and their files too."""
+        dropped = self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
+        _delete_table_data(dropped)
 
     def list_databases(self) -> list[str]:
         return self._read(catalog.list_databases)
@@ -182,7 +186,8 @@ class Metastore:
 
     def drop_table(self, table_name: str, if_exists: bool = False) -> None:
         db, name = catalog.split_name(table_name)
-        self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
+        dropped = self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
+        _delete_table_data(dropped)
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
         db, name = catalog.split_name(table_name)
@@ -426,3 +431,11 @@ class Metastore:
         if self._read(notifications.has_unpublished):
             self._write(notifications.publish)
         return self._read(notifications.current_event_id)
+
+
+def _delete_table_data(locations: Sequence[str]) -> None:
+    """Remove dropped tables' directories, only once the drop is committed (a failed drop keeps its data)."""
+    for location in locations:
+        fs, path = table_filesystem(location)
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_dir(path)
