@@ -427,3 +427,29 @@ def test_two_thousand_dynamic_partitions_in_one_transaction(ms: Metastore) -> No
     assert len(ms.list_partitions("testing.alerts")) == n
     got = ms.table("testing.alerts").scan(columns=["id", "country"]).to_arrow()
     assert sorted(got.column("id").to_pylist()) == list(range(n * 3))
+
+
+def test_a_forked_child_streams_with_its_own_io_pool(ms: Metastore) -> None:
+    """Files of a commit are flushed by a thread pool; a fork must not inherit a pool without threads."""
+    import os
+
+    with connect(ms, table="alerts", static=["EU", "FR"]) as conn:  # 5 buckets: the pool is used
+        conn.begin_transaction()
+        for i in range(50):
+            conn.write(f"{i},parent".encode())
+        conn.commit_transaction()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child: report through the exit status
+        code = 1
+        try:
+            with connect(ms, table="alerts", static=["EU", "DE"]) as child:
+                child.begin_transaction()
+                for i in range(50, 100):
+                    child.write(f"{i},child".encode())
+                child.commit_transaction()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sorted(r["id"] for r in rows(ms, "alerts")) == list(range(100))

@@ -7,8 +7,11 @@ flushed (Hive's auto-flush), which is safe because readers filter rows by write 
 
 from __future__ import annotations
 
+import os
 import resource
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -114,14 +117,14 @@ class BatchFiles:
         return writer
 
     def flush(self) -> None:
-        """Intermediate footer (and side-file entry) on every file with new rows."""
-        for key, writer in self._writers.items():
-            if self._unflushed.get(key):
-                try:
-                    writer.flush()
-                except OSError as exc:
-                    raise StreamingIOFailure(f"flushing {self._paths[key]}: {exc}") from exc
+        """Intermediate footer (and side-file entry) on every file with new rows, files in parallel."""
+        keys = [key for key in self._writers if self._unflushed.get(key)]
+        failures = _each_parallel(keys, lambda key: self._writers[key].flush())
         self._unflushed.clear()
+        if failures:
+            raise StreamingIOFailure(
+                "flushing batch files failed: " + self._describe(failures)
+            ) from failures[0][1]
 
     def files_of(self, partition_name: str) -> list[str]:
         return [p for (name, _), p in self._paths.items() if name == partition_name]
@@ -131,15 +134,63 @@ class BatchFiles:
         return list(self._paths.values())
 
     def close(self, *, abort: bool = False) -> None:
-        """Final footers, side files deleted (Hive's ``close(false)``); idempotent."""
+        """Final footers, side files deleted (Hive's ``close(false)``); idempotent. Every file is closed even
+        when one fails."""
         if self.closed:
             return
         self.closed = True
-        errors: list[str] = []
-        for key, writer in self._writers.items():
-            try:
-                writer.abort_close() if abort else writer.close()
-            except OSError as exc:
-                errors.append(f"{self._paths[key]}: {exc}")
-        if errors:
-            raise StreamingIOFailure("closing batch files failed: " + "; ".join(errors))
+        failures = _each_parallel(
+            list(self._writers),
+            lambda key: self._writers[key].abort_close() if abort else self._writers[key].close(),
+        )
+        if failures:
+            raise StreamingIOFailure("closing batch files failed: " + self._describe(failures)) from failures[
+                0
+            ][1]
+
+    def _describe(self, failures: list[tuple[tuple[str, int], OSError]]) -> str:
+        return "; ".join(f"{self._paths[key]}: {exc}" for key, exc in failures)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One small pool per process: ORC encoding in pyarrow releases the GIL, so a commit's files (one per
+    partition and bucket) encode side by side on several cores."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(
+                max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="acidstream-io"
+            )
+        return _POOL
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child inherits the pool object but not its threads: it must build its own."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _each_parallel(
+    keys: list[tuple[str, int]], action: Callable[[tuple[str, int]], object]
+) -> list[tuple[tuple[str, int], OSError]]:
+    """Run ``action`` on every key (each writer in one thread at a time); the I/O failures, per key."""
+
+    def run(key: tuple[str, int]) -> OSError | None:
+        try:
+            action(key)
+        except OSError as exc:
+            return exc
+        return None
+
+    if len(keys) <= 1:
+        results = [run(k) for k in keys]
+    else:
+        results = list(_pool().map(run, keys))
+    return [(k, exc) for k, exc in zip(keys, results, strict=True) if exc is not None]
