@@ -109,16 +109,11 @@ def whole_files(count: int, sizes: list[int]) -> bool:
 
 def prepare(cfg: JobConfig) -> Metastore:
     from acidstream.catalog import Metastore
-    from acidstream.read.scan import table_filesystem
 
     ms = Metastore.connect(cfg.metastore, warehouse=cfg.warehouse)
     if cfg.reset:
         if any(t == "alerts" for t in _tables(ms)):
-            fs, location = table_filesystem(ms.table(TABLE).location)
-            ms.execute(
-                f"DROP TABLE {TABLE}"
-            )  # drops the definition, not the files: new write ids restart at 1
-            fs.delete_dir(location)
+            ms.execute(f"DROP TABLE {TABLE}")  # and its files, as Hive drops a managed table
         for sub in ("_landing", "_checkpoints"):
             shutil.rmtree(os.path.join(cfg.warehouse, sub), ignore_errors=True)
     ms.execute("CREATE DATABASE IF NOT EXISTS testing")
