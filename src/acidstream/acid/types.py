@@ -133,10 +133,6 @@ class Column:
         return pa.field(self.name, self.type.to_arrow())
 
 
-def arrow_schema(columns: list[Column] | tuple[Column, ...]) -> pa.Schema:
-    return pa.schema([c.to_arrow() for c in columns])
-
-
 # --- parsing -------------------------------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)|(?P<punct>[<>(),:])|(?P<bad>\S))")

@@ -177,10 +177,6 @@ class ValidWriteIdList(_ExceptionList):
         object.__setattr__(parsed, "min_open_write_id", min_open)
         return parsed
 
-    @classmethod
-    def all_committed(cls, table: str | None, high_watermark: int) -> ValidWriteIdList:
-        return cls(high_watermark, table=table)
-
     def for_compactor(self) -> ValidCompactorWriteIdList:
         """The compactor's view (``TxnUtils.createValidCompactWriteIdList``): nothing at/after the first open id."""
         hwm = self.high_watermark
