@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from acidstream.acid.names import ParsedDelta, side_file_path
-from acidstream.acid.sidefile import SideFileWriter, logical_length, read_flush_lengths
+from acidstream.acid.sidefile import SideFileWriter, logical_extent, read_flush_lengths
 from acidstream.errors import CorruptFileError, SideFileNotReadable
 
 FS = pafs.LocalFileSystem()
@@ -39,10 +39,10 @@ def test_writer_protocol_bytes(data_file: str) -> None:
     w.append(90)
     assert side.read_bytes() == longs(0, 40, 40, 90)
     assert read_flush_lengths(FS, str(side)) == [0, 40, 40, 90]
-    assert logical_length(FS, data_file, STREAMING, 100) == 90
+    assert logical_extent(FS, data_file, STREAMING, 100)[0] == 90
     w.close_and_delete()
     assert not side.exists()
-    assert logical_length(FS, data_file, STREAMING, 100) == 100
+    assert logical_extent(FS, data_file, STREAMING, 100)[0] == 100
 
 
 def test_flushed_bytes_visible_to_another_process(data_file: str) -> None:
@@ -81,7 +81,7 @@ def test_append_rejects_decreasing_offset(data_file: str) -> None:
 
 def test_absent_side_file(data_file: str) -> None:
     assert read_flush_lengths(FS, side_file_path(data_file)) is None
-    assert logical_length(FS, data_file, STREAMING, 100) == 100
+    assert logical_extent(FS, data_file, STREAMING, 100)[0] == 100
 
 
 @pytest.mark.parametrize(
@@ -95,19 +95,19 @@ def test_absent_side_file(data_file: str) -> None:
 )
 def test_side_file_ignored_where_hive_ignores_it(data_file: str, parsed: ParsedDelta | None) -> None:
     Path(side_file_path(data_file)).write_bytes(longs(0, 30))
-    assert logical_length(FS, data_file, parsed, 100) == 100
+    assert logical_extent(FS, data_file, parsed, 100)[0] == 100
 
 
 def test_only_first_long_means_nothing_committed(data_file: str) -> None:
     Path(side_file_path(data_file)).write_bytes(longs(0))
-    assert logical_length(FS, data_file, STREAMING, 100) == 0
+    assert logical_extent(FS, data_file, STREAMING, 100)[0] == 0
 
 
 def test_empty_side_file_is_not_readable(data_file: str) -> None:
     Path(side_file_path(data_file)).write_bytes(b"")
     assert read_flush_lengths(FS, side_file_path(data_file)) == []
     with pytest.raises(SideFileNotReadable, match=r"found but is not readable\.  Consider waiting") as exc:
-        logical_length(FS, data_file, STREAMING, 100)
+        logical_extent(FS, data_file, STREAMING, 100)[0]
     assert exc.value.path == side_file_path(data_file)
     assert exc.value.retryable
 
@@ -115,14 +115,14 @@ def test_empty_side_file_is_not_readable(data_file: str) -> None:
 def test_partial_trailing_long(data_file: str) -> None:
     Path(side_file_path(data_file)).write_bytes(longs(0, 11) + b"\x00\x00\x00")
     with pytest.raises(SideFileNotReadable, match="partial long") as exc:
-        logical_length(FS, data_file, STREAMING, 100)
+        logical_extent(FS, data_file, STREAMING, 100)[0]
     assert side_file_path(data_file) in str(exc.value)
 
 
 def test_decreasing_values_are_corrupt(data_file: str) -> None:
     Path(side_file_path(data_file)).write_bytes(longs(0, 60, 40))
     with pytest.raises(CorruptFileError, match="decreasing") as exc:
-        logical_length(FS, data_file, STREAMING, 100)
+        logical_extent(FS, data_file, STREAMING, 100)[0]
     assert not isinstance(exc.value, SideFileNotReadable)
 
 
@@ -135,7 +135,7 @@ def test_negative_value_is_corrupt(data_file: str) -> None:
 def test_length_beyond_physical_is_corrupt(data_file: str) -> None:
     Path(side_file_path(data_file)).write_bytes(longs(0, 101))
     with pytest.raises(CorruptFileError, match="beyond the physical length 100") as exc:
-        logical_length(FS, data_file, STREAMING, 100)
+        logical_extent(FS, data_file, STREAMING, 100)[0]
     assert exc.value.path == data_file
 
 

@@ -24,7 +24,7 @@ _NOT_READABLE = "found but is not readable.  Consider waiting or orcfiledump --r
 def read_flush_lengths(fs: pafs.FileSystem, side_path: str) -> list[int] | None:
     """All recorded footer offsets in order; None when there is no side file.
 
-    An empty file gives ``[]`` (the caller decides, see ``logical_length``). A trailing partial long raises
+    An empty file gives ``[]`` (the caller decides, see ``logical_extent``). A trailing partial long raises
     SideFileNotReadable (Hive propagates the EOFException of ``readLong``); negative or decreasing values
     raise CorruptFileError, since ORC footers only ever move forward.
     """
@@ -44,10 +44,11 @@ def read_flush_lengths(fs: pafs.FileSystem, side_path: str) -> list[int] | None:
     return values
 
 
-def logical_length(
+def logical_extent(
     fs: pafs.FileSystem, data_path: str, parsed_delta: ParsedDelta | None, physical_length: int
-) -> int:
-    """``AcidUtils.getLogicalLength``: how many bytes of ``data_path`` a reader may use.
+) -> tuple[int, bool]:
+    """``AcidUtils.getLogicalLength`` — how many bytes of ``data_path`` a reader may use — and whether a side
+    file set it (the writer's batch is still open, so JVM readers of the physical tail must not get the file).
 
     Files outside a delta that may carry a side file, and files whose side file is absent (the writer closed
     the file, which deletes it), are used whole. Otherwise the last recorded offset counts; an empty side
@@ -56,11 +57,11 @@ def logical_length(
     file lost bytes the writer had published: CorruptFileError.
     """
     if parsed_delta is None or not parsed_delta.may_contain_side_file:
-        return physical_length
+        return physical_length, False
     side = side_file_path(data_path)
     lengths = read_flush_lengths(fs, side)
     if lengths is None:
-        return physical_length
+        return physical_length, False
     if not lengths:
         raise SideFileNotReadable(side, _NOT_READABLE)
     last = lengths[-1]
@@ -68,7 +69,7 @@ def logical_length(
         raise CorruptFileError(
             data_path, f"side file records flush length {last} beyond the physical length {physical_length}"
         )
-    return last
+    return last, True
 
 
 def _create_exclusive(fs: pafs.FileSystem, path: str) -> None:

@@ -17,9 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from acidstream.acid.names import ParsedDelta, parse_bucket_file
-from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name
+from acidstream.acid.partitions import DEFAULT_PARTITION_NAME
 from acidstream.acid.selection import AcidState, get_acid_state, list_bucket_files
-from acidstream.acid.sidefile import logical_length
+from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidPartition
@@ -87,7 +87,7 @@ def plan_partition(
         parsed = acid_dir.parsed
         for ref in list_bucket_files(fs, acid_dir.path):
             delta = parsed if isinstance(parsed, ParsedDelta) else None
-            length = logical_length(fs, ref.path, delta, ref.physical_length)
+            length, side_file = logical_extent(fs, ref.path, delta, ref.physical_length)
             if length == 0:
                 continue
             piece = FileSlice(
@@ -97,7 +97,7 @@ def plan_partition(
                 acid_dir.min_write_id,
                 acid_dir.max_write_id,
                 acid_dir.statement_id,
-                open_batch=length < ref.physical_length or _has_side_file(fs, ref.path, delta),
+                open_batch=side_file,
                 base=acid_dir.is_base,
             )
             (deletes if acid_dir.is_delete_delta else inserts)[ref.bucket_id].append(piece)
@@ -116,12 +116,6 @@ def plan_partition(
         for bucket in sorted(inserts)
     ]
     return tasks, state
-
-
-def _has_side_file(fs: pafs.FileSystem, path: str, delta: ParsedDelta | None) -> bool:
-    if delta is None or not delta.may_contain_side_file:
-        return False
-    return bool(fs.get_file_info(path + "_flush_length").type == pafs.FileType.File)
 
 
 def _original_bucket(path: str) -> int:
@@ -200,7 +194,3 @@ def _typed_value(key: str, value: Any, target: pa.DataType) -> pa.Scalar:
         return pa.scalar(value).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise InvalidPartition(f"{key}={value!r}", f"not a {target} value: {exc}") from None
-
-
-def static_partition_name(partition_keys: Sequence[Column], values: Sequence[str]) -> str:
-    return make_part_name([k.name for k in partition_keys], list(values))
