@@ -168,7 +168,7 @@ def _check_layout(tail: OrcTail, content_end: int) -> None:
         raise TailError(
             f"footer content length {footer.uint(FOOTER.CONTENT_LENGTH)} does not end at {content_end}"
         )
-    if not tail.types:
+    if not footer.has(FOOTER.TYPES):
         raise TailError("footer declares no types")
     pos, rows = len(MAGIC), 0
     for s in tail.stripes:

@@ -31,6 +31,7 @@ from acidstream.acid.orc.events import (
     event_schema,
     format_acid_stats,
 )
+from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import push_down_nulls
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.stats import merge_all
@@ -101,8 +102,17 @@ class WriterOptions:
         }
 
 
+@dataclass(frozen=True)
+class _Template:
+    """The parsed tail of an empty file of one schema and settings (see ``AcidWriter._template``)."""
+
+    postscript: Message
+    footer: Message
+    statistics: list[Message]
+
+
 _TEMPLATE_CACHE_SIZE = 256
-_TEMPLATES: dict[tuple[bytes, str], pa.Buffer] = {}
+_TEMPLATES: dict[tuple[tuple[tuple[str, str], ...], str], _Template] = {}
 
 
 class AcidWriter:
@@ -120,6 +130,7 @@ class AcidWriter:
         options: WriterOptions,
         side_file: bool,
     ) -> None:
+        tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._row_type = pa.struct([c.to_arrow() for c in columns])
         self._schema = event_schema(self._row_type)
@@ -134,11 +145,10 @@ class AcidWriter:
         self._counts = [0, 0, 0]  # inserts, updates, deletes
         self._insert_write_id: int | None = None
         self._next_row_id = 0
-        template = self._template()
-        self._postscript = template.postscript
-        self._footer = template.footer
-        self._patch_types()
-        self._column_stats = template.statistics
+        template = self._template(columns)
+        self._postscript = template.postscript.copy()
+        self._footer = template.footer.copy()
+        self._column_stats = template.statistics  # replaced, never mutated, by merges
         try:
             self._create_files(side_file)
         except FileExistsError:
@@ -370,21 +380,23 @@ class AcidWriter:
 
     # --- encoding and stitching -----------------------------------------------------------------------
 
-    def _template(self) -> OrcTail:
+    def _template(self, columns: Sequence[Column]) -> _Template:
         """The tail of an empty file with this schema and these settings (types, stats, postscript).
 
-        Encoding even an empty file costs pyarrow a writer set-up; streaming opens a writer per
-        (partition, bucket) per batch, so the bytes are cached per schema and settings and re-parsed here
-        (the parsed messages are patched per writer, so they are never shared).
+        Encoding even an empty file costs pyarrow a writer set-up, and streaming opens a writer per
+        (partition, bucket) per batch: the parsed and char/varchar-patched tail is cached per schema and
+        settings. Writers copy the messages they change, so the cached ones are never mutated.
         """
-        key = (self._schema.serialize().to_pybytes(), repr(sorted(self._options.pyarrow_kwargs().items())))
-        data = _TEMPLATES.get(key)
-        if data is None:
-            _, data = self._encode(self._schema.empty_table())
+        key = (tuple((c.name, str(c.type)) for c in columns), repr(self._options))
+        template = _TEMPLATES.get(key)
+        if template is None:
+            tail, _ = self._encode(self._schema.empty_table())
+            _patch_types(tail.footer, self._hive_types)
+            template = _Template(tail.postscript, tail.footer, tail.statistics)
             if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
                 _TEMPLATES.pop(next(iter(_TEMPLATES)))
-            _TEMPLATES[key] = data
-        return read_tail(pa.BufferReader(data), data.size)
+            _TEMPLATES[key] = template
+        return template
 
     def _encode(self, table: pa.Table) -> tuple[OrcTail, pa.Buffer]:
         """Encode events as a small in-memory ORC file with our settings; returns its parsed tail and bytes."""
@@ -392,28 +404,6 @@ class AcidWriter:
         po.write_table(table, sink, **self._options.pyarrow_kwargs())
         data = sink.getvalue()
         return read_tail(pa.BufferReader(data), data.size), data
-
-    def _patch_types(self) -> None:
-        """Declare char(n)/varchar(n) (pyarrow only knows string; the stream encoding is the same)."""
-        types = self._footer.messages(FOOTER.TYPES)
-        index = 7  # 0 = event struct, 1..5 = metadata columns, 6 = row, 7.. = user columns in pre-order
-
-        def visit(t: HiveType) -> None:
-            nonlocal index
-            if t.name in ("char", "varchar"):
-                if types[index].uint(TYPE.KIND) != TYPE.STRING:
-                    raise AssertionError(f"expected a STRING type at column {index} for {t}")
-                types[index].set_uint(TYPE.KIND, TYPE.CHAR if t.name == "char" else TYPE.VARCHAR)
-                types[index].set_uint(TYPE.MAXIMUM_LENGTH, t.length)
-            index += 1
-            for child in t.children:
-                visit(child)
-
-        for t in self._hive_types:
-            visit(t)
-        if index != len(types):
-            raise AssertionError(f"ORC type tree has {len(types)} columns, Hive types {index}")
-        self._footer.set_repeated(FOOTER.TYPES, [t.encode() for t in types])
 
     def _encode_pending(self) -> None:
         """Encode buffered events into stripe(s) and append them to the file (no tail)."""
@@ -443,7 +433,11 @@ class AcidWriter:
         if row != table.num_rows:
             raise AssertionError(f"pyarrow wrote {row} of {table.num_rows} rows")
         self._stripe_stats.extend(tail.stripe_statistics)
-        self._column_stats = merge_all(self._column_stats, tail.statistics)
+        # A file's first chunk: its statistics are the file's (merging with the empty template adds nothing).
+        first_chunk = len(self._stripes) == len(stripes)
+        self._column_stats = (
+            tail.statistics if first_chunk else merge_all(self._column_stats, tail.statistics)
+        )
         self._offset += end - first
 
     def _write_tail(self) -> None:
@@ -497,3 +491,26 @@ class AcidWriter:
             if self._side is not None:
                 self._side.close_and_delete()
             raise
+
+
+def _patch_types(footer: Message, hive_types: Sequence[HiveType]) -> None:
+    """Declare char(n)/varchar(n) (pyarrow only knows string; the stream encoding is the same)."""
+    types = footer.messages(FOOTER.TYPES)
+    index = 7  # 0 = event struct, 1..5 = metadata columns, 6 = row, 7.. = user columns in pre-order
+
+    def visit(t: HiveType) -> None:
+        nonlocal index
+        if t.name in ("char", "varchar"):
+            if types[index].uint(TYPE.KIND) != TYPE.STRING:
+                raise AssertionError(f"expected a STRING type at column {index} for {t}")
+            types[index].set_uint(TYPE.KIND, TYPE.CHAR if t.name == "char" else TYPE.VARCHAR)
+            types[index].set_uint(TYPE.MAXIMUM_LENGTH, t.length)
+        index += 1
+        for child in t.children:
+            visit(child)
+
+    for t in hive_types:
+        visit(t)
+    if index != len(types):
+        raise AssertionError(f"ORC type tree has {len(types)} columns, Hive types {index}")
+    footer.set_repeated(FOOTER.TYPES, [t.encode() for t in types])
