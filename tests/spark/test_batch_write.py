@@ -9,6 +9,8 @@ import pyarrow as pa
 import pytest
 
 from acidstream.acid.codec import BucketCodec
+from acidstream.acid.orc.compression import CompressionKind
+from acidstream.acid.orc.tail import read_tail
 from acidstream.catalog import Metastore
 from acidstream.errors import TransactionError
 from acidstream.metastore import TxnState
@@ -73,6 +75,35 @@ def test_append_with_dynamic_partitions_into_bucketed_table_reads_back(
         )
         hive_rows += [(*r, *part.values) for r in rows]
     assert sorted(hive_rows) == expected
+
+
+def test_append_honours_the_tables_orc_codec_and_hive_reads_it(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str], warehouse: Path
+) -> None:
+    ms.execute(
+        "CREATE TABLE testing.events (id int, msg string) CLUSTERED BY (id) INTO 2 BUCKETS STORED AS ORC "
+        "TBLPROPERTIES ('transactional'='true', 'orc.compress'='SNAPPY')"
+    )
+    df = alerts_frame(acid_spark, 300, 2).select("id", "msg")
+    df.write.format("acidstream").options(**opts).mode("append").save("testing.events")
+
+    expected = sorted(tuple(r) for r in df.collect())
+    table = ms.table("testing.events")
+    files = sorted(Path(table.location).rglob("bucket_*"))
+    assert files
+    for path in files:
+        with pa.OSFile(str(path)) as f:
+            assert read_tail(f, f.size()).compression is CompressionKind.SNAPPY
+    got = table.scan().to_arrow()
+    assert sorted(zip(got.column("id").to_pylist(), got.column("msg").to_pylist(), strict=True)) == expected
+    try:
+        from support.hivejvm import HiveJvm
+    except ImportError:  # pragma: no cover - the oracle is optional
+        return
+    rows = HiveJvm(acid_spark).read_acid_table(
+        table.location, [("id", "int"), ("msg", "string")], "1:9223372036854775807::", 2
+    )
+    assert sorted(tuple(r) for r in rows) == expected
 
 
 def test_task_failing_mid_write_leaves_nothing_visible_and_aborts_the_txn(

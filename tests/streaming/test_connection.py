@@ -19,6 +19,8 @@ from acidstream import (
     StrictJsonWriter,
     StrictRegexWriter,
 )
+from acidstream.acid.orc.compression import CompressionKind
+from acidstream.acid.orc.tail import read_tail
 from acidstream.errors import (
     ConnectionError,
     InvalidPartition,
@@ -81,6 +83,32 @@ def test_commit_makes_rows_visible_and_writes_hive_layout(ms: Metastore) -> None
     assert (table_dir / "delta_0000001_0000001" / "bucket_00000").is_file()
     assert not list(table_dir.rglob("*_flush_length"))  # batch size 1: no side file
     assert conn.current_transaction_state() is TxnState.COMMITTED
+
+
+def test_orc_compress_table_property_picks_the_codec_as_in_hive(ms: Metastore) -> None:
+    ms.execute(
+        "CREATE TABLE testing.snappy (id int, msg string) STORED AS ORC "
+        "TBLPROPERTIES ('transactional'='true', 'orc.compress'='snappy')"
+    )
+
+    def codec_of_new_file(**config: object) -> CompressionKind:
+        before = set(Path(ms.table("testing.snappy").location).rglob("bucket_*"))
+        with connect(ms, "snappy", **config) as conn, conn.transaction():
+            conn.write(b"1,compressed")
+        (path,) = set(Path(ms.table("testing.snappy").location).rglob("bucket_*")) - before
+        with pa.OSFile(str(path)) as f:
+            return read_tail(f, f.size()).compression
+
+    assert codec_of_new_file() is CompressionKind.SNAPPY
+    assert codec_of_new_file(compression="zlib") is CompressionKind.ZLIB  # the connection's setting wins
+    assert rows(ms, "snappy") == [{"id": 1, "msg": "compressed"}] * 2
+    assert connect(ms).writer_options.compression == "ZLIB"  # Hive's default without the property
+
+    ms.execute(
+        "CREATE TABLE testing.lzo (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true', 'orc.compress'='LZO')"
+    )
+    with pytest.raises(ConnectionError, match=r"testing.lzo: table property 'orc.compress' = 'LZO'"):
+        connect(ms, "lzo")
 
 
 def test_abort_hides_rows_and_row_ids_restart_per_write_id(ms: Metastore) -> None:

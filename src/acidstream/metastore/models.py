@@ -193,6 +193,12 @@ class Table:
         return bool(self.partition_keys)
 
     @property
+    def orc_compression(self) -> str:
+        """The ORC codec writers use: the ``orc.compress`` table property, as in Hive; ZLIB by default."""
+        props = {k.lower(): v for k, v in self.properties.items()}
+        return props.get("orc.compress", "ZLIB").upper()
+
+    @property
     def all_columns(self) -> tuple[Column, ...]:
         return self.columns + self.partition_keys
 

@@ -64,7 +64,7 @@ class StreamingConfig:
 
     max_buffered_bytes: int = 256 << 20  # auto-flush threshold over all open files of a batch
     parse_batch_records: int = 65536  # records buffered before a bulk parse
-    compression: str = "ZLIB"
+    compression: str | None = None  # default: the table's ``orc.compress`` (ZLIB if unset), as in Hive
     heartbeat_interval: float | None = None  # default: metastore txn timeout / 2
     write_notifications: bool = True  # ACID_WRITE events for replication
 
@@ -165,9 +165,14 @@ class StreamingConnection:
             static_values=static_values,
             num_partition_keys=len(table.partition_keys),
         )
-        self.writer_options = WriterOptions(
-            compression=config.compression, streaming_optimizations=streaming_optimizations
-        )
+        compression = config.compression or table.orc_compression
+        try:
+            self.writer_options = WriterOptions(
+                compression=compression, streaming_optimizations=streaming_optimizations
+            )
+        except ValueError as exc:
+            source = "configuration 'compression'" if config.compression else "table property 'orc.compress'"
+            raise ConnectionError(f"{table.full_name}: {source} = {compression!r}: {exc}") from exc
         self._line_pattern = record_writer.line_delimiter_pattern
         self._dead_letter_path = dead_letter
         self._dead_letter: IO[str] | None = None
