@@ -349,11 +349,9 @@ class Metastore:
         """Request all components at once; with ``wait`` poll until acquired or ``timeout`` (then release)."""
         self._housekeep_if_due()
 
-        def request(c: Connection) -> tuple[int, LockState, str | None]:
-            ext_id = locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
-            return (ext_id, *locks.check(c, ext_id))
-
-        lock_id, state, blocker = self._write(request)
+        lock_id, state, blocker = self._write(
+            lambda c: locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
+        )
         if state is LockState.ACQUIRED or not wait:
             return LockResponse(lock_id, state)
         limit = self.lock_wait_timeout if timeout is None else timeout

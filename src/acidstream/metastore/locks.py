@@ -64,8 +64,9 @@ def request(
     user: str | None,
     host: str | None,
     agent_info: str | None,
-) -> int:
-    """Queue the request (all components waiting) and record the txn's write components; returns the lock id."""
+) -> tuple[int, LockState, str | None]:
+    """Queue the request, recording the txn's write components, and try to acquire it at once (Hive's
+    ``enqueueLock`` + ``checkLock``, in one database transaction); returns the lock id, state and blocker."""
     if not components:
         raise InvalidObjectException("a lock request needs at least one component")
     objects = [_normalise(c) for c in components]
@@ -84,7 +85,10 @@ def request(
             and catalog.is_transactional_table(conn, db, table)
         ):
             txns.record_components(conn, txn_id, db, table, [partition], comp.operation)
-    ext_id = take_ids(conn, s.next_lock_id)
+    ext_id = take_ids(conn, s.next_lock_id)  # its row lock serialises every lock decision, as check's does
+    blocker = _first_conflict(
+        conn, ext_id, txn_id or 0, [(*obj, comp.type) for obj, comp in zip(objects, components, strict=True)]
+    )
     now = now_ms()
     conn.execute(
         insert(s.hive_locks),
@@ -96,9 +100,12 @@ def request(
                 "hl_db": db,
                 "hl_table": table,
                 "hl_partition": partition,
-                "hl_lock_state": LockState.WAITING.value,
+                "hl_lock_state": (LockState.WAITING if blocker else LockState.ACQUIRED).value,
                 "hl_lock_type": comp.type.value,
                 "hl_last_heartbeat": now,
+                "hl_acquired_at": None if blocker else now,
+                "hl_blockedby_ext_id": blocker.hl_lock_ext_id if blocker else None,
+                "hl_blockedby_int_id": blocker.hl_lock_int_id if blocker else None,
                 "hl_user": user,
                 "hl_host": host,
                 "hl_agent_info": agent_info,
@@ -106,7 +113,9 @@ def request(
             for i, ((db, table, partition), comp) in enumerate(zip(objects, components, strict=True))
         ],
     )
-    return ext_id
+    if blocker is not None:
+        return ext_id, LockState.WAITING, describe(blocker)
+    return ext_id, LockState.ACQUIRED, None
 
 
 def describe(row: Any) -> str:
@@ -121,6 +130,32 @@ def describe(row: Any) -> str:
     return f"lock {row.hl_lock_ext_id} ({LockType(row.hl_lock_type).name} on {where}{owner}{agent}, {state})"
 
 
+def _first_conflict(
+    conn: Connection,
+    ext_id: int,
+    txn_id: int,
+    mine: Sequence[tuple[str, str | None, str | None, LockType]],
+) -> Any | None:
+    """The first lock that keeps request ``ext_id`` from being granted: an acquired or earlier-queued lock of
+    another txn on an overlapping object with an incompatible type. None when it can be granted."""
+    others = conn.execute(
+        select(s.hive_locks)
+        .where(HL.hl_lock_ext_id != ext_id, HL.hl_db.in_({m[0] for m in mine}))
+        .order_by(HL.hl_lock_ext_id, HL.hl_lock_int_id)
+    ).all()
+    for other in others:
+        if other.hl_lock_state == LockState.WAITING.value and other.hl_lock_ext_id > ext_id:
+            continue
+        if txn_id and other.hl_txnid == txn_id:
+            continue
+        for db, table, partition, lock_type in mine:
+            if overlaps(
+                (db, table, partition), (other.hl_db, other.hl_table, other.hl_partition)
+            ) and not compatible(lock_type, LockType(other.hl_lock_type)):
+                return other
+    return None
+
+
 def check(conn: Connection, ext_id: int) -> tuple[LockState, str | None]:
     """Try to acquire every component of a queued request at once; returns the state and the blocker."""
     conn.execute(select(s.next_lock_id.c.nl_next).with_for_update())
@@ -130,32 +165,23 @@ def check(conn: Connection, ext_id: int) -> tuple[LockState, str | None]:
     now = now_ms()
     if all(r.hl_lock_state == LockState.ACQUIRED.value for r in mine):
         return LockState.ACQUIRED, None
-    dbs = {r.hl_db for r in mine}
-    others = conn.execute(
-        select(s.hive_locks)
-        .where(HL.hl_lock_ext_id != ext_id, HL.hl_db.in_(dbs))
-        .order_by(HL.hl_lock_ext_id, HL.hl_lock_int_id)
-    ).all()
-    txn_id = mine[0].hl_txnid
-    for other in others:
-        if other.hl_lock_state == LockState.WAITING.value and other.hl_lock_ext_id > ext_id:
-            continue
-        if txn_id and other.hl_txnid == txn_id:
-            continue
-        for me in mine:
-            if overlaps(
-                (me.hl_db, me.hl_table, me.hl_partition), (other.hl_db, other.hl_table, other.hl_partition)
-            ) and not compatible(LockType(me.hl_lock_type), LockType(other.hl_lock_type)):
-                conn.execute(
-                    update(s.hive_locks)
-                    .where(HL.hl_lock_ext_id == ext_id)
-                    .values(
-                        hl_blockedby_ext_id=other.hl_lock_ext_id,
-                        hl_blockedby_int_id=other.hl_lock_int_id,
-                        hl_last_heartbeat=now,
-                    )
-                )
-                return LockState.WAITING, describe(other)
+    blocker = _first_conflict(
+        conn,
+        ext_id,
+        mine[0].hl_txnid,
+        [(r.hl_db, r.hl_table, r.hl_partition, LockType(r.hl_lock_type)) for r in mine],
+    )
+    if blocker is not None:
+        conn.execute(
+            update(s.hive_locks)
+            .where(HL.hl_lock_ext_id == ext_id)
+            .values(
+                hl_blockedby_ext_id=blocker.hl_lock_ext_id,
+                hl_blockedby_int_id=blocker.hl_lock_int_id,
+                hl_last_heartbeat=now,
+            )
+        )
+        return LockState.WAITING, describe(blocker)
     conn.execute(
         update(s.hive_locks)
         .where(HL.hl_lock_ext_id == ext_id)
