@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import resource
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -22,6 +23,8 @@ from acidstream.acid.names import bucket_file, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
+
+T = TypeVar("T")
 
 
 def raise_open_file_limit() -> int:
@@ -117,10 +120,20 @@ class BatchFiles:
         return writer
 
     def flush(self) -> None:
-        """Intermediate footer (and side-file entry) on every file with new rows, files in parallel."""
+        """Intermediate footer (and side-file entry) on every file with new rows.
+
+        pyarrow encodes the files in the I/O pool (it releases the GIL) while this thread stitches each
+        encoded file in turn: the Python half of a flush never competes for the GIL with the other threads.
+        """
         keys = [key for key in self._writers if self._unflushed.get(key)]
-        failures = _each_parallel(keys, lambda key: self._writers[key].flush())
         self._unflushed.clear()
+        encoded = _map_parallel(keys, lambda key: self._writers[key].encode_pending_events())
+        failures: list[tuple[tuple[str, int], OSError]] = []
+        for key, events in zip(keys, encoded, strict=True):
+            try:
+                self._writers[key].flush_encoded(events)
+            except OSError as exc:
+                failures.append((key, exc))
         if failures:
             raise StreamingIOFailure(
                 "flushing batch files failed: " + self._describe(failures)
@@ -189,8 +202,13 @@ def _each_parallel(
             return exc
         return None
 
-    if len(keys) <= 1:
-        results = [run(k) for k in keys]
-    else:
-        results = list(_pool().map(run, keys))
+    results = list(_map_parallel(keys, run))
     return [(k, exc) for k, exc in zip(keys, results, strict=True) if exc is not None]
+
+
+def _map_parallel(keys: list[tuple[str, int]], fn: Callable[[tuple[str, int]], T]) -> Iterator[T]:
+    """``fn`` of every key in key order, computed in the pool when there is more than one: each result is
+    yielded as soon as it is ready, so the caller works on the first while the pool computes the rest."""
+    if len(keys) <= 1:
+        return (fn(k) for k in keys)
+    return _pool().map(fn, keys)

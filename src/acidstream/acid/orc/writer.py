@@ -35,7 +35,7 @@ from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import push_down_nulls
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.stats import merge_all
-from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, OrcTail, build_tail, read_tail
+from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, build_tail, read_tail
 from acidstream.acid.orc.timestamps import check_writable
 from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
@@ -100,6 +100,14 @@ class WriterOptions:
             "row_index_stride": NO_ROW_INDEX_STRIDE if self.optimized else 10000,
             "dictionary_key_size_threshold": 0.0 if self.optimized else 0.8,
         }
+
+
+@dataclass(frozen=True)
+class EncodedEvents:
+    """Buffered events and the in-memory ORC file pyarrow encoded them into (see ``AcidWriter.flush``)."""
+
+    table: pa.Table
+    data: pa.Buffer
 
 
 @dataclass(frozen=True)
@@ -275,9 +283,24 @@ class AcidWriter:
         With no new stripe since the last footer nothing is written and the previous offset is returned
         (and recorded again in the side file, as Hive does).
         """
+        return self.flush_encoded(self.encode_pending_events())
+
+    def encode_pending_events(self) -> EncodedEvents | None:
+        """First half of :meth:`flush`: take the buffered events and encode them (pyarrow, GIL released).
+
+        Touches no writer state but the buffer, so callers may run it for many writers in worker threads and
+        then call :meth:`flush_encoded` for each, in order, on one thread.
+        """
+        self._check_open()
+        table = self._take_pending()
+        return None if table is None else EncodedEvents(table, self._encode_bytes(table))
+
+    def flush_encoded(self, encoded: EncodedEvents | None) -> int:
+        """Second half of :meth:`flush`: append the encoded stripes, then the intermediate footer."""
         self._check_open()
         try:
-            self._encode_pending()
+            if encoded is not None:
+                self._append_encoded(encoded)
             if len(self._stripes) > self._tail_stripes:
                 self._write_tail()
             self._out.flush()
@@ -390,7 +413,8 @@ class AcidWriter:
         key = (tuple((c.name, str(c.type)) for c in columns), repr(self._options))
         template = _TEMPLATES.get(key)
         if template is None:
-            tail, _ = self._encode(self._schema.empty_table())
+            data = self._encode_bytes(self._schema.empty_table())
+            tail = read_tail(pa.BufferReader(data), data.size)
             _patch_types(tail.footer, self._hive_types)
             template = _Template(tail.postscript, tail.footer, tail.statistics)
             if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
@@ -398,20 +422,28 @@ class AcidWriter:
             _TEMPLATES[key] = template
         return template
 
-    def _encode(self, table: pa.Table) -> tuple[OrcTail, pa.Buffer]:
-        """Encode events as a small in-memory ORC file with our settings; returns its parsed tail and bytes."""
+    def _encode_bytes(self, table: pa.Table) -> pa.Buffer:
         sink = pa.BufferOutputStream()
         po.write_table(table, sink, **self._options.pyarrow_kwargs())
-        data = sink.getvalue()
-        return read_tail(pa.BufferReader(data), data.size), data
+        return sink.getvalue()
+
+    def _take_pending(self) -> pa.Table | None:
+        if not self._pending:
+            return None
+        table = pa.Table.from_batches(self._pending, schema=self._schema)
+        self._pending, self._pending_bytes = [], 0
+        return table
 
     def _encode_pending(self) -> None:
         """Encode buffered events into stripe(s) and append them to the file (no tail)."""
-        if not self._pending:
-            return
-        table = pa.Table.from_batches(self._pending, schema=self._schema)
-        self._pending, self._pending_bytes = [], 0
-        tail, data = self._encode(table)
+        table = self._take_pending()
+        if table is not None:
+            self._append_encoded(EncodedEvents(table, self._encode_bytes(table)))
+
+    def _append_encoded(self, encoded: EncodedEvents) -> None:
+        """Copy the encoded file's stripes to our output and account for them (keys, statistics)."""
+        table, data = encoded.table, encoded.data
+        tail = read_tail(pa.BufferReader(data), data.size)
         stripes = tail.stripes
         if not stripes:
             return
