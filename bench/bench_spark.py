@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from acidstream.catalog import Metastore
 from acidstream.spark import read_table, register, session
 from acidstream.spark.jvm_read import HIVE_ORC_FORMAT
@@ -45,6 +47,33 @@ def best(label: str, runs: int, rows: int, fn: Callable[[], Any]) -> float:
     return fastest
 
 
+def interleaved(cases: dict[str, Callable[[], Any]], *, rounds: int, rows: int) -> dict[str, list[float]]:
+    """One untimed warm-up of every case (JIT, Python workers), then ``rounds`` rounds running each case once.
+
+    The machine's speed drifts within minutes, so cases are compared round by round, never best against best.
+    """
+    for fn in cases.values():
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    for name, times in seconds.items():
+        med = float(np.median(times))
+        print(
+            f"{name:<44} {med:7.2f} s  {rows / med / 1e6:6.2f} M rows/s  (median; rounds: "
+            f"{', '.join(f'{t:.2f}' for t in times)})"
+        )
+    return seconds
+
+
+def median_ratio(peer: list[float], ours: list[float]) -> float:
+    """Median over rounds of peer time / our time (our throughput as a share of the peer's)."""
+    return float(np.median([p / o for p, o in zip(peer, ours, strict=True)]))
+
+
 def aggregate(df: Any) -> Any:
     return df.selectExpr("sum(id)", "sum(length(msg))", "sum(score)").collect()
 
@@ -52,7 +81,7 @@ def aggregate(df: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3, help="timed runs (write: interleaved rounds)")
     parser.add_argument("--stream-files", type=int, default=10)
     parser.add_argument("--write-only", action="store_true", help="stop after the batch-write measurements")
     args = parser.parse_args()
@@ -66,7 +95,7 @@ def main() -> None:
     ms.execute("CREATE DATABASE bench")
     ms.execute(DDL)
     spark = register(session("acidstream-bench"))
-    print(f"{rows:,} rows, {os.cpu_count()} cores, local[2], runs={runs}, best run shown")
+    print(f"{rows:,} rows, {os.cpu_count()} cores, local[2], runs={runs}; writes: medians, reads: best run")
 
     source = (
         spark.range(rows, numPartitions=2)
@@ -75,24 +104,25 @@ def main() -> None:
     )
     source.count()
     plain_dir = os.path.join(root, "plain")
-    orc = best("write: df.write.orc", runs, rows, lambda: source.write.mode("overwrite").orc(plain_dir))
 
     def append_once(ddl: str) -> None:
         ms.execute(f"DROP TABLE {TABLE}")  # the drop deletes the table's files too
         ms.execute(ddl)
         source.write.format("acidstream").options(**opts).mode("append").save(TABLE)
 
-    zlib = best(
-        "write: df.write.orc (zlib, Hive's codec)",
-        runs,
-        rows,
-        lambda: source.write.mode("overwrite").option("compression", "zlib").orc(plain_dir),
-    )
-    acid_zstd = best("write: format('acidstream'), ZSTD table", runs, rows, lambda: append_once(ZSTD_DDL))
-    acid = best("write: format('acidstream'), ZLIB table (default)", runs, rows, lambda: append_once(DDL))
+    writes: dict[str, Callable[[], Any]] = {
+        "write: df.write.orc (zstd, Spark's default)": lambda: source.write.mode("overwrite").orc(plain_dir),
+        "write: df.write.orc (zlib, Hive's default)": lambda: (
+            source.write.mode("overwrite").option("compression", "zlib").orc(plain_dir)
+        ),
+        "write: format('acidstream'), ZSTD table": lambda: append_once(ZSTD_DDL),
+        "write: format('acidstream'), ZLIB table": lambda: append_once(DDL),
+    }
+    seconds = interleaved(writes, rounds=runs, rows=rows)
+    orc, zlib, acid_zstd, acid = (seconds[name] for name in writes)
     print(
-        f"  -> batch write at {orc / acid_zstd:.0%} of df.write.orc with the same codec (zstd), "
-        f"{zlib / acid:.0%} with Hive's zlib; zlib table vs df.write.orc's default: {orc / acid:.0%}"
+        f"  -> batch write at {median_ratio(orc, acid_zstd):.0%} of df.write.orc with the same codec (zstd), "
+        f"{median_ratio(zlib, acid):.0%} with Hive's zlib (medians of per-round ratios)"
     )
     tiny = spark.range(1).selectExpr("id", "'x' msg", "0.5 score")
     fixed = best(
@@ -101,7 +131,10 @@ def main() -> None:
         1,
         lambda: tiny.write.format("acidstream").options(**opts).mode("append").save(TABLE),
     )
-    print(f"  -> without the fixed cost: {zlib / max(acid - fixed, 1e-9):.0%} of df.write.orc (zlib)")
+    variable = float(np.median(acid)) - fixed
+    print(
+        f"  -> without the fixed cost: {float(np.median(zlib)) / max(variable, 1e-9):.0%} of df.write.orc (zlib)"
+    )
     if args.write_only:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -4,7 +4,7 @@ Same data for every case: N delimited records ``id,msg`` (msg ~20 chars), commit
 table partitioned by (continent, country) and clustered by id into 5 buckets, static partition. Each case runs
 in its own subprocess so that peak memory (max RSS) is its own. Prints a markdown table.
 
-    python bench/bench_streaming.py [--records 1000000] [--txns 100]
+    python bench/bench_streaming.py [--records 1000000] [--txns 100] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -150,47 +151,53 @@ CASES = {
 }
 
 
+def run_case(name: str, records: int, txns: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--case", name, "--records", str(records), "--txns", str(txns)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--txns", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(CASES[args.case](Path(tmp), args.records, args.txns)))
         return
-    results = {}
-    for name in CASES:
-        out = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--case",
-                name,
-                "--records",
-                str(args.records),
-                "--txns",
-                str(args.txns),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{name}: {results[name]}", file=sys.stderr)
-    base = results["acidstream write() per record"]["records_per_s"]
-    print(
-        f"\n{args.records:,} records, {args.txns} txns; {platform.processor() or platform.machine()}, "
-        f"{time.strftime('%Y-%m-%d')}\n"
-    )
-    print("| case | records/s | vs acidstream write() | seconds | peak RSS MiB | commit p50/p99 ms |")
-    print("|---|---:|---:|---:|---:|---|")
-    for name, r in results.items():
-        commit = f"{r['commit_p50_ms']:.1f} / {r['commit_p99_ms']:.1f}" if "commit_p50_ms" in r else ""
+    # This machine's speed drifts by tens of percent within minutes: every round runs each case once, so
+    # the cases of one round share the machine's state, and ratios are medians of per-round ratios.
+    rounds: list[dict[str, dict[str, float]]] = []
+    for r in range(args.rounds):
+        rounds.append({name: run_case(name, args.records, args.txns) for name in CASES})
         print(
-            f"| {name} | {r['records_per_s']:,.0f} | {r['records_per_s'] / base:.2f}x | {r['seconds']:.2f} | "
-            f"{r['peak_rss_mib']:.0f} | {commit} |"
+            f"round {r + 1}: " + ", ".join(f"{n} {v['records_per_s']:,.0f}/s" for n, v in rounds[-1].items()),
+            file=sys.stderr,
+        )
+    base_name = "acidstream write() per record"
+    print(
+        f"\n{args.records:,} records, {args.txns} txns, median of {args.rounds} interleaved rounds; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n"
+    )
+    print("| case | records/s | acidstream write() vs it | seconds | peak RSS MiB | commit p50/p99 ms |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name in CASES:
+        runs = [rnd[name] for rnd in rounds]
+        med = {k: float(np.median([run[k] for run in runs])) for k in runs[0]}
+        ratio = float(
+            np.median([rnd[base_name]["records_per_s"] / rnd[name]["records_per_s"] for rnd in rounds])
+        )
+        commit = f"{med['commit_p50_ms']:.1f} / {med['commit_p99_ms']:.1f}" if "commit_p50_ms" in med else ""
+        print(
+            f"| {name} | {med['records_per_s']:,.0f} | {ratio:.2f}x | {med['seconds']:.2f} | "
+            f"{med['peak_rss_mib']:.0f} | {commit} |"
         )
 
 
