@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+
 import pytest
 
 from acidstream.acid.writeids import ValidWriteIdList
@@ -227,8 +229,9 @@ def test_open_txns_with_write_ids_is_open_plus_allocate(ms: Metastore) -> None:
     start = ms.current_notification_event_id()
     ms.open_txns()  # txn 1: the batch's write ids still start at 1
     assert ms.open_txns_with_write_ids(3, "db.t", user="me", agent_info="a") == [(2, 1), (3, 2), (4, 3)]
+    # an unnamed txn gets this client's login and host name, as Hive's client fills them in
     assert [(t.txn_id, t.user, t.agent_info) for t in ms.show_txns()] == [
-        (1, None, None),
+        (1, getpass.getuser(), None),
         (2, "me", "a"),
         (3, "me", "a"),
         (4, "me", "a"),

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import getpass
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +43,16 @@ R = TypeVar("R")
 
 #: Housekeeping piggy-backed on normal calls runs at most this often (and at least 4x per txn timeout).
 MAX_HOUSEKEEPING_INTERVAL = 60.0
+
+
+@functools.cache
+def client_identity() -> tuple[str | None, str]:
+    """(user, host) recorded with txns and locks when the caller names none, as Hive's client fills them in."""
+    try:
+        user: str | None = getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no login name (e.g. a container's unnamed uid)
+        user = None
+    return user, socket.gethostname()
 
 
 class Metastore:
@@ -217,6 +230,7 @@ class Metastore:
         self, n: int = 1, *, user: str | None = None, host: str | None = None, agent_info: str | None = None
     ) -> list[int]:
         self._housekeep_if_due()
+        user, host = _identify(user, host)
         return self._write(lambda c: txns.open_txns(c, n, user=user, host=host, agent_info=agent_info))
 
     def allocate_table_write_ids(self, txn_ids: Sequence[int], table_name: str) -> list[tuple[int, int]]:
@@ -235,6 +249,7 @@ class Metastore:
         """``open_txns(n)`` then ``allocate_table_write_ids`` in one round trip: (txn id, write id) pairs."""
         self._housekeep_if_due()
         db, name = catalog.split_name(table_name)
+        user, host = _identify(user, host)
         return self._write(
             lambda c: txns.open_txns_with_write_ids(
                 c, n, db, name, user=user, host=host, agent_info=agent_info
@@ -348,6 +363,7 @@ class Metastore:
     ) -> LockResponse:
         """Request all components at once; with ``wait`` poll until acquired or ``timeout`` (then release)."""
         self._housekeep_if_due()
+        user, host = _identify(user, host)
 
         lock_id, state, blocker = self._write(
             lambda c: locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
@@ -437,3 +453,8 @@ def _delete_table_data(locations: Sequence[str]) -> None:
         fs, path = table_filesystem(location)
         with contextlib.suppress(FileNotFoundError):
             fs.delete_dir(path)
+
+
+def _identify(user: str | None, host: str | None) -> tuple[str | None, str]:
+    default_user, default_host = client_identity()
+    return (user if user is not None else default_user), (host if host is not None else default_host)

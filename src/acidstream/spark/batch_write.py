@@ -9,8 +9,6 @@ leaves an open txn that the metastore's housekeeping aborts after ``txn_timeout`
 
 from __future__ import annotations
 
-import getpass
-import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -40,9 +38,7 @@ class AcidBatchWriter(DataSourceArrowWriter):
     def __init__(self, target: Target, agent_info: str) -> None:
         self.target = target
         ms = target.metastore()
-        (self.txn_id,) = ms.open_txns(
-            1, user=getpass.getuser(), host=socket.gethostname(), agent_info=agent_info
-        )
+        (self.txn_id,) = ms.open_txns(1, agent_info=agent_info)
         try:
             ((_, self.write_id),) = ms.allocate_table_write_ids([self.txn_id], target.name)
         except BaseException:

@@ -13,10 +13,8 @@ thread or a signal handler.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,6 +42,7 @@ from acidstream.errors import (
     TxnAbortedException,
 )
 from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, Table
+from acidstream.metastore.client import client_identity
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.streaming.records import ParseResult, RecordParser, split_records
@@ -446,8 +445,6 @@ class StreamingConnection:
             ms.open_txns_with_write_ids,
             self.batch_size,
             self.table.full_name,
-            user=getpass.getuser(),
-            host=socket.gethostname(),
             agent_info=self.agent_info,
         )
         txn_ids = [t for t, _ in pairs]
@@ -823,10 +820,5 @@ class StreamingConnectionBuilder:
 
 def _default_agent_info() -> str:
     """Hive's default ``<user>:<host>:<thread>``."""
-    try:
-        host = socket.gethostname()
-    except OSError:  # pragma: no cover - no hostname at all
-        import uuid
-
-        host = str(uuid.uuid4())
-    return f"{getpass.getuser()}:{host}:{threading.current_thread().name}"
+    user, host = client_identity()
+    return f"{user}:{host}:{threading.current_thread().name}"
