@@ -102,18 +102,16 @@ class BatchFiles:
             self.auto_flushes += 1
 
     def _open(self, dest: Destination, bucket_id: int) -> AcidWriter:
+        """A writer whose files are created in the I/O pool while rows keep being parsed and routed."""
         path = self.path_for(dest, bucket_id)
-        try:
-            self.fs.create_dir(f"{dest.location}/{self.delta_name}", recursive=True)
-            writer = AcidWriter(
-                self.fs,
-                path,
-                self.columns,
-                options=self.options,
-                side_file=self.min_write_id != self.max_write_id,
-            )
-        except OSError as exc:
-            raise StreamingIOFailure(f"creating {path}: {exc}") from exc
+        writer = AcidWriter(
+            self.fs,
+            path,
+            self.columns,
+            options=self.options,
+            side_file=self.min_write_id != self.max_write_id,
+            create_in=_pool(),
+        )
         key = (dest.name, bucket_id)
         self._writers[key] = writer
         self._paths[key] = path

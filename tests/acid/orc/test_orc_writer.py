@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -322,6 +323,27 @@ def test_creates_directory_and_never_overwrites(tmp_path: Path, fs: pafs.FileSys
     with pytest.raises(FileExistsError):
         AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
     assert read_events(fs, path).num_rows == 1  # untouched
+    assert not os.path.exists(path + "_flush_length")
+
+
+def test_files_created_in_an_executor_are_awaited_and_never_overwrite(
+    tmp_path: Path, fs: pafs.FileSystem
+) -> None:
+    path = str(tmp_path / "delta_0000001_0000002" / "bucket_00000")
+    with ThreadPoolExecutor(1) as pool:
+        w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True, create_in=pool)
+        w.insert(1, B0, rows(1, 2))
+        assert w.flush() > 0  # waited for the files, then wrote the stripe, footer and side-file entry
+        w.close()
+        assert read_events(fs, path).num_rows == 2
+
+        late = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True, create_in=pool)
+        late.insert(1, B0, rows(3))  # buffered: the failed creation shows when the files are needed
+        for _ in range(2):  # and again on every later call
+            with pytest.raises(FileExistsError):
+                late.flush()
+        late.abort_close()  # must not delete a file it did not create
+    assert read_events(fs, path).num_rows == 2
     assert not os.path.exists(path + "_flush_length")
 
 

@@ -10,6 +10,7 @@ flush (an intermediate footer, as ORC Java's ``writeIntermediateFooter``) and at
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,7 +138,11 @@ class AcidWriter:
         *,
         options: WriterOptions,
         side_file: bool,
+        create_in: Executor | None = None,
     ) -> None:
+        """``create_in``: create the files in that executor instead of now. Rows are buffered meanwhile and
+        the first operation that needs the files waits for them (and raises what creating them raised), so
+        a caller opening many writers overlaps their file creation with its other work."""
         tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._row_type = pa.struct([c.to_arrow() for c in columns])
@@ -157,12 +162,11 @@ class AcidWriter:
         self._postscript = template.postscript.copy()
         self._footer = template.footer.copy()
         self._column_stats = template.statistics  # replaced, never mutated, by merges
-        try:
+        self._files_pending: Future[None] | None = None
+        if create_in is None:
             self._create_files(side_file)
-        except FileExistsError:
-            raise
-        except OSError as exc:
-            raise StreamingIOFailure(f"cannot create {path}: {exc}") from exc
+        else:
+            self._files_pending = create_in.submit(self._create_files, side_file)
         self._offset = len(MAGIC)
         self._tail_offset = 0  # end of the last tail written (0: none yet)
         self._tail_stripes = 0  # stripes that tail covers
@@ -298,6 +302,7 @@ class AcidWriter:
     def flush_encoded(self, encoded: EncodedEvents | None) -> int:
         """Second half of :meth:`flush`: append the encoded stripes, then the intermediate footer."""
         self._check_open()
+        self._await_files()
         try:
             if encoded is not None:
                 self._append_encoded(encoded)
@@ -314,6 +319,7 @@ class AcidWriter:
         """Final footer and side-file removal; an insert file without events is deleted (bases stay, empty)."""
         if self._closed:
             return
+        self._await_files()
         try:
             self._encode_pending()
             self._closed = True
@@ -339,6 +345,10 @@ class AcidWriter:
             return
         self._closed = True
         self._pending.clear()
+        try:
+            self._await_files()
+        except (FileExistsError, StreamingIOFailure):
+            return  # nothing of ours was created (an existing file is someone else's)
         try:
             self._out.close()
             if self._side is None:
@@ -438,6 +448,7 @@ class AcidWriter:
         """Encode buffered events into stripe(s) and append them to the file (no tail)."""
         table = self._take_pending()
         if table is not None:
+            self._await_files()
             self._append_encoded(EncodedEvents(table, self._encode_bytes(table)))
 
     def _append_encoded(self, encoded: EncodedEvents) -> None:
@@ -501,12 +512,25 @@ class AcidWriter:
     def _metadata_item(name: str, value: str) -> bytes:
         return Message().set_string(1, name).set_bytes(2, value.encode("utf-8")).encode()
 
+    def _await_files(self) -> None:
+        """Wait for files created in the background (see ``create_in``); raises what creating them raised."""
+        if self._files_pending is not None:
+            self._files_pending.result()  # a failed creation raises again on every later call
+
     def _create_files(self, side_file: bool) -> None:
         """Directory, ``_orc_acid_version`` (content "2") if missing, side file, then the data file.
 
         Like Hive (``fs.create(..., overwrite=false)``) an existing data or side file is never overwritten:
         it may hold committed rows. The side file comes first, as in OrcRecordUpdater's constructor.
         """
+        try:
+            self._create_files_unchecked(side_file)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise StreamingIOFailure(f"cannot create {self._path}: {exc}") from exc
+
+    def _create_files_unchecked(self, side_file: bool) -> None:
         parent = self._path.rsplit("/", 1)[0] if "/" in self._path else "."
         self._fs.create_dir(parent, recursive=True)
         version = f"{parent}/{ORC_ACID_VERSION_FILE}"
