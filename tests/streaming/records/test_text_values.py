@@ -47,6 +47,7 @@ def run(type_text: str, texts: list[str | None]) -> list[object]:
         ("int", ".", BAD),
         ("int", "2147483647.99", 2147483647),
         ("int", "0x1F", BAD),
+        ("int", "0X1F", BAD),
         ("int", "+", BAD),
         ("int", "", None),
         ("int", "\\N", None),

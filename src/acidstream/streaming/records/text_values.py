@@ -129,7 +129,8 @@ def _integers(text: pa.Array, t: HiveType) -> Converted:
     """LazyInteger/LazyLong: optional sign, ASCII digits, no blanks, out of range does not parse; a fraction of
     digits is allowed and truncated ('12.9' → 12, as Hive 3's parse does)."""
     lo, hi = _INT_RANGES[t.name]
-    if not pc.any(pc.match_substring(text, "x", ignore_case=True)).as_py():  # Arrow alone accepts '0x1F'
+    # Arrow alone accepts '0x1F' / '0X1F'; two plain searches cost a quarter of one ignore_case (regex) search
+    if not pc.any(pc.or_(pc.match_substring(text, "x"), pc.match_substring(text, "X"))).as_py():
         try:  # fast path: Arrow's parser accepts a subset of Hive's forms (no '+'), so success is exact
             values = pc.cast(text, pa.int64())
         except pa.ArrowInvalid:
