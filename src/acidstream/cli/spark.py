@@ -18,24 +18,27 @@ from acidstream.cli._options import default_metastore_url, metastore_options
     "--rows", type=click.IntRange(1), default=200_000, show_default=True, help="Rows to land and ingest."
 )
 @click.option(
-    "--files", type=click.IntRange(1), default=20, show_default=True, help="Landing files (= micro-batches)."
+    "--files",
+    type=click.IntRange(1),
+    default=None,
+    help="Landing files (= micro-batches = transactions).  [default: one per 50,000 rows]",
 )
 @click.option("--reset", is_flag=True, help="Drop testing.alerts, its landing files and checkpoint first.")
 @click.option("--query-interval", type=click.FloatRange(0.1), default=1.0, show_default=True, help="Seconds.")
 def main_job(
-    metastore: str | None, warehouse: str, rows: int, files: int, reset: bool, query_interval: float
+    metastore: str | None, warehouse: str, rows: int, files: int | None, reset: bool, query_interval: float
 ) -> None:
     """Land CSV files, stream them through Spark into testing.alerts, query it with Spark SQL meanwhile."""
     from pyspark.sql import SparkSession
 
-    from acidstream.spark.main_job import JobConfig, quiet_session, run
+    from acidstream.spark.main_job import JobConfig, default_files, quiet_session, run
 
     console = Console()
     if "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
     cfg = JobConfig(
         rows=rows,
-        files=min(files, rows),
+        files=min(files or default_files(rows), rows),
         warehouse=warehouse,
         metastore=metastore or default_metastore_url(warehouse),
         reset=reset,
