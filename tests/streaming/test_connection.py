@@ -306,6 +306,23 @@ def test_bad_record_names_index_and_field_and_keeps_good_rows(ms: Metastore) -> 
         conn.write(b"4,after")
         conn.commit_transaction()  # the txn stayed usable
     assert [r["id"] for r in rows(ms)] == [1, 3, 4]
+    # rows 1 and 3 were already encoding when the commit failed: they come first, with their own row ids
+    assert [(r["id"], r["ROW__ID"]["rowid"]) for r in rows(ms, with_row_id=True)] == [(1, 0), (3, 1), (4, 2)]
+
+
+def test_rows_of_a_commit_that_failed_then_aborted_never_show(ms: Metastore) -> None:
+    with connect(ms, batch=2) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,doomed")
+        conn.write(b"x,bad id")
+        with pytest.raises(SerializationError):
+            conn.commit_transaction()
+        conn.abort_transaction()
+        conn.begin_transaction()
+        conn.write(b"2,kept")
+        conn.commit_transaction()
+        assert rows(ms) == [{"id": 2, "msg": "kept"}]
+    assert rows(ms) == [{"id": 2, "msg": "kept"}]
 
 
 def test_dead_letter_file_collects_bad_records(ms: Metastore, tmp_path: Path) -> None:

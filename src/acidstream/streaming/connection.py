@@ -337,7 +337,7 @@ class StreamingConnection:
         """
         with self._lock:
             batch = self._require_open_txn()
-            self._drain_pending()
+            self._drain_pending(last=True)
             try:
                 if self.is_managed:
                     self._commit_managed(batch, partitions, key, value)
@@ -552,7 +552,8 @@ class StreamingConnection:
 
     # --- internals: records ---------------------------------------------------------------------------
 
-    def _drain_pending(self) -> None:
+    def _drain_pending(self, *, last: bool = False) -> None:
+        """Parse and route the buffered records; ``last``: the txn's last ones (their files start encoding)."""
         if not self._pending:
             return
         with self._lock:
@@ -561,11 +562,11 @@ class StreamingConnection:
             first = self._txn_records
             self._txn_records += len(records)
             self._stats.bytes_written += sum(map(len, records))
-            self._accept(self.parser.parse(records, first_index=first))
+            self._accept(self.parser.parse(records, first_index=first), last=last)
 
-    def _accept(self, result: ParseResult) -> None:
+    def _accept(self, result: ParseResult, *, last: bool = False) -> None:
         """Route the good rows; dead-letter or raise the bad ones (the txn stays usable either way)."""
-        self._route(result.batch)
+        self._route(result.batch, last=last)
         if not result.errors:
             return
         self._stats.records_rejected += len(result.errors)
@@ -594,12 +595,14 @@ class StreamingConnection:
             self._dead_letter.write(json.dumps(entry) + "\n")
         self._dead_letter.flush()
 
-    def _route(self, batch_rows: pa.RecordBatch) -> None:
+    def _route(self, batch_rows: pa.RecordBatch, *, last: bool = False) -> None:
         batch = self._batch
         assert batch is not None
         for routed in self.router.route(batch_rows):
             dest = self._static_dest if not self.dynamic else self._destination(routed.partition_values)
             batch.files.insert(dest, routed.bucket_id, batch.write_id, routed.rows)
+            if last:
+                batch.files.encode_ahead(dest, routed.bucket_id)
             self._txn_touched.setdefault(dest.name, dest)
             self._all_touched.setdefault(dest.name, dest)
         self._stats.records_written += batch_rows.num_rows

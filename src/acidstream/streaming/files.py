@@ -11,7 +11,7 @@ import os
 import resource
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
-from acidstream.acid.orc import AcidWriter, WriterOptions
+from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
 
@@ -74,6 +74,7 @@ class BatchFiles:
         self._writers: dict[tuple[str, int], AcidWriter] = {}
         self._paths: dict[tuple[str, int], str] = {}
         self._unflushed: dict[tuple[str, int], int] = {}
+        self._encoding: dict[tuple[str, int], list[Future[EncodedEvents]]] = {}
         self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
@@ -117,6 +118,14 @@ class BatchFiles:
         self._paths[key] = path
         return writer
 
+    def encode_ahead(self, dest: Destination, bucket_id: int) -> None:
+        """Start encoding the rows buffered for (partition, bucket) in the I/O pool now, not at the next flush.
+
+        For a txn's last rows: each file's encoding then overlaps the routing of the others' rows. Rows
+        inserted afterwards are encoded at the flush, after these (a stripe each).
+        """
+        self._encode_taken((dest.name, bucket_id), in_pool=True)
+
     def flush(self) -> None:
         """Intermediate footer (and side-file entry) on every file with new rows.
 
@@ -125,17 +134,31 @@ class BatchFiles:
         """
         keys = [key for key in self._writers if self._unflushed.get(key)]
         self._unflushed.clear()
-        encoded = _map_parallel(keys, lambda key: self._writers[key].encode_pending_events())
+        in_pool = len(keys) > 1 or bool(self._encoding)
+        for key in keys:
+            self._encode_taken(key, in_pool=in_pool)
+        encoding, self._encoding = self._encoding, {}
         failures: list[tuple[tuple[str, int], OSError]] = []
-        for key, events in zip(keys, encoded, strict=True):
+        for key in keys:
             try:
-                self._writers[key].flush_encoded(events)
+                self._writers[key].flush_encoded([chunk.result() for chunk in encoding.get(key, ())])
             except OSError as exc:
                 failures.append((key, exc))
         if failures:
             raise StreamingIOFailure(
                 "flushing batch files failed: " + self._describe(failures)
             ) from failures[0][1]
+
+    def _encode_taken(self, key: tuple[str, int], *, in_pool: bool) -> None:
+        """Take the writer's buffered events (on this thread: inserts never race the take) and encode them."""
+        writer = self._writers[key]
+        table = writer.take_pending_events()
+        if table is None:
+            return
+        chunk: Future[EncodedEvents] = (
+            _pool().submit(writer.encode_events, table) if in_pool else _done(writer.encode_events(table))
+        )
+        self._encoding.setdefault(key, []).append(chunk)
 
     def files_of(self, partition_name: str) -> list[str]:
         return [p for (name, _), p in self._paths.items() if name == partition_name]
@@ -149,6 +172,10 @@ class BatchFiles:
         when one fails."""
         if self.closed:
             return
+        if abort:
+            self._encoding.clear()  # encoded ahead for a txn that never committed
+        elif self._encoding:
+            self.flush()  # every event a writer counted is in its file
         self.closed = True
         failures = _each_parallel(
             list(self._writers),
@@ -210,3 +237,9 @@ def _map_parallel(keys: list[tuple[str, int]], fn: Callable[[tuple[str, int]], T
     if len(keys) <= 1:
         return (fn(k) for k in keys)
     return _pool().map(fn, keys)
+
+
+def _done(value: T) -> Future[T]:
+    future: Future[T] = Future()
+    future.set_result(value)
+    return future

@@ -6,11 +6,12 @@ footers, side files, close).
 
 from acidstream.acid.orc.events import EventKind, KeyIndex, event_schema
 from acidstream.acid.orc.reader import AcidFileMetadata, iter_event_batches, read_acid_metadata, read_events
-from acidstream.acid.orc.writer import AcidWriter, WriterOptions
+from acidstream.acid.orc.writer import AcidWriter, EncodedEvents, WriterOptions
 
 __all__ = [
     "AcidFileMetadata",
     "AcidWriter",
+    "EncodedEvents",
     "EventKind",
     "KeyIndex",
     "WriterOptions",

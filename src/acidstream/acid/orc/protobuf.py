@@ -23,8 +23,14 @@ class ProtobufError(ValueError):
     """The bytes are not a well-formed protobuf message."""
 
 
+#: Encoded one-byte varints: tags and lengths are nearly always below 128, and a tail has hundreds of them.
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def encode_varint(value: int) -> bytes:
     """Base-128 varint of an unsigned 64-bit value (negative int64 values are sent as their 2's complement)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= _U64
     out = bytearray()
     while value > 0x7F:
@@ -36,6 +42,8 @@ def encode_varint(value: int) -> bytes:
 
 def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Read a varint at ``pos``; returns (value, next position)."""
+    if pos < len(buf) and buf[pos] < 0x80:
+        return buf[pos], pos + 1
     result = 0
     shift = 0
     end = len(buf)

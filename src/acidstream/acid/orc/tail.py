@@ -8,6 +8,7 @@ Layout of a tail at the end of ``[0, length)``: Metadata (compressed), Footer (c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from acidstream.acid.orc.compression import CompressionError, CompressionKind, compress, decompress
@@ -96,8 +97,9 @@ class OrcTail:
     def num_rows(self) -> int:
         return self.footer.uint(FOOTER.NUMBER_OF_ROWS, 0) or 0
 
-    @property
+    @cached_property
     def stripes(self) -> list[Message]:
+        """Decoded once per tail (validation and stitching both walk them)."""
         return self.footer.messages(FOOTER.STRIPES)
 
     @property

@@ -117,7 +117,7 @@ class _Template:
 
     postscript: Message
     footer: Message
-    statistics: list[Message]
+    statistics: list[bytes]
 
 
 _TEMPLATE_CACHE_SIZE = 256
@@ -151,7 +151,8 @@ class AcidWriter:
         self._closed = False
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
-        self._stripes: list[Message] = []
+        self._stripes: list[bytes] = []  # encoded StripeInformation, offsets in this file
+        self._rows = 0  # in those stripes
         self._stripe_stats: list[bytes] = []
         self._keys: list[RecordKey] = []
         self._last_key: RecordKey | None = None
@@ -161,7 +162,7 @@ class AcidWriter:
         template = self._template(columns)
         self._postscript = template.postscript.copy()
         self._footer = template.footer.copy()
-        self._column_stats = template.statistics  # replaced, never mutated, by merges
+        self._column_stats = template.statistics  # encoded ColumnStatistics, replaced by merges
         self._files_pending: Future[None] | None = None
         if create_in is None:
             self._create_files(side_file)
@@ -287,25 +288,29 @@ class AcidWriter:
         With no new stripe since the last footer nothing is written and the previous offset is returned
         (and recorded again in the side file, as Hive does).
         """
-        return self.flush_encoded(self.encode_pending_events())
+        table = self.take_pending_events()
+        return self.flush_encoded(() if table is None else [self.encode_events(table)])
 
-    def encode_pending_events(self) -> EncodedEvents | None:
-        """First half of :meth:`flush`: take the buffered events and encode them (pyarrow, GIL released).
-
-        Touches no writer state but the buffer, so callers may run it for many writers in worker threads and
-        then call :meth:`flush_encoded` for each, in order, on one thread.
-        """
+    def take_pending_events(self) -> pa.Table | None:
+        """First step of :meth:`flush`: the buffered events, removed from the buffer (None if there are none)."""
         self._check_open()
-        table = self._take_pending()
-        return None if table is None else EncodedEvents(table, self._encode_bytes(table))
+        return self._take_pending()
 
-    def flush_encoded(self, encoded: EncodedEvents | None) -> int:
-        """Second half of :meth:`flush`: append the encoded stripes, then the intermediate footer."""
+    def encode_events(self, table: pa.Table) -> EncodedEvents:
+        """Second step of :meth:`flush`: pyarrow encodes taken events (GIL released).
+
+        Touches no writer state, so callers may run it in worker threads for many writers (and for several
+        takes of one writer) and then call :meth:`flush_encoded` for each result, in take order, on one thread.
+        """
+        return EncodedEvents(table, self._encode_bytes(table))
+
+    def flush_encoded(self, encoded: Sequence[EncodedEvents] = ()) -> int:
+        """Last step of :meth:`flush`: append the encoded stripes (in take order), then the intermediate footer."""
         self._check_open()
         self._await_files()
         try:
-            if encoded is not None:
-                self._append_encoded(encoded)
+            for chunk in encoded:
+                self._append_encoded(chunk)
             if len(self._stripes) > self._tail_stripes:
                 self._write_tail()
             self._out.flush()
@@ -426,7 +431,7 @@ class AcidWriter:
             data = self._encode_bytes(self._schema.empty_table())
             tail = read_tail(pa.BufferReader(data), data.size)
             _patch_types(tail.footer, self._hive_types)
-            template = _Template(tail.postscript, tail.footer, tail.statistics)
+            template = _Template(tail.postscript, tail.footer, tail.footer.repeated_bytes(FOOTER.STATISTICS))
             if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
                 _TEMPLATES.pop(next(iter(_TEMPLATES)))
             _TEMPLATES[key] = template
@@ -449,7 +454,7 @@ class AcidWriter:
         table = self._take_pending()
         if table is not None:
             self._await_files()
-            self._append_encoded(EncodedEvents(table, self._encode_bytes(table)))
+            self._append_encoded(self.encode_events(table))
 
     def _append_encoded(self, encoded: EncodedEvents) -> None:
         """Copy the encoded file's stripes to our output and account for them (keys, statistics)."""
@@ -470,29 +475,32 @@ class AcidWriter:
         row = 0
         for s in stripes:
             s.set_uint(STRIPE.OFFSET, (s.uint(STRIPE.OFFSET, 0) or 0) + shift)
-            self._stripes.append(s)
+            self._stripes.append(s.encode())
             row += s.uint(STRIPE.NUMBER_OF_ROWS, 0) or 0
             self._keys.append((ot[row - 1].as_py(), bk[row - 1].as_py(), rid[row - 1].as_py()))
         if row != table.num_rows:
             raise AssertionError(f"pyarrow wrote {row} of {table.num_rows} rows")
         self._stripe_stats.extend(tail.stripe_statistics)
-        # A file's first chunk: its statistics are the file's (merging with the empty template adds nothing).
-        first_chunk = len(self._stripes) == len(stripes)
-        self._column_stats = (
-            tail.statistics if first_chunk else merge_all(self._column_stats, tail.statistics)
-        )
+        # A file's first chunk: its statistics are the file's (merging with the empty template adds nothing),
+        # copied as encoded.
+        stats = tail.footer.repeated_bytes(FOOTER.STATISTICS)
+        if self._rows:
+            merged = merge_all(
+                [Message.decode(b) for b in self._column_stats], [Message.decode(b) for b in stats]
+            )
+            stats = [m.encode() for m in merged]
+        self._column_stats = stats
+        self._rows += row
         self._offset += end - first
 
     def _write_tail(self) -> None:
         footer = self._footer.copy()
         footer.set_uint(FOOTER.HEADER_LENGTH, len(MAGIC))
         footer.set_uint(FOOTER.CONTENT_LENGTH, self._offset - len(MAGIC))  # ORC C++ convention
-        footer.set_repeated(FOOTER.STRIPES, [s.encode() for s in self._stripes])
+        footer.set_repeated(FOOTER.STRIPES, self._stripes)
         footer.set_repeated(FOOTER.METADATA, [self._metadata_item(k, v) for k, v in self._user_metadata()])
-        footer.set_uint(
-            FOOTER.NUMBER_OF_ROWS, sum(s.uint(STRIPE.NUMBER_OF_ROWS, 0) or 0 for s in self._stripes)
-        )
-        footer.set_repeated(FOOTER.STATISTICS, [s.encode() for s in self._column_stats])
+        footer.set_uint(FOOTER.NUMBER_OF_ROWS, self._rows)
+        footer.set_repeated(FOOTER.STATISTICS, self._column_stats)
         footer.fields.sort(key=lambda f: f[0])  # canonical field order; repeated fields keep their order
         metadata = Message().set_repeated(1, self._stripe_stats)
         tail = build_tail(self._postscript, footer, metadata)
