@@ -5,16 +5,20 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from acidstream.cli._options import default_metastore_url, metastore_options
-from acidstream.metastore import Metastore
-from acidstream.metastore.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
 
 
 def _connect(metastore: str | None, warehouse: str, **kwargs: Any) -> Metastore:
+    """The database layer loads here, not at import: ``acidstream --help`` stays quick."""
+    from acidstream.metastore import Metastore
+
     return Metastore.connect(metastore or default_metastore_url(warehouse), warehouse=warehouse, **kwargs)
 
 
@@ -32,6 +36,8 @@ def metastore_group() -> None:
 @metastore_options
 def init(metastore: str | None, warehouse: str) -> None:
     """Create the metastore schema (or check an existing one's version)."""
+    from acidstream.metastore.schema import SCHEMA_VERSION
+
     os.makedirs(warehouse, exist_ok=True)
     with _connect(metastore, warehouse) as ms:
         click.echo(f"metastore ready at {ms.url} (schema version {SCHEMA_VERSION})")

@@ -1,6 +1,13 @@
-"""The transactional metastore: catalog, transactions, write ids, locks, heartbeats, compaction queue, events."""
+"""The transactional metastore: catalog, transactions, write ids, locks, heartbeats, compaction queue, events.
 
-from acidstream.metastore.client import Metastore
+``Metastore`` (and with it SQLAlchemy) loads on first use: Spark's Python workers and the command line's
+``--help`` import the models without paying for the database layer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from acidstream.metastore.models import (
     CompactionInfo,
     CompletedComponent,
@@ -18,6 +25,9 @@ from acidstream.metastore.models import (
     TxnInfo,
     TxnState,
 )
+
+if TYPE_CHECKING:
+    from acidstream.metastore.client import Metastore
 
 __all__ = [
     "CompactionInfo",
@@ -37,3 +47,11 @@ __all__ = [
     "TxnInfo",
     "TxnState",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Metastore":
+        from acidstream.metastore.client import Metastore
+
+        return Metastore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

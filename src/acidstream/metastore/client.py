@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-import getpass
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +20,7 @@ from acidstream.metastore import catalog, compaction, locks, notifications, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.engine import Database
+from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
     CompactionInfo,
     CompletedComponent,
@@ -43,16 +41,6 @@ R = TypeVar("R")
 
 #: Housekeeping piggy-backed on normal calls runs at most this often (and at least 4x per txn timeout).
 MAX_HOUSEKEEPING_INTERVAL = 60.0
-
-
-@functools.cache
-def client_identity() -> tuple[str | None, str]:
-    """(user, host) recorded with txns and locks when the caller names none, as Hive's client fills them in."""
-    try:
-        user: str | None = getpass.getuser()
-    except (OSError, KeyError, ImportError):  # no login name (e.g. a container's unnamed uid)
-        user = None
-    return user, socket.gethostname()
 
 
 class Metastore:

@@ -26,7 +26,6 @@ from acidstream.read.planning import BucketTask, FileSlice
 
 ROW_ID = "ROW__ID"
 ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
-_EMPTY_ROW = pa.scalar({}, pa.struct([]))
 
 
 class BucketReader:
@@ -160,7 +159,8 @@ class BucketReader:
     def _shape(self, events: pa.RecordBatch) -> pa.RecordBatch:
         n = events.num_rows
         if not len(self.read_schema):
-            return pa.RecordBatch.from_struct_array(pa.repeat(_EMPTY_ROW, n))
+            # n rows, no columns (built without pa.scalar({}), whose conversion imports pandas)
+            return pa.RecordBatch.from_struct_array(pa.nulls(n, pa.struct([])))
         arrays: list[pa.Array] = []
         for f in self.read_schema:
             if f.name == ROW_ID:

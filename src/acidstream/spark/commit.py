@@ -8,9 +8,12 @@ does; a partition created for a transaction that then fails is empty, which read
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from acidstream.metastore import Metastore
 from acidstream.spark.task_write import TaskResult, statement_dirs
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
 
 
 def commit_write(

@@ -31,16 +31,20 @@ import os
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from acidstream.errors import ConnectionError, TransactionError
-from acidstream.metastore import Metastore, TxnState
+from acidstream.metastore.models import TxnState
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import Target, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
 
 PROPERTY_PREFIX = "_meta.acidstream.sink."
 TAG_PREFIX = "acidstream-spark-sink/"

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -41,8 +41,8 @@ from acidstream.errors import (
     TransactionError,
     TxnAbortedException,
 )
-from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, Table
-from acidstream.metastore.client import client_identity
+from acidstream.metastore.identity import client_identity
+from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType, Table
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.streaming.records import ParseResult, RecordParser, split_records
@@ -51,6 +51,9 @@ from acidstream.streaming.state import TxnState
 from acidstream.streaming.stats import ConnectionStats
 from acidstream.streaming.tabular import to_record_batch
 from acidstream.streaming.writers import RecordWriter
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
 
 #: Hive's ``hive.txn.max.open.batch``: the metastore refuses larger batches.
 MAX_BATCH_SIZE = 1000
@@ -784,6 +787,8 @@ class StreamingConnectionBuilder:
         if isinstance(self._metastore, str):
             if self._warehouse is None:
                 raise ConnectionError("with_metastore(url) needs warehouse=... (where the table files live)")
+            from acidstream.metastore import Metastore
+
             return Metastore.connect(self._metastore, warehouse=self._warehouse), True
         if self._metastore is None and self._table_object is None:
             raise ConnectionError("a metastore (object or URL) is required unless a table object is given")
