@@ -52,3 +52,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install -q -e ".[dev]"
     echo "$want" > "$stamp"
 fi
+
+# Spark's Python workers: use the installed, compiled pyspark instead of recompiling it from pyspark.zip in
+# every worker process (see the file's comment). Rewritten on every run, so a reinstall keeps it.
+purelib="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+cp scripts/spark-workers.pth "$purelib/acidstream-spark-workers.pth"
