@@ -110,10 +110,9 @@ def write_task(
     rows = 0
     try:
         conn.begin_transaction()
-        for batch in batches:
-            if batch.num_rows:
-                conn.write_batch(batch)
-                rows += batch.num_rows
+        for chunk in coalesce(batches, COALESCE_ROWS):
+            conn.write_batch(chunk)
+            rows += chunk.num_rows
         conn.commit_transaction()
     except BaseException:
         try:
@@ -129,6 +128,26 @@ def write_task(
         rows,
         _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target),
     )
+
+
+#: Spark hands Python 10,000-row Arrow batches; routing and buffering cost per call, so tasks route larger chunks.
+COALESCE_ROWS = 64 * 1024
+
+
+def coalesce(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """The batches' rows, in order, as tables of at least ``rows`` rows (the last may hold fewer)."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield pa.Table.from_batches(pending)
+            pending, count = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def statement_dirs(

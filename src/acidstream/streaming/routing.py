@@ -67,7 +67,7 @@ class RowRouter:
         )
         nb = max(self.num_buckets, 1)
         codes = part_codes * nb + buckets
-        order = np.argsort(codes, kind="stable")
+        order = _stable_order(codes)
         sorted_codes = codes[order]
         cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
         starts = np.concatenate(([0], cuts))
@@ -91,7 +91,7 @@ class RowRouter:
         if self.num_buckets <= 1:
             yield RoutedRows(values, 0, data)
             return
-        order = np.argsort(buckets, kind="stable")
+        order = _stable_order(buckets)
         sorted_b = buckets[order]
         for bucket in np.unique(sorted_b).tolist():
             lo, hi = np.searchsorted(sorted_b, [bucket, bucket + 1])
@@ -121,3 +121,11 @@ class RowRouter:
                 parts.append(dictionary[idx])
             values.append(tuple(reversed(parts)))
         return dense.astype(np.int64), values
+
+
+def _stable_order(codes: np.ndarray) -> np.ndarray:
+    """``argsort(codes, kind="stable")``: numpy radix-sorts 16-bit integers (about twice as fast as its
+    timsort of int64), and group codes nearly always fit."""
+    if len(codes) and codes.min() >= 0 and codes.max() <= np.iinfo(np.int16).max:
+        return np.argsort(codes.astype(np.int16), kind="stable")
+    return np.argsort(codes, kind="stable")
