@@ -79,6 +79,6 @@ def test_dead_letter_keeps_the_stream_going(wh: Path, tmp_path: Path) -> None:
 
 
 def test_help_everywhere() -> None:
-    for args in (["--help"], ["stream", "--help"], ["cat", "--help"]):
+    for args in (["--help"], ["stream", "--help"], ["cat", "--help"], ["spark-shell", "--help"]):
         res = run(args)
         assert res.returncode == 0 and b"Usage:" in res.stdout

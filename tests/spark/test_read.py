@@ -138,3 +138,26 @@ def test_partition_filters_prune_read_tasks(acid_spark: Any, ms: Metastore, opts
         .load("testing.alerts")
     )
     assert projected.columns == ["country", "id"]
+
+
+def test_sql_views_see_each_querys_own_snapshot(acid_spark: Any, ms: Metastore, opts: dict[str, str]) -> None:
+    from acidstream.spark import register_views
+
+    ms.execute("CREATE DATABASE other")
+    ms.execute("CREATE TABLE other.alerts (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+    ms.execute("CREATE TABLE other.notes (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+    views = register_views(acid_spark, **opts)  # every table; the shared name 'alerts' is qualified
+    assert views == {
+        "testing_alerts": "testing.alerts",
+        "other_alerts": "other.alerts",
+        "notes": "other.notes",
+    }
+    count = "SELECT count(*) AS n FROM testing_alerts WHERE country = 'India'"
+    assert acid_spark.sql(count).first().n == 0
+    with connect(ms, batch_size=1) as conn:
+        conn.begin_transaction()
+        conn.write_batch(txn_rows(0))
+        conn.commit_transaction()
+    assert acid_spark.sql(count).first().n == TXN_ROWS // 2  # the same view, a later query: the new commit
+    assert register_views(acid_spark, ["testing.alerts"], **opts) == {"alerts": "testing.alerts"}
+    assert acid_spark.sql("SELECT count(*) AS n FROM alerts").first().n == TXN_ROWS

@@ -1,7 +1,8 @@
-"""``acidstream main-job``: the Spark Structured Streaming pipeline into ``testing.alerts``, end to end."""
+"""Spark commands: ``main-job`` (the Structured Streaming pipeline into ``testing.alerts``) and ``spark-shell``."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
@@ -10,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from acidstream.cli._options import default_metastore_url, metastore_options
+from acidstream.cli._text import hive_row
 
 
 @click.command("main-job")
@@ -80,5 +82,72 @@ def main_job(
     console.print(summary)
 
 
+_SHELL_BANNER = """acidstream Spark shell: {n} table(s) as SQL views ({views}).
+  spark.sql("SELECT ... FROM <view>")   each query reads the snapshot current when it starts
+  spark.read.format("acidstream").options(**opts).load("db.table")   (and .write / .writeStream)
+  ms: the metastore   register_views(spark, **opts): views for tables created since
+Spark's log: {log}"""
+
+
+@click.command("spark-shell")
+@metastore_options
+@click.option(
+    "-e", "--execute", "query", default=None, help="Run this Spark SQL query, print its rows, exit."
+)
+@click.option(
+    "--limit", type=click.IntRange(1), default=1000, show_default=True, help="Rows -e prints at most."
+)
+@click.argument("tables", nargs=-1)
+def spark_shell(
+    metastore: str | None, warehouse: str, query: str | None, limit: int, tables: tuple[str, ...]
+) -> None:
+    """A local SparkSession wired to the metastore, TABLES (default: every table) as Spark SQL views.
+
+    Views are named after their table (db_table where two databases share a name). With -e, prints the
+    query's rows tab separated like Hive's CLI; otherwise opens a Python shell with spark, ms and opts.
+    """
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    from acidstream.catalog import Metastore
+    from acidstream.spark import register_views, session
+
+    if "://" not in warehouse:
+        warehouse = os.path.abspath(warehouse)
+    url = metastore or default_metastore_url(warehouse)
+    # PySpark logs every failed query's JVM stack trace as JSON on stderr; the error is reported below instead.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    log_file = os.path.join(warehouse, "_logs", "spark.log") if "://" not in warehouse else None
+    console = Console(stderr=True)
+    owns_session = SparkSession.getActiveSession() is None
+    with console.status("starting Spark (local, 2 cores)..."):
+        spark = session("acidstream-shell", log_file=log_file if owns_session else None)
+    try:
+        views = register_views(spark, list(tables) or None, metastore=url, warehouse=warehouse)
+        if query is not None:
+            try:
+                rows = spark.sql(query).limit(limit).collect()
+            except PySparkException as exc:
+                raise click.ClickException(str(exc).strip().splitlines()[0]) from exc
+            for row in rows:
+                click.echo(hive_row(row))
+            return
+        import code
+
+        opts = {"metastore": url, "warehouse": warehouse}
+        with Metastore.connect(url, warehouse=warehouse) as ms:
+            code.interact(
+                banner=_SHELL_BANNER.format(
+                    n=len(views), views=", ".join(views) or "none", log=log_file or "(stderr)"
+                ),
+                local={"spark": spark, "ms": ms, "opts": opts, "register_views": register_views},
+                exitmsg="",
+            )
+    finally:
+        if owns_session:
+            spark.stop()
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(main_job)
+    cli.add_command(spark_shell)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import queue
 import sys
 import threading
@@ -14,6 +13,7 @@ import pyarrow as pa
 from rich.console import Console
 
 from acidstream.cli._options import default_metastore_url, metastore_options
+from acidstream.cli._text import hive_row
 from acidstream.streaming.records import split_records
 from acidstream.streaming.writers import (
     RecordWriter,
@@ -181,18 +181,8 @@ def cat_command(
             for record in batch.to_pylist():
                 if limit is not None and printed >= limit:
                     return
-                out.write("\t".join(_hive_text(v) for v in record.values()) + "\n")
+                out.write(hive_row(record.values()) + "\n")
                 printed += 1
-
-
-def _hive_text(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, dict | list):
-        return json.dumps(value, default=str, separators=(",", ":"))
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def register(cli: click.Group) -> None:

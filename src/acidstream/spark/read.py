@@ -301,23 +301,41 @@ def read_table(
 
 def register_views(
     spark: SparkSession,
-    tables: Sequence[str],
+    tables: Sequence[str] | None = None,
     *,
     metastore: str | None = None,
     warehouse: str | None = None,
-) -> list[str]:
-    """``db.t`` → temp view ``t`` for ``spark.sql``.
+) -> dict[str, str]:
+    """Temp views for ``spark.sql``, view name → ``db.table``: ``db.t`` becomes view ``t`` (``db_t`` where two
+    databases share a table name); ``tables=None`` means every table of every database.
 
-    A DataFrame (and so a view made from one) keeps the snapshot of its first planning, as a Delta table
-    DataFrame keeps its version: call this again to see later commits.
+    Views are defined in SQL (``USING acidstream``), so each query on one plans afresh and reads the snapshot
+    current when it starts — Hive's guarantee — whereas a DataFrame keeps the snapshot of its first planning.
     """
-    names = []
-    for table in tables:
-        view = table.rsplit(".", 1)[-1]
-        reader = spark.read.format("acidstream").options(**_location_options(metastore, warehouse))
-        reader.load(table).createOrReplaceTempView(view)
-        names.append(view)
-    return names
+    from acidstream.spark import register
+
+    register(spark)
+    options = _location_options(metastore, warehouse)
+    url, wh = metastore_location(options)
+    if tables is None:
+        ms = client(url, wh)
+        tables = [f"{db}.{t}" for db in ms.list_databases() for t in ms.list_tables(db)]
+    short = [name.rsplit(".", 1)[-1] for name in tables]
+    views: dict[str, str] = {}
+    for name, view in zip(tables, short, strict=True):
+        if short.count(view) > 1:
+            view = name.replace(".", "_")
+        settings = ", ".join(
+            f"{k} '{_sql_string(v)}'" for k, v in (("path", name), ("metastore", url), ("warehouse", wh))
+        )
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{view}` USING acidstream OPTIONS ({settings})")
+        views[view] = name
+    return views
+
+
+def _sql_string(value: str) -> str:
+    """The body of a Spark SQL single-quoted literal."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _location_options(metastore: str | None, warehouse: str | None) -> dict[str, str]:
