@@ -149,6 +149,20 @@ def test_batch_of_ten_interleaved_commits_and_aborts_read_while_open(ms: Metasto
     assert [r["id"] for r in rows(ms)] == [1, 3, 4]
 
 
+def test_stats_count_records_and_their_bytes_however_they_arrive(ms: Metastore) -> None:
+    import io
+
+    with connect(ms) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,abc")  # 5 bytes
+        conn.write("2,é")  # 4 bytes in UTF-8
+        conn.write_stream(io.BytesIO(b"3,x\n4,yz\n"))  # 3 + 4 bytes, delimiters not counted
+        conn.commit_transaction()
+        stats = conn.stats()
+    assert stats["records_written"] == 4 and stats["bytes_written"] == 16
+    assert stats["committed_txns"] == 1 and stats["aborted_txns"] == 0
+
+
 def test_auto_roll_to_next_batch(ms: Metastore) -> None:
     with connect(ms, batch=2) as conn:
         seen = []

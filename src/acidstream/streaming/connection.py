@@ -45,7 +45,7 @@ from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType, Table
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
-from acidstream.streaming.records import ParseResult, RecordParser, split_records
+from acidstream.streaming.records import ParseResult, RecordParser, record_bytes, records_array, split_records
 from acidstream.streaming.routing import RowRouter
 from acidstream.streaming.state import TxnState
 from acidstream.streaming.stats import ConnectionStats
@@ -311,7 +311,7 @@ class StreamingConnection:
             self._check_writable()
             first = self._txn_records
             self._txn_records += len(records)
-            self._stats.bytes_written += records.nbytes
+            self._stats.bytes_written += record_bytes(records)
             result = self.parser.parse_arrow(records, first_index=first)
             self._accept(result)
 
@@ -564,8 +564,9 @@ class StreamingConnection:
             records, self._pending = self._pending, []
             first = self._txn_records
             self._txn_records += len(records)
-            self._stats.bytes_written += sum(map(len, records))
-            self._accept(self.parser.parse(records, first_index=first), last=last)
+            array = records_array(records)
+            self._stats.bytes_written += record_bytes(array)
+            self._accept(self.parser.parse_arrow(array, first_index=first), last=last)
 
     def _accept(self, result: ParseResult, *, last: bool = False) -> None:
         """Route the good rows; dead-letter or raise the bad ones (the txn stays usable either way)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from acidstream.acid.types import Column
 from acidstream.errors import SerializationError
@@ -53,14 +54,24 @@ class RecordParser(ABC):
 
     def parse(self, records: Sequence[bytes], first_index: int = 0) -> ParseResult:
         """Parse records given one by one (see :meth:`parse_arrow`)."""
-        arr = pa.array(records, pa.binary())  # 3x faster to build than large_binary from Python bytes
-        if isinstance(arr, pa.ChunkedArray):  # over 2 GiB: one large_binary array
-            arr = arr.cast(pa.large_binary()).combine_chunks()
-        return self.parse_arrow(arr, first_index)
+        return self.parse_arrow(records_array(records), first_index)
 
     @abstractmethod
     def parse_arrow(self, records: pa.BinaryArray | pa.LargeBinaryArray, first_index: int = 0) -> ParseResult:
         """Parse records held in one Arrow array; ``first_index`` numbers the first one in error messages."""
+
+
+def records_array(records: Sequence[bytes]) -> pa.BinaryArray | pa.LargeBinaryArray:
+    """Records given one by one as one Arrow array."""
+    arr = pa.array(records, pa.binary())  # 3x faster to build than large_binary from Python bytes
+    if isinstance(arr, pa.ChunkedArray):  # over 2 GiB: one large_binary array
+        arr = arr.cast(pa.large_binary()).combine_chunks()
+    return arr
+
+
+def record_bytes(records: pa.Array) -> int:
+    """The records' own bytes (what ``stats()`` counts), without Arrow's offsets and validity."""
+    return int(pc.sum(pc.binary_length(records)).as_py() or 0)
 
 
 class RowErrors:
