@@ -28,6 +28,7 @@ from acidstream.errors import (
     SerializationError,
     TransactionError,
 )
+from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
 from acidstream.streaming.state import TxnState
 
 DELIM = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
@@ -161,6 +162,34 @@ def test_stats_count_records_and_their_bytes_however_they_arrive(ms: Metastore) 
         stats = conn.stats()
     assert stats["records_written"] == 4 and stats["bytes_written"] == 16
     assert stats["committed_txns"] == 1 and stats["aborted_txns"] == 0
+
+
+def test_each_txn_holds_a_shared_read_lock_with_the_agent_info(ms: Metastore) -> None:
+    with connect(ms, table="alerts", static=["Asia", "India"], batch=2) as conn:
+        for _ in range(2):
+            conn.begin_transaction()
+            [lock] = ms.show_locks("testing.alerts")
+            txn = conn.current_transaction_id()
+            assert (lock.txn_id, lock.type, lock.state) == (txn, LockType.SHARED_READ, LockState.ACQUIRED)
+            assert (lock.partition, lock.agent_info) == ("continent=Asia/country=India", "agent-1")
+            conn.write(b"1,a")
+            conn.commit_transaction()
+            assert ms.show_locks("testing.alerts") == []  # released with its txn
+
+
+def test_begin_fails_while_an_exclusive_lock_is_held(ms: Metastore) -> None:
+    held = ms.lock([LockComponent(LockType.EXCLUSIVE, LockLevel.TABLE, "testing", "flat")])
+    with connect(ms) as conn:
+        with pytest.raises(TransactionError, match=r"Unable to acquire lock on testing\.flat"):
+            conn.begin_transaction()
+        with pytest.raises(TransactionError):
+            conn.begin_transaction()  # the batch is dead, as Hive marks it
+    ms.unlock(held.lock_id)
+    with connect(ms) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,a")
+        conn.commit_transaction()
+    assert rows(ms) == [{"id": 1, "msg": "a"}]
 
 
 def test_auto_roll_to_next_batch(ms: Metastore) -> None:
