@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -12,6 +15,36 @@ from rich.table import Table
 
 from acidstream.cli._options import default_metastore_url, metastore_options
 from acidstream.cli._text import hive_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _local_path(warehouse: str) -> str:
+    return warehouse if "://" in warehouse else os.path.abspath(warehouse)
+
+
+@contextmanager
+def _command_session(
+    app_name: str, warehouse: str, console: Console
+) -> Iterator[tuple[SparkSession, str | None]]:
+    """The command's local session and where Spark's log goes (under the warehouse). A session that was
+    already running (tests, notebooks) keeps its own log and is not stopped."""
+    from pyspark.sql import SparkSession
+
+    from acidstream.spark.main_job import quiet_session
+
+    owns_session = SparkSession.getActiveSession() is None
+    log_file = (
+        os.path.join(warehouse, "_logs", "spark.log") if owns_session and "://" not in warehouse else None
+    )
+    with console.status("starting Spark (local, 2 cores)..."):
+        spark = quiet_session(app_name, log_file)
+    try:
+        yield spark, log_file
+    finally:
+        if owns_session:
+            spark.stop()
 
 
 @click.command("main-job")
@@ -31,13 +64,10 @@ def main_job(
     metastore: str | None, warehouse: str, rows: int, files: int | None, reset: bool, query_interval: float
 ) -> None:
     """Land CSV files, stream them through Spark into testing.alerts, query it with Spark SQL meanwhile."""
-    from pyspark.sql import SparkSession
-
-    from acidstream.spark.main_job import JobConfig, default_files, quiet_session, run
+    from acidstream.spark.main_job import JobConfig, default_files, run
 
     console = Console()
-    if "://" not in warehouse:
-        warehouse = os.path.abspath(warehouse)
+    warehouse = _local_path(warehouse)
     cfg = JobConfig(
         rows=rows,
         files=min(files or default_files(rows), rows),
@@ -46,25 +76,18 @@ def main_job(
         reset=reset,
         query_interval=query_interval,
     )
-    owns_session = SparkSession.getActiveSession() is None
-    log_file = (
-        os.path.join(warehouse, "_logs", "spark.log") if owns_session and "://" not in warehouse else None
-    )
-    with console.status("starting Spark (local, 2 cores)..."):
-        spark = quiet_session("acidstream-main-job", log_file)
-    try:
-        with Progress(
+    with (
+        _command_session("acidstream-main-job", warehouse, console) as (spark, log_file),
+        Progress(
             TextColumn("[bold]ingesting[/] testing.alerts"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=console,
-        ) as progress:
-            bar = progress.add_task("rows", total=rows)
-            report = run(cfg, spark, lambda visible: progress.update(bar, completed=visible))
-    finally:
-        if owns_session:
-            spark.stop()
+        ) as progress,
+    ):
+        bar = progress.add_task("rows", total=rows)
+        report = run(cfg, spark, lambda visible: progress.update(bar, completed=visible))
     summary = Table(title="acidstream main-job: testing.alerts", show_header=False)
     for label, value in [
         ("rows ingested (this run)", f"{report.rows:,}"),
@@ -107,22 +130,15 @@ def spark_shell(
     query's rows tab separated like Hive's CLI; otherwise opens a Python shell with spark, ms and opts.
     """
     from pyspark.errors import PySparkException
-    from pyspark.sql import SparkSession
 
     from acidstream.catalog import Metastore
-    from acidstream.spark import register_views, session
+    from acidstream.spark import register_views
 
-    if "://" not in warehouse:
-        warehouse = os.path.abspath(warehouse)
+    warehouse = _local_path(warehouse)
     url = metastore or default_metastore_url(warehouse)
     # PySpark logs every failed query's JVM stack trace as JSON on stderr; the error is reported below instead.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    log_file = os.path.join(warehouse, "_logs", "spark.log") if "://" not in warehouse else None
-    console = Console(stderr=True)
-    owns_session = SparkSession.getActiveSession() is None
-    with console.status("starting Spark (local, 2 cores)..."):
-        spark = session("acidstream-shell", log_file=log_file if owns_session else None)
-    try:
+    with _command_session("acidstream-shell", warehouse, Console(stderr=True)) as (spark, log_file):
         views = register_views(spark, list(tables) or None, metastore=url, warehouse=warehouse)
         if query is not None:
             try:
@@ -143,9 +159,6 @@ def spark_shell(
                 local={"spark": spark, "ms": ms, "opts": opts, "register_views": register_views},
                 exitmsg="",
             )
-    finally:
-        if owns_session:
-            spark.stop()
 
 
 def register(cli: click.Group) -> None:
