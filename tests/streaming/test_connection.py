@@ -353,6 +353,35 @@ def test_bad_record_names_index_and_field_and_keeps_good_rows(ms: Metastore) -> 
     assert [(r["id"], r["ROW__ID"]["rowid"]) for r in rows(ms, with_row_id=True)] == [(1, 0), (3, 1), (4, 2)]
 
 
+def test_a_full_buffer_is_parsed_at_the_record_that_fills_it(ms: Metastore) -> None:
+    with connect(ms, parse_batch_records=3) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,a")
+        conn.write(b"x,bad")
+        with pytest.raises(SerializationError) as info:
+            conn.write(b"3,c")  # the third record fills the buffer: parsed now, not at the commit
+        assert info.value.record_index == 1
+        for i in range(4, 10):  # later buffers fill and parse the same way
+            conn.write(f"{i},d".encode())
+        assert conn.stats()["records_written"] == 8  # 9 parsed (6 of them at the two later fills), 1 bad
+        conn.commit_transaction()
+    assert [r["id"] for r in rows(ms)] == [1, 3, 4, 5, 6, 7, 8, 9]
+
+
+def test_write_copies_mutable_buffers_and_refuses_other_types(ms: Metastore) -> None:
+    with connect(ms) as conn:
+        conn.begin_transaction()
+        buf = bytearray(b"1,first")
+        conn.write(buf)
+        buf[:] = b"2,reused"  # a caller reusing its buffer must not change the buffered record
+        conn.write(buf)
+        conn.write(memoryview(b"3,view"))
+        with pytest.raises(TypeError, match="write\\(\\) takes bytes or str, not int"):
+            conn.write(4)  # type: ignore[arg-type]
+        conn.commit_transaction()
+    assert [(r["id"], r["msg"]) for r in rows(ms)] == [(1, "first"), (2, "reused"), (3, "view")]
+
+
 def test_rows_of_a_commit_that_failed_then_aborted_never_show(ms: Metastore) -> None:
     with connect(ms, batch=2) as conn:
         conn.begin_transaction()

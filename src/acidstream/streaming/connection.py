@@ -188,7 +188,9 @@ class StreamingConnection:
         self._txn_touched: dict[str, Destination] = {}
         self._destinations: dict[tuple[str, ...], Destination] = {}
         self._all_touched: dict[str, Destination] = {}
-        self._writable = False  # fast check for write(): not closed and the current txn is OPEN
+        # Records write() may buffer without a check (one below the parse threshold); 0 whenever the
+        # connection is closed or the current txn is not OPEN, so write()'s common case is one comparison.
+        self._write_room = 0
         self._heartbeater: Heartbeater | None = None
         self._static_dest = self._resolve_static_destination()
 
@@ -287,13 +289,26 @@ class StreamingConnection:
             self._pending.clear()
             self._txn_records = 0
             self._txn_touched = {}
-            self._writable = True
+            self._write_room = self.config.parse_batch_records - 1  # the last place is _write_slow's
 
     def write(self, record: bytes | str) -> None:
         """Buffer one record; parsing happens in bulk every ``parse_batch_records`` records and at commit."""
-        if not self._writable:
-            self._check_writable()
-        self._pending.append(record.encode() if isinstance(record, str) else record)
+        pending = self._pending
+        if type(record) is bytes and len(pending) < self._write_room:
+            pending.append(record)  # the per-record path: everything else is in _write_slow
+        else:
+            self._write_slow(record)
+
+    def _write_slow(self, record: bytes | str) -> None:
+        """Not plain bytes, the buffer's last free place, or a txn that is not writable (raises why)."""
+        self._check_writable()
+        if isinstance(record, str):
+            data = record.encode()
+        elif isinstance(record, bytes | bytearray | memoryview):
+            data = bytes(record)  # a copy: the caller may reuse its buffer before the parse
+        else:
+            raise TypeError(f"write() takes bytes or str, not {type(record).__name__}")
+        self._pending.append(data)
         if len(self._pending) >= self.config.parse_batch_records:
             self._drain_pending()
 
@@ -304,8 +319,6 @@ class StreamingConnection:
 
     def write_record_array(self, records: pa.Array) -> None:
         """Write records already split into one Arrow binary array (one bulk parse, no per-record Python)."""
-        if not self._writable:
-            self._check_writable()
         self._drain_pending()
         with self._lock:
             self._check_writable()
@@ -317,8 +330,6 @@ class StreamingConnection:
 
     def write_batch(self, data: pa.Table | pa.RecordBatch | Any) -> None:
         """Beyond Hive: write an Arrow table/batch or a pandas DataFrame whose columns match the table's."""
-        if not self._writable:
-            self._check_writable()
         self._drain_pending()
         with self._lock:
             self._check_writable()
@@ -354,7 +365,7 @@ class StreamingConnection:
             except Exception as exc:
                 self._mark_dead(batch, exc)
                 raise TransactionError(f"Unable to commit transaction txnid:{batch.txn_id}: {exc}") from exc
-            self._writable = False
+            self._write_room = 0
 
     def _commit_managed(
         self,
@@ -399,7 +410,7 @@ class StreamingConnection:
         with self._lock:
             batch = self._require_open_txn()
             self._pending.clear()
-            self._writable = False
+            self._write_room = 0
             if self.is_managed:
                 try:
                     self._call(self._ms().abort_txn, batch.txn_id)
@@ -417,7 +428,7 @@ class StreamingConnection:
             if self._closed:
                 return
             self._closed = True
-            self._writable = False
+            self._write_room = 0
             errors: list[BaseException] = []
             if self._batch is not None:
                 try:
@@ -499,7 +510,7 @@ class StreamingConnection:
         if batch.dead is not None:
             return
         batch.dead = cause
-        self._writable = False
+        self._write_room = 0
         with contextlib.suppress(Exception):  # the original failure is what the caller needs to see
             self._close_batch(batch)
 
