@@ -1,7 +1,8 @@
 """Split parsed rows by destination (partition, bucket), vectorised.
 
 Hive's ``AbstractRecordWriter`` decides partition and bucket per row; here one pass over a whole Arrow batch
-computes a group code per row and cuts the batch with one stable sort, so the per-row cost stays in C.
+computes a group code per row, reorders the batch with one stable sort and one take, and hands out slices, so
+the per-row cost stays in C.
 """
 
 from __future__ import annotations
@@ -53,49 +54,35 @@ class RowRouter:
         self._data_schema = pa.schema([c.to_arrow() for c in self.columns])
 
     def route(self, batch: pa.RecordBatch) -> Iterator[RoutedRows]:
+        """Rows grouped by (partition, bucket), each group in input order, as zero-copy slices of one take."""
         if batch.num_rows == 0:
             return
         ncols = len(self.columns)
         data = pa.RecordBatch.from_arrays(batch.columns[:ncols], schema=self._data_schema)
-        buckets = self._buckets(data)
-        if not self.dynamic:
-            values = self.static_values or ()
-            yield from self._split_by_bucket(values, data, buckets)
-            return
-        part_codes, part_values = self._partition_codes(
-            batch.columns[ncols : ncols + self.num_partition_keys]
-        )
         nb = max(self.num_buckets, 1)
-        codes = part_codes * nb + buckets
-        order = _stable_order(codes)
-        sorted_codes = codes[order]
-        cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [len(order)]))
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            code = int(sorted_codes[start])
-            rows = data.take(pa.array(order[start:end]))
-            yield RoutedRows(part_values[code // nb], code % nb, rows)
+        codes = self._buckets(data)
+        part_values: list[tuple[str, ...]] = [self.static_values or ()]
+        if self.dynamic:
+            part_codes, part_values = self._partition_codes(
+                batch.columns[ncols : ncols + self.num_partition_keys]
+            )
+            codes = part_codes * nb + codes
+        counts = np.bincount(codes)
+        groups = np.flatnonzero(counts)
+        if len(groups) > 1:
+            data = data.take(pa.array(_stable_order(codes)))
+        ends = np.cumsum(counts[groups])
+        starts = ends - counts[groups]
+        for code, start, end in zip(groups.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            yield RoutedRows(part_values[code // nb], code % nb, data.slice(start, end - start))
 
     def _buckets(self, data: pa.RecordBatch) -> np.ndarray:
-        if self.num_buckets <= 0:
+        if self.num_buckets <= 1:
             return np.zeros(data.num_rows, dtype=np.int64)
         arrays = [data.column(i) for i in self._bucket_indexes]
         return bucket_numbers(arrays, self._bucket_types, self.num_buckets, self.bucketing_version).astype(
             np.int64
         )
-
-    def _split_by_bucket(
-        self, values: tuple[str, ...], data: pa.RecordBatch, buckets: np.ndarray
-    ) -> Iterator[RoutedRows]:
-        if self.num_buckets <= 1:
-            yield RoutedRows(values, 0, data)
-            return
-        order = _stable_order(buckets)
-        sorted_b = buckets[order]
-        for bucket in np.unique(sorted_b).tolist():
-            lo, hi = np.searchsorted(sorted_b, [bucket, bucket + 1])
-            yield RoutedRows(values, int(bucket), data.take(pa.array(order[lo:hi])))
 
     @staticmethod
     def _partition_codes(

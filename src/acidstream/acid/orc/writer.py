@@ -33,11 +33,11 @@ from acidstream.acid.orc.events import (
     format_acid_stats,
 )
 from acidstream.acid.orc.malloc import tune_malloc_for_encoding
-from acidstream.acid.orc.nested import push_down_nulls
+from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.stats import merge_all
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, build_tail, read_tail
-from acidstream.acid.orc.timestamps import check_writable
+from acidstream.acid.orc.timestamps import check_writable, has_timestamp
 from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
@@ -146,6 +146,11 @@ class AcidWriter:
         tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._row_type = pa.struct([c.to_arrow() for c in columns])
+        self._row_fields = list(self._row_type)
+        self._row_schema = pa.schema(self._row_fields)
+        # the row columns that need pyarrow work-arounds (nested structs, timestamps): most tables have none
+        self._struct_columns = [i for i, f in enumerate(self._row_fields) if has_struct(f.type)]
+        self._timestamp_columns = [i for i, f in enumerate(self._row_fields) if has_timestamp(f.type)]
         self._schema = event_schema(self._row_type)
         self._hive_types = [c.type for c in columns]
         self._closed = False
@@ -205,24 +210,26 @@ class AcidWriter:
             n = batch.num_rows
             if n == 0:
                 continue
-            row_ids = np.arange(self._next_row_id, self._next_row_id + n, dtype=np.int64)
+            first_row_id = self._next_row_id
             self._next_row_id += n
             wid = pa.array(np.full(n, write_id, dtype=np.int64))
-            row = pa.StructArray.from_arrays(
-                [push_down_nulls(c) for c in batch.columns], fields=list(self._row_type)
-            )
+            columns = batch.columns
+            for i in self._struct_columns:
+                columns[i] = push_down_nulls(columns[i])
+            row = pa.StructArray.from_arrays(columns, fields=self._row_fields)
             self._append(
                 pa.RecordBatch.from_arrays(
                     [
                         pa.array(np.zeros(n, dtype=np.int32)),
                         wid,
                         pa.array(np.full(n, bucket_property, dtype=np.int32)),
-                        pa.array(row_ids),
+                        pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64)),
                         wid,
                         row,
                     ],
                     schema=self._schema,
-                )
+                ),
+                (write_id, bucket_property, first_row_id + n - 1),
             )
             self._counts[EventKind.INSERT] += n
 
@@ -370,10 +377,9 @@ class AcidWriter:
             raise ValueError(f"writer for {self._path} is closed")
 
     def _row_batches(self, rows: pa.RecordBatch | pa.Table) -> list[pa.RecordBatch]:
-        names = [f.name for f in self._row_type]
-        if rows.schema.names != names:
-            raise ValueError(f"rows must have the columns {names}, got {rows.schema.names}")
-        target = pa.schema(list(self._row_type))
+        target = self._row_schema
+        if rows.schema.names != target.names:
+            raise ValueError(f"rows must have the columns {target.names}, got {rows.schema.names}")
         if rows.schema != target:
             try:
                 rows = rows.cast(target)
@@ -381,16 +387,19 @@ class AcidWriter:
                 raise ValueError(f"rows do not fit the table schema {target}: {exc}") from exc
         batches = rows.to_batches() if isinstance(rows, pa.Table) else [rows]
         for batch in batches:
-            for f, c in zip(self._row_type, batch.columns, strict=True):
-                check_writable(c, f.name)
+            for i in self._timestamp_columns:
+                check_writable(batch.column(i), target.names[i])
         return batches
 
-    def _append(self, batch: pa.RecordBatch) -> None:
-        last = batch.num_rows - 1
-        ot, bk, rid = (batch.column(i) for i in (1, 2, 3))
+    def _append(self, batch: pa.RecordBatch, last_key: RecordKey | None = None) -> None:
+        """Buffer events; ``last_key``: the key of the batch's last event, when the caller knows it."""
+        if last_key is None:
+            last = batch.num_rows - 1
+            ot, bk, rid = (batch.column(i) for i in (1, 2, 3))
+            last_key = (ot[last].as_py(), bk[last].as_py(), rid[last].as_py())
         self._pending.append(batch)
         self._pending_bytes += batch.nbytes
-        self._last_key = (ot[last].as_py(), bk[last].as_py(), rid[last].as_py())
+        self._last_key = last_key
         if self._pending_bytes >= self._options.stripe_bytes:
             try:
                 self._encode_pending()
