@@ -7,8 +7,11 @@ import decimal
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acidstream.acid.types import parse_type
+from acidstream.streaming.records import text_values
 from acidstream.streaming.records.text_values import (
     TextFormat,
     canonical_partition_values,
@@ -202,3 +205,33 @@ def test_decimal_bulk_and_rounding_paths_agree() -> None:
     assert rounded[:-1] == exact
     assert exact == [decimal.Decimal(v) for v in ("12.00", "1.50", "100.00", "1.00", "0.50", "-0.25")]
     assert rounded[-1] == decimal.Decimal("0.13")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(
+        st.one_of(
+            st.none(), st.sampled_from(["\\N", "", "12", "-7", "0x1F", "0X2", "x", "N", "true", "a,b"])
+        ),
+        max_size=12,
+    ),
+    cut=st.integers(0, 4),
+    type_text=st.sampled_from(["int", "bigint", "string", "boolean", "double", "array<int>"]),
+    null_sequence=st.sampled_from(["\\N", "", "N", None]),
+)
+def test_buffer_scans_only_skip_checks_that_would_change_nothing(
+    texts: list[str | None],
+    cut: int,
+    type_text: str,
+    null_sequence: str | None,
+) -> None:
+    """convert() with its raw-buffer shortcuts equals convert() with every exact check run, on slices too."""
+    column = pa.array(texts, pa.large_string()).slice(min(cut, len(texts)))
+    fmt = TextFormat(null_sequence=null_sequence)
+    fast = convert(column, parse_type(type_text), fmt)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(text_values, "_may_contain", lambda *_: True)
+        m.setattr(text_values, "_may_be_empty", lambda *_: True)
+        exact = convert(column, parse_type(type_text), fmt)
+    assert fast.values.equals(exact.values)
+    assert fast.bad.tolist() == exact.bad.tolist()

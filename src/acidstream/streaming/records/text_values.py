@@ -83,9 +83,12 @@ def levels_needed(t: HiveType) -> int:
 def convert(text: pa.Array, t: HiveType, fmt: TextFormat, level: int = 1) -> Converted:
     """Convert Hive text forms to ``t.to_arrow()``; ``level`` is the separator level of the value's own items."""
     text = _as_large_string(text)
-    if fmt.null_sequence is not None:
-        text = pc.if_else(pc.equal(text, fmt.null_sequence), pa.scalar(None, pa.large_string()), text)
-    if not t.is_string_like and t.name != "binary" and t.is_primitive:
+    null_sequence = fmt.null_sequence
+    if null_sequence is not None and (
+        _may_contain(text, null_sequence.encode()[0]) if null_sequence else _may_be_empty(text)
+    ):
+        text = pc.if_else(pc.equal(text, null_sequence), pa.scalar(None, pa.large_string()), text)
+    if not t.is_string_like and t.name != "binary" and t.is_primitive and _may_be_empty(text):
         text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.large_string()), text)
     if t.name in _INT_RANGES:
         return _integers(text, t)
@@ -119,6 +122,26 @@ def _as_large_string(text: pa.Array) -> pa.Array:
     return text if text.type == pa.large_string() else text.cast(pa.large_string())
 
 
+# Whole-column checks (a null sequence, empty texts, hex markers) are rare hits: a scan of the array's raw
+# buffers rules most of them out for a fraction of an Arrow kernel's cost. A false "maybe" only costs the
+# exact check it would have skipped.
+
+
+def _may_contain(text: pa.Array, *byte_values: int) -> bool:
+    """False when no value of a large string array can hold any of these bytes (its data buffer lacks them)."""
+    data = text.buffers()[2]
+    if data is None:
+        return False
+    raw = np.frombuffer(data, dtype=np.uint8)
+    return any(bool((raw == b).any()) for b in byte_values)
+
+
+def _may_be_empty(text: pa.Array) -> bool:
+    """False when no element of a large string array (null or not) has length 0."""
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset : text.offset + len(text) + 1]
+    return bool((offsets[1:] == offsets[:-1]).any())
+
+
 def _null_where(arr: pa.Array, bad: np.ndarray) -> pa.Array:
     if not bad.any():
         return arr
@@ -129,8 +152,7 @@ def _integers(text: pa.Array, t: HiveType) -> Converted:
     """LazyInteger/LazyLong: optional sign, ASCII digits, no blanks, out of range does not parse; a fraction of
     digits is allowed and truncated ('12.9' → 12, as Hive 3's parse does)."""
     lo, hi = _INT_RANGES[t.name]
-    # Arrow alone accepts '0x1F' / '0X1F'; two plain searches cost a quarter of one ignore_case (regex) search
-    if not pc.any(pc.or_(pc.match_substring(text, "x"), pc.match_substring(text, "X"))).as_py():
+    if not _may_contain(text, ord("x"), ord("X")):  # Arrow alone accepts '0x1F' / '0X1F'
         try:  # fast path: Arrow's parser accepts a subset of Hive's forms (no '+'), so success is exact
             values = pc.cast(text, pa.int64())
         except pa.ArrowInvalid:
