@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from acidstream.errors import LockTimeoutException, MetaException, NoSuchLockException
-from acidstream.metastore import LockComponent, LockLevel, LockState, LockType, Metastore
+from acidstream.errors import LockTimeoutException, MetaException, NoSuchLockException, NoSuchObjectException
+from acidstream.metastore import LockComponent, LockLevel, LockState, LockType, Metastore, OperationType
 
 R, W, X = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCLUSIVE
 DB = LockComponent(R, LockLevel.DB, "db")
@@ -110,3 +110,21 @@ def test_show_locks_and_unknown_lock(ms: Metastore) -> None:
         ms.unlock(999)
     ms.abort_txn(txn)
     assert ms.show_locks() == []
+
+
+def test_locks_on_missing_objects_name_them(ms: Metastore) -> None:
+    txn = ms.open_txns()[0]
+    missing = [
+        (LockComponent(R, LockLevel.DB, "nodb"), None, "Database nodb does not exist"),
+        (comp(R, LockLevel.TABLE, "nope"), None, "Table db.nope does not exist"),
+        # a txn's insert also records where it writes: the same error from that path
+        (
+            LockComponent(W, LockLevel.TABLE, "db", "nope", operation=OperationType.INSERT),
+            txn,
+            "Table db.nope",
+        ),
+    ]
+    for component, txn_id, message in missing:
+        with pytest.raises(NoSuchObjectException, match=message):
+            ms.lock([component], txn_id=txn_id, wait=False)
+    assert ms.show_locks() == []  # nothing was queued

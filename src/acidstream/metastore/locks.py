@@ -73,17 +73,11 @@ def request(
     if txn_id is not None:
         txns.require_open(conn, txn_id, for_update=True)
     for (db, table, partition), comp in zip(objects, components, strict=True):
-        if table is not None:
-            catalog.require_table_id(conn, db, table)
-        else:
+        if table is None:
             catalog.require_database(conn, db)
-        if (
-            txn_id is not None
-            and table is not None
-            and comp.operation.writes
-            and not comp.is_dynamic_partition_write
-            and catalog.is_transactional_table(conn, db, table)
-        ):
+        elif txn_id is None or not comp.operation.writes or comp.is_dynamic_partition_write:
+            catalog.require_table_id(conn, db, table)
+        elif catalog.is_transactional_table(conn, db, table):  # raises for a missing table too
             txns.record_components(conn, txn_id, db, table, [partition], comp.operation)
     ext_id = take_ids(conn, s.next_lock_id)  # its row lock serialises every lock decision, as check's does
     blocker = _first_conflict(

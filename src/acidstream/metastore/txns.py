@@ -322,8 +322,11 @@ def _record_writes(
     txn_id: int,
     write_notifications: Sequence[tuple[str | None, Sequence[str]]],
     dynamic_partitions: Sequence[str],
-) -> None:
-    """What ``add_dynamic_partitions`` and ``add_write_notification`` record, for the txn's one written table."""
+) -> tuple[Sequence[Any], list[dict[str, Any]]]:
+    """What ``add_dynamic_partitions`` and ``add_write_notification`` record, for the txn's one written table.
+
+    Returns the txn's write-id rows and its ACID_WRITE events, which the caller emits with its own.
+    """
     written = conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id}).all()
     if len(written) != 1:
         tables = sorted(f"{r.t2w_database}.{r.t2w_table}" for r in written)
@@ -333,8 +336,11 @@ def _record_writes(
     db, table, write_id = written[0]
     if dynamic_partitions:
         _insert_components(conn, txn_id, db, table, write_id, dynamic_partitions, OperationType.INSERT)
-    for partition, files in write_notifications:
-        _emit_write(conn, txn_id, write_id, db, table, partition, files)
+    events = [
+        _write_event(txn_id, write_id, db, table, partition, files)
+        for partition, files in write_notifications
+    ]
+    return written, events
 
 
 def commit_txn(
@@ -356,14 +362,18 @@ def commit_txn(
         return None
     if state is not TxnState.OPEN:
         _raise_unexpected(state, txn_id)
+    written: Sequence[Any] | None = None
+    events: list[dict[str, Any]] = []
     if write_notifications or dynamic_partitions:
-        _record_writes(conn, txn_id, write_notifications, dynamic_partitions)
+        written, events = _record_writes(conn, txn_id, write_notifications, dynamic_partitions)
     components = [
         (r.tc_database, r.tc_table, r.tc_partition, r.tc_operation_type, r.tc_writeid)
         for r in conn.execute(_COMPONENTS, {"txn_id": txn_id})
     ]
     conflict = _write_conflict(conn, txn_id, [c[:4] for c in components])
     if conflict is not None:
+        if events:
+            notifications.emit_many(conn, events)
         abort_txns(conn, [txn_id], reason="write conflict")
         return WriteConflictException(conflict)
     _commit_key_value(conn, txn_id, key, value)
@@ -406,12 +416,10 @@ def commit_txn(
         conn.execute(_DELETE_COMPONENTS, {"txn_id": txn_id})
     conn.execute(_DELETE_LOCKS, {"ids": [txn_id]})
     conn.execute(_SET_STATE, {"p_txn": txn_id, "p_state": TxnState.COMMITTED.value})
-    write_ids = {
-        f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid
-        for r in conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id})
-    }
-    notifications.emit(
-        conn,
+    if written is None:
+        written = conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id}).all()
+    write_ids = {f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid for r in written}
+    commit_event = notifications.event(
         "COMMIT_TXN",
         txn_id=txn_id,
         message={
@@ -423,6 +431,7 @@ def commit_txn(
             ),
         },
     )
+    notifications.emit_many(conn, [*events, commit_event])  # the txn's writes, then its commit: one statement
     delay = os.environ.get(COMMIT_DELAY_ENV)
     if delay:
         time.sleep(float(delay))
@@ -605,20 +614,18 @@ def add_write_notification(
         raise InvalidObjectException(
             f"{txn_str(txn_id)} has write id {allocated} on {db}.{table}, not {write_id}"
         )
-    _emit_write(conn, txn_id, write_id, db, table, partition, files)
+    notifications.emit_many(conn, [_write_event(txn_id, write_id, db, table, partition, files)])
 
 
-def _emit_write(
-    conn: Connection,
+def _write_event(
     txn_id: int,
     write_id: int,
     db: str,
     table: str,
     partition: str | None,
     files: Sequence[str],
-) -> None:
-    notifications.emit(
-        conn,
+) -> dict[str, Any]:
+    return notifications.event(
         "ACID_WRITE",
         db=db,
         table=table,
