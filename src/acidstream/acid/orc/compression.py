@@ -54,9 +54,17 @@ def kind_of(name: str) -> CompressionKind:
     return kind
 
 
+def _deflate_sizes(n: int) -> tuple[int, int]:
+    """Raw-deflate window bits and memLevel for ``n`` bytes: setting up deflate's state dominates for the small
+    sections of a tail, and a window no larger than the data (and a small hash table below 4 KiB) compresses
+    it the same. The stream is plain raw deflate, which every inflater reads whatever the window."""
+    window = max(9, min(15, (n - 1).bit_length()))
+    return -window, (2 if n <= 4096 else 8)
+
+
 def _compress_one(kind: CompressionKind, data: bytes) -> bytes:
     if kind == CompressionKind.ZLIB:
-        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        c = zlib.compressobj(6, zlib.DEFLATED, *_deflate_sizes(len(data)))
         return c.compress(data) + c.flush()
     if kind in (CompressionKind.ZSTD, CompressionKind.SNAPPY):
         return bytes(pa.compress(data, codec=kind.name.lower(), asbytes=True))

@@ -60,6 +60,32 @@ def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise ProtobufError("varint too long")
 
 
+def encode_fields(fields: Iterable[tuple[int, int, int | bytes]]) -> bytes:
+    """The wire form of (number, wire type, raw value) fields, in the order given."""
+    out = bytearray()
+    one = _ONE_BYTE
+    for number, wire, value in fields:
+        key = (number << 3) | wire
+        out += one[key] if key < 0x80 else encode_varint(key)
+        if wire == LENGTH_DELIMITED:
+            assert isinstance(value, bytes)
+            size = len(value)
+            out += one[size] if size < 0x80 else encode_varint(size)
+            out += value
+        elif wire == VARINT:
+            assert isinstance(value, int)
+            out += one[value] if 0 <= value < 0x80 else encode_varint(value)
+        elif wire == FIXED64:
+            assert isinstance(value, int)
+            out += value.to_bytes(8, "little")
+        elif wire == FIXED32:
+            assert isinstance(value, int)
+            out += value.to_bytes(4, "little")
+        else:
+            raise ProtobufError(f"unsupported wire type {wire}")
+    return bytes(out)
+
+
 def zigzag_encode(value: int) -> int:
     return ((value << 1) ^ (value >> 63)) & _U64
 
@@ -87,26 +113,39 @@ class Message:
     @classmethod
     def decode(cls, buf: bytes | memoryview) -> Message:
         fields: list[tuple[int, int, int | bytes]] = []
+        append = fields.append
         pos, end = 0, len(buf)
         while pos < end:
-            key, pos = decode_varint(buf, pos)
+            key = buf[pos]  # tags, small values and lengths are one byte nearly always: no call for those
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = decode_varint(buf, pos)
             number, wire = key >> 3, key & 7
             if number == 0:
                 raise ProtobufError("field number 0")
             value: int | bytes
             if wire == VARINT:
-                value, pos = decode_varint(buf, pos)
+                if pos < end and buf[pos] < 0x80:
+                    value = buf[pos]
+                    pos += 1
+                else:
+                    value, pos = decode_varint(buf, pos)
+            elif wire == LENGTH_DELIMITED:
+                if pos < end and buf[pos] < 0x80:
+                    length = buf[pos]
+                    pos += 1
+                else:
+                    length, pos = decode_varint(buf, pos)
+                if pos + length > end:
+                    raise ProtobufError("truncated length-delimited field")
+                value = bytes(buf[pos : pos + length])
+                pos += length
             elif wire == FIXED64:
                 if pos + 8 > end:
                     raise ProtobufError("truncated fixed64")
                 value = int.from_bytes(buf[pos : pos + 8], "little")
                 pos += 8
-            elif wire == LENGTH_DELIMITED:
-                length, pos = decode_varint(buf, pos)
-                if pos + length > end:
-                    raise ProtobufError("truncated length-delimited field")
-                value = bytes(buf[pos : pos + length])
-                pos += length
             elif wire == FIXED32:
                 if pos + 4 > end:
                     raise ProtobufError("truncated fixed32")
@@ -114,27 +153,11 @@ class Message:
                 pos += 4
             else:
                 raise ProtobufError(f"unsupported wire type {wire}")
-            fields.append((number, wire, value))
+            append((number, wire, value))
         return cls(fields)
 
     def encode(self) -> bytes:
-        out = bytearray()
-        for number, wire, value in self.fields:
-            out += encode_varint((number << 3) | wire)
-            if wire == VARINT:
-                assert isinstance(value, int)
-                out += encode_varint(value)
-            elif wire == FIXED64:
-                assert isinstance(value, int)
-                out += value.to_bytes(8, "little")
-            elif wire == FIXED32:
-                assert isinstance(value, int)
-                out += value.to_bytes(4, "little")
-            else:
-                assert isinstance(value, bytes)
-                out += encode_varint(len(value))
-                out += value
-        return bytes(out)
+        return encode_fields(self.fields)
 
     # --- reading --------------------------------------------------------------------------------------
 
