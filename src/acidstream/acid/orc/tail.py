@@ -187,12 +187,12 @@ def _check_layout(tail: OrcTail, content_end: int) -> None:
         raise TailError(f"{len(stats)} stripe statistics for {len(tail.stripes)} stripes")
 
 
-def build_tail(postscript: Message, footer: Message, metadata: Message) -> bytes:
-    """Serialise a tail; lengths in the PostScript are filled in from the compressed sections."""
+def build_tail(postscript: Message, footer: bytes, metadata: bytes) -> bytes:
+    """Serialise a tail from the encoded Footer and Metadata; the PostScript gets the compressed lengths."""
     kind = CompressionKind(postscript.uint(PS.COMPRESSION, 0) or 0)
     block = postscript.uint(PS.COMPRESSION_BLOCK_SIZE, 256 * 1024) or 256 * 1024
-    meta = compress(kind, metadata.encode(), block)
-    foot = compress(kind, footer.encode(), block)
+    meta = compress(kind, metadata, block)
+    foot = compress(kind, footer, block)
     ps = postscript.copy().set_uint(PS.FOOTER_LENGTH, len(foot)).set_uint(PS.METADATA_LENGTH, len(meta))
     ps_bytes = ps.encode()
     if len(ps_bytes) > 255:

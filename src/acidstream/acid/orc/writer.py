@@ -34,7 +34,7 @@ from acidstream.acid.orc.events import (
 )
 from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
-from acidstream.acid.orc.protobuf import Message
+from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import merge_all
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, build_tail, read_tail
 from acidstream.acid.orc.timestamps import check_writable, has_timestamp
@@ -116,8 +116,9 @@ class _Template:
     """The parsed tail of an empty file of one schema and settings (see ``AcidWriter._template``)."""
 
     postscript: Message
-    footer: Message
     statistics: list[bytes]
+    footer_types: bytes  # the footer's TYPES fields, encoded (char/varchar patched)
+    footer_trailer: bytes  # its fields after STATISTICS (row index stride, writer, version), encoded
 
 
 _TEMPLATE_CACHE_SIZE = 256
@@ -166,7 +167,7 @@ class AcidWriter:
         self._next_row_id = 0
         template = self._template(columns)
         self._postscript = template.postscript.copy()
-        self._footer = template.footer.copy()
+        self._footer_types, self._footer_trailer = template.footer_types, template.footer_trailer
         self._column_stats = template.statistics  # encoded ColumnStatistics, replaced by merges
         self._files_pending: Future[None] | None = None
         if create_in is None:
@@ -440,7 +441,11 @@ class AcidWriter:
             data = self._encode_bytes(self._schema.empty_table())
             tail = read_tail(pa.BufferReader(data), data.size)
             _patch_types(tail.footer, self._hive_types)
-            template = _Template(tail.postscript, tail.footer, tail.footer.repeated_bytes(FOOTER.STATISTICS))
+            template = _Template(
+                tail.postscript,
+                tail.footer.repeated_bytes(FOOTER.STATISTICS),
+                *_constant_footer_fields(tail.footer),
+            )
             if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
                 _TEMPLATES.pop(next(iter(_TEMPLATES)))
             _TEMPLATES[key] = template
@@ -503,15 +508,31 @@ class AcidWriter:
         self._offset += end - first
 
     def _write_tail(self) -> None:
-        footer = self._footer.copy()
-        footer.set_uint(FOOTER.HEADER_LENGTH, len(MAGIC))
-        footer.set_uint(FOOTER.CONTENT_LENGTH, self._offset - len(MAGIC))  # ORC C++ convention
-        footer.set_repeated(FOOTER.STRIPES, self._stripes)
-        footer.set_repeated(FOOTER.METADATA, [self._metadata_item(k, v) for k, v in self._user_metadata()])
-        footer.set_uint(FOOTER.NUMBER_OF_ROWS, self._rows)
-        footer.set_repeated(FOOTER.STATISTICS, self._column_stats)
-        footer.fields.sort(key=lambda f: f[0])  # canonical field order; repeated fields keep their order
-        metadata = Message().set_repeated(1, self._stripe_stats)
+        """Footer fields in canonical order: the changing ones encoded now, the template's as encoded once."""
+        footer = b"".join(
+            (
+                encode_fields(
+                    [
+                        (FOOTER.HEADER_LENGTH, VARINT, len(MAGIC)),
+                        (FOOTER.CONTENT_LENGTH, VARINT, self._offset - len(MAGIC)),  # ORC C++ convention
+                        *((FOOTER.STRIPES, LENGTH_DELIMITED, s) for s in self._stripes),
+                    ]
+                ),
+                self._footer_types,
+                encode_fields(
+                    [
+                        *(
+                            (FOOTER.METADATA, LENGTH_DELIMITED, _metadata_item(k, v))
+                            for k, v in self._user_metadata()
+                        ),
+                        (FOOTER.NUMBER_OF_ROWS, VARINT, self._rows),
+                        *((FOOTER.STATISTICS, LENGTH_DELIMITED, s) for s in self._column_stats),
+                    ]
+                ),
+                self._footer_trailer,
+            )
+        )
+        metadata = encode_fields([(1, LENGTH_DELIMITED, s) for s in self._stripe_stats])  # StripeStatistics
         tail = build_tail(self._postscript, footer, metadata)
         self._out.write(tail)
         self._offset += len(tail)
@@ -524,10 +545,6 @@ class AcidWriter:
             (ACID_STATS, format_acid_stats(*self._counts)),
             (ACID_VERSION, ORC_ACID_VERSION),
         ]
-
-    @staticmethod
-    def _metadata_item(name: str, value: str) -> bytes:
-        return Message().set_string(1, name).set_bytes(2, value.encode("utf-8")).encode()
 
     def _await_files(self) -> None:
         """Wait for files created in the background (see ``create_in``); raises what creating them raised."""
@@ -564,6 +581,35 @@ class AcidWriter:
             if self._side is not None:
                 self._side.close_and_delete()
             raise
+
+
+def _metadata_item(name: str, value: str) -> bytes:
+    """A UserMetadataItem."""
+    return encode_fields(
+        [(1, LENGTH_DELIMITED, name.encode("utf-8")), (2, LENGTH_DELIMITED, value.encode("utf-8"))]
+    )
+
+
+#: Footer fields every tail sets itself; the template's others are written as they are.
+_SET_PER_TAIL = {
+    FOOTER.HEADER_LENGTH,
+    FOOTER.CONTENT_LENGTH,
+    FOOTER.STRIPES,
+    FOOTER.METADATA,
+    FOOTER.NUMBER_OF_ROWS,
+    FOOTER.STATISTICS,
+}
+
+
+def _constant_footer_fields(footer: Message) -> tuple[bytes, bytes]:
+    """The template footer's TYPES fields and its fields after STATISTICS, each encoded in order."""
+    kept = [f for f in footer.fields if f[0] not in _SET_PER_TAIL]
+    if any(n != FOOTER.TYPES and n < FOOTER.STATISTICS for n, _, _ in kept):
+        raise AssertionError(f"unexpected footer fields {sorted({f[0] for f in kept})}")
+    return (
+        encode_fields([f for f in kept if f[0] == FOOTER.TYPES]),
+        encode_fields([f for f in kept if f[0] > FOOTER.STATISTICS]),
+    )
 
 
 def _patch_types(footer: Message, hive_types: Sequence[HiveType]) -> None:
