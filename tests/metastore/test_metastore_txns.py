@@ -14,7 +14,15 @@ from acidstream.errors import (
     TxnAbortedException,
     WriteConflictException,
 )
-from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, TxnState
+from acidstream.metastore import (
+    LockComponent,
+    LockLevel,
+    LockState,
+    LockType,
+    Metastore,
+    OperationType,
+    TxnState,
+)
 
 LONG_MAX = 9223372036854775807
 
@@ -252,6 +260,38 @@ def test_open_txns_with_write_ids_opens_nothing_on_error(ms: Metastore) -> None:
     with pytest.raises(InvalidObjectException, match=r"1\.\.1000"):
         ms.open_txns_with_write_ids(0, "db.t")
     assert ms.open_txns() == [1]
+
+
+def test_open_with_first_lock_is_open_plus_a_no_wait_lock_for_the_first_txn(ms: Metastore) -> None:
+    ms.add_partition("db.t", ["1"])
+    insert = LockComponent(LockType.SHARED_READ, LockLevel.PARTITION, "db", "t", "ds=1", OperationType.INSERT)
+    pairs, lock = ms.open_txns_with_write_ids_and_lock(2, "db.t", [insert], agent_info="agent-7")
+    assert pairs == [(1, 1), (2, 2)]
+    assert lock.state is LockState.ACQUIRED
+    [held] = ms.show_locks()
+    assert (held.lock_id, held.txn_id, held.partition, held.agent_info) == (
+        lock.lock_id,
+        1,
+        "ds=1",
+        "agent-7",
+    )
+    ms.commit_txn(1)
+    assert [(c.partition, c.write_id) for c in ms.completed_components("db.t")] == [("ds=1", 1)]
+    # an incompatible lock held elsewhere: the batch opens and its first lock waits (the caller decides)
+    ms.lock([LockComponent(LockType.EXCLUSIVE, LockLevel.TABLE, "db", "u")])
+    u_insert = LockComponent(LockType.SHARED_READ, LockLevel.TABLE, "db", "u", operation=OperationType.INSERT)
+    [(txn, _)], waiting = ms.open_txns_with_write_ids_and_lock(1, "db.u", [u_insert])
+    assert waiting.state is LockState.WAITING and ms.get_txn_state(txn) is TxnState.OPEN
+
+
+def test_open_with_first_lock_leaves_no_open_txn_when_the_lock_request_fails(ms: Metastore) -> None:
+    missing = LockComponent(
+        LockType.SHARED_READ, LockLevel.TABLE, "db", "nope", operation=OperationType.INSERT
+    )
+    with pytest.raises(NoSuchObjectException, match=r"db\.nope"):
+        ms.open_txns_with_write_ids_and_lock(3, "db.t", [missing])
+    assert [t.txn_id for t in ms.show_txns() if t.state is TxnState.OPEN] == []
+    assert ms.show_locks() == []
 
 
 def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) -> None:

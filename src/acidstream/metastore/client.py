@@ -244,6 +244,49 @@ class Metastore:
             )
         )
 
+    def open_txns_with_write_ids_and_lock(
+        self,
+        n: int,
+        table_name: str,
+        components: Sequence[LockComponent],
+        *,
+        user: str | None = None,
+        host: str | None = None,
+        agent_info: str | None = None,
+    ) -> tuple[list[tuple[int, int]], LockResponse]:
+        """Streaming's batch open: ``open_txns_with_write_ids`` plus a no-wait ``lock`` for the first txn.
+
+        SQLite serialises writers anyway, so there it is one DB transaction. PostgreSQL runs the two in turn:
+        the open's ``NEXT_TXN_ID`` row lock, which every opener waits for, is not held across the lock request.
+        Either way a lock request that raises leaves no txn of the batch open.
+        """
+        self._housekeep_if_due()
+        db, name = catalog.split_name(table_name)
+        user, host = _identify(user, host)
+
+        def open_batch(c: Connection) -> list[tuple[int, int]]:
+            return txns.open_txns_with_write_ids(c, n, db, name, user=user, host=host, agent_info=agent_info)
+
+        def lock_first(c: Connection, txn_id: int) -> tuple[int, LockState, str | None]:
+            return locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
+
+        if self.dialect == "sqlite":
+
+            def both(c: Connection) -> tuple[list[tuple[int, int]], tuple[int, LockState, str | None]]:
+                pairs = open_batch(c)
+                return pairs, lock_first(c, pairs[0][0])
+
+            pairs, (lock_id, state, _blocker) = self._write(both)
+        else:
+            pairs = self._write(open_batch)
+            try:
+                lock_id, state, _blocker = self._write(lambda c: lock_first(c, pairs[0][0]))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lock's failure is what the caller needs to see
+                    self._write(lambda c: txns.abort_txns(c, [t for t, _ in pairs]))
+                raise
+        return pairs, LockResponse(lock_id, state)
+
     def commit_txn(
         self,
         txn_id: int,

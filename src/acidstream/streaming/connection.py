@@ -42,7 +42,7 @@ from acidstream.errors import (
     TxnAbortedException,
 )
 from acidstream.metastore.identity import client_identity
-from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType, Table
+from acidstream.metastore.models import LockComponent, LockLevel, LockResponse, LockType, OperationType, Table
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.streaming.records import ParseResult, RecordParser, record_bytes, records_array, split_records
@@ -98,6 +98,7 @@ class _Batch:
     index: int = -1
     lock_ids: list[int | None] = field(default_factory=list)
     dead: BaseException | None = None
+    first_lock: LockResponse | None = None  # requested with the batch's open, for its first txn
 
     @property
     def remaining(self) -> int:
@@ -193,6 +194,16 @@ class StreamingConnection:
         self._write_room = 0
         self._heartbeater: Heartbeater | None = None
         self._static_dest = self._resolve_static_destination()
+        # Hive's per-txn lock: shared read on the static partition (or the table), agent info attached
+        self._lock_component = LockComponent(
+            type=LockType.SHARED_READ,
+            level=LockLevel.PARTITION if self._static_dest.name else LockLevel.TABLE,
+            db=table.db,
+            table=table.name,
+            partition=self._static_dest.name or None,
+            operation=OperationType.INSERT,
+            is_dynamic_partition_write=self.dynamic,
+        )
 
     @staticmethod
     def builder() -> StreamingConnectionBuilder:
@@ -455,10 +466,11 @@ class StreamingConnection:
             wid = int(self.unmanaged_write_id or 0)
             return _Batch([-1], [wid], self._new_files(wid, wid), [TxnState.INACTIVE])
         ms = self._ms()
-        pairs = self._call(
-            ms.open_txns_with_write_ids,
+        pairs, first_lock = self._call(
+            ms.open_txns_with_write_ids_and_lock,
             self.batch_size,
             self.table.full_name,
+            [self._lock_component],
             agent_info=self.agent_info,
         )
         txn_ids = [t for t, _ in pairs]
@@ -474,6 +486,7 @@ class StreamingConnection:
             files,
             [TxnState.INACTIVE] * len(txn_ids),
             lock_ids=[None] * len(txn_ids),
+            first_lock=first_lock,
         )
         self._stats.batches_opened += 1
         self._start_heartbeats()
@@ -515,25 +528,22 @@ class StreamingConnection:
             self._close_batch(batch)
 
     def _acquire_lock(self, batch: _Batch) -> None:
-        ms = self._ms()
-        level = LockLevel.PARTITION if self._static_dest.name else LockLevel.TABLE
-        component = LockComponent(
-            type=LockType.SHARED_READ,
-            level=level,
-            db=self.table.db,
-            table=self.table.name,
-            partition=self._static_dest.name or None,
-            operation=OperationType.INSERT,
-            is_dynamic_partition_write=self.dynamic,
-        )
-        txn = batch.txn_ids[batch.index]
-        try:
-            response = self._call(
-                ms.lock, [component], txn_id=txn, agent_info=self.agent_info, wait=False, timeout=0
-            )
-        except LockTimeoutException as exc:
-            self._mark_dead(batch, exc)
-            raise TransactionError(f"Unable to acquire lock on {self.table.full_name}: {exc}") from exc
+        """The current txn's lock, which must be granted at once (the first txn's came with the batch)."""
+        response = batch.first_lock if batch.index == 0 else None
+        if response is None:
+            txn = batch.txn_ids[batch.index]
+            try:
+                response = self._call(
+                    self._ms().lock,
+                    [self._lock_component],
+                    txn_id=txn,
+                    agent_info=self.agent_info,
+                    wait=False,
+                    timeout=0,
+                )
+            except LockTimeoutException as exc:
+                self._mark_dead(batch, exc)
+                raise TransactionError(f"Unable to acquire lock on {self.table.full_name}: {exc}") from exc
         if str(getattr(response.state, "name", response.state)).upper() != "ACQUIRED":
             exc2 = TransactionError(f"Unable to acquire lock on {self.table.full_name}: {response.state}")
             self._mark_dead(batch, exc2)
