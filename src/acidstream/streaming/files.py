@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
-from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions
+from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
 
@@ -75,6 +75,10 @@ class BatchFiles:
         self._paths: dict[tuple[str, int], str] = {}
         self._unflushed: dict[tuple[str, int], int] = {}
         self._encoding: dict[tuple[str, int], list[Future[EncodedEvents]]] = {}
+        self._ready_dirs: set[str] = set()  # delta directories made (with their version file) for this batch
+        # A local file is made in microseconds: inline. Elsewhere each file is a round trip: in the file pool,
+        # overlapping the routing of the other rows.
+        self._create_in = None if isinstance(fs, pafs.LocalFileSystem) else _file_pool()
         self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
@@ -103,15 +107,23 @@ class BatchFiles:
             self.auto_flushes += 1
 
     def _open(self, dest: Destination, bucket_id: int) -> AcidWriter:
-        """A writer whose files are created in the I/O pool while rows keep being parsed and routed."""
+        """A writer for (partition, bucket); its directory is made once per batch, here."""
         path = self.path_for(dest, bucket_id)
+        directory = path.rsplit("/", 1)[0]
+        if directory not in self._ready_dirs:
+            try:
+                prepare_directory(self.fs, directory)
+            except OSError as exc:
+                raise StreamingIOFailure(f"cannot create {directory}: {exc}") from exc
+            self._ready_dirs.add(directory)
         writer = AcidWriter(
             self.fs,
             path,
             self.columns,
             options=self.options,
             side_file=self.min_write_id != self.max_write_id,
-            create_in=_pool(),
+            create_in=self._create_in,
+            directory_ready=True,
         )
         key = (dest.name, bucket_id)
         self._writers[key] = writer
@@ -156,7 +168,9 @@ class BatchFiles:
         if table is None:
             return
         chunk: Future[EncodedEvents] = (
-            _pool().submit(writer.encode_events, table) if in_pool else _done(writer.encode_events(table))
+            _encode_pool().submit(writer.encode_events, table)
+            if in_pool
+            else _done(writer.encode_events(table))
         )
         self._encoding.setdefault(key, []).append(chunk)
 
@@ -190,29 +204,32 @@ class BatchFiles:
         return "; ".join(f"{self._paths[key]}: {exc}" for key, exc in failures)
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+class _LazyPool:
+    """A process-wide thread pool made on first use; a forked child (which inherits the object but not the
+    threads) makes its own."""
+
+    def __init__(self, name: str, workers: int) -> None:
+        self._name, self._workers = name, workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def __call__(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._name)
+            return self._pool
+
+    def _forget(self) -> None:
+        self._pool, self._lock = None, threading.Lock()
 
 
-def _pool() -> ThreadPoolExecutor:
-    """One small pool per process: ORC encoding in pyarrow releases the GIL, so a commit's files (one per
-    partition and bucket) encode side by side on several cores."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(
-                max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="acidstream-io"
-            )
-        return _POOL
-
-
-def _forget_pool_in_child() -> None:
-    """A forked child inherits the pool object but not its threads: it must build its own."""
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_in_child)
+#: ORC encoding: pyarrow releases the GIL while it encodes, so a commit's files (one per partition and
+#: bucket) encode side by side on several cores.
+_encode_pool = _LazyPool("acidstream-encode", min(8, os.cpu_count() or 1))
+#: Creating and closing files: a handful of filesystem calls each, which would otherwise queue in front of
+#: the encodes (and wait for the GIL between calls while the routing thread runs).
+_file_pool = _LazyPool("acidstream-files", 4)
 
 
 def _each_parallel(
@@ -236,7 +253,7 @@ def _map_parallel(keys: list[tuple[str, int]], fn: Callable[[tuple[str, int]], T
     yielded as soon as it is ready, so the caller works on the first while the pool computes the rest."""
     if len(keys) <= 1:
         return (fn(k) for k in keys)
-    return _pool().map(fn, keys)
+    return _file_pool().map(fn, keys)
 
 
 def _done(value: T) -> Future[T]:

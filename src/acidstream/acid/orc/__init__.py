@@ -6,7 +6,7 @@ footers, side files, close).
 
 from acidstream.acid.orc.events import EventKind, KeyIndex, event_schema
 from acidstream.acid.orc.reader import AcidFileMetadata, iter_event_batches, read_acid_metadata, read_events
-from acidstream.acid.orc.writer import AcidWriter, EncodedEvents, WriterOptions
+from acidstream.acid.orc.writer import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
 
 __all__ = [
     "AcidFileMetadata",
@@ -17,6 +17,7 @@ __all__ = [
     "WriterOptions",
     "event_schema",
     "iter_event_batches",
+    "prepare_directory",
     "read_acid_metadata",
     "read_events",
 ]

@@ -140,12 +140,15 @@ class AcidWriter:
         options: WriterOptions,
         side_file: bool,
         create_in: Executor | None = None,
+        directory_ready: bool = False,
     ) -> None:
         """``create_in``: create the files in that executor instead of now. Rows are buffered meanwhile and
         the first operation that needs the files waits for them (and raises what creating them raised), so
-        a caller opening many writers overlaps their file creation with its other work."""
+        a caller opening many writers overlaps their file creation with its other work.
+        ``directory_ready``: the caller made the directory with :func:`prepare_directory` already."""
         tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
+        self._directory_ready = directory_ready
         self._row_type = pa.struct([c.to_arrow() for c in columns])
         self._row_fields = list(self._row_type)
         self._row_schema = pa.schema(self._row_fields)
@@ -565,12 +568,8 @@ class AcidWriter:
             raise StreamingIOFailure(f"cannot create {self._path}: {exc}") from exc
 
     def _create_files_unchecked(self, side_file: bool) -> None:
-        parent = self._path.rsplit("/", 1)[0] if "/" in self._path else "."
-        self._fs.create_dir(parent, recursive=True)
-        version = f"{parent}/{ORC_ACID_VERSION_FILE}"
-        if self._fs.get_file_info(version).type == pafs.FileType.NotFound:
-            with self._fs.open_output_stream(version) as out:
-                out.write(ORC_ACID_VERSION.encode("ascii"))
+        if not self._directory_ready:
+            prepare_directory(self._fs, self._path.rsplit("/", 1)[0] if "/" in self._path else ".")
         if self._fs.get_file_info(self._path).type != pafs.FileType.NotFound:
             raise FileExistsError(f"ORC file {self._path} already exists")
         self._side = SideFileWriter.create(self._fs, self._path) if side_file else None
@@ -581,6 +580,15 @@ class AcidWriter:
             if self._side is not None:
                 self._side.close_and_delete()
             raise
+
+
+def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
+    """A base/delta directory with its ``_orc_acid_version`` file (content "2"), each made if missing."""
+    fs.create_dir(directory, recursive=True)
+    version = f"{directory}/{ORC_ACID_VERSION_FILE}"
+    if fs.get_file_info(version).type == pafs.FileType.NotFound:
+        with fs.open_output_stream(version) as out:
+            out.write(ORC_ACID_VERSION.encode("ascii"))
 
 
 def _metadata_item(name: str, value: str) -> bytes:
