@@ -211,12 +211,32 @@ def test_decimal_bulk_and_rounding_paths_agree() -> None:
 @given(
     texts=st.lists(
         st.one_of(
-            st.none(), st.sampled_from(["\\N", "", "12", "-7", "0x1F", "0X2", "x", "N", "true", "a,b"])
+            st.none(),
+            st.sampled_from(
+                [
+                    "\\N",
+                    "",
+                    "12",
+                    "-7",
+                    "0x1F",
+                    "0X2",
+                    "x",
+                    "N",
+                    "true",
+                    "a,b",
+                    "128",
+                    "-32769",
+                    "2147483648",
+                    "007",
+                ]
+            ),
         ),
         max_size=12,
     ),
     cut=st.integers(0, 4),
-    type_text=st.sampled_from(["int", "bigint", "string", "boolean", "double", "array<int>"]),
+    type_text=st.sampled_from(
+        ["tinyint", "smallint", "int", "bigint", "string", "boolean", "double", "array<int>"]
+    ),
     null_sequence=st.sampled_from(["\\N", "", "N", None]),
 )
 def test_buffer_scans_only_skip_checks_that_would_change_nothing(
@@ -225,7 +245,8 @@ def test_buffer_scans_only_skip_checks_that_would_change_nothing(
     type_text: str,
     null_sequence: str | None,
 ) -> None:
-    """convert() with its raw-buffer shortcuts equals convert() with every exact check run, on slices too."""
+    """convert() with its shortcuts (raw-buffer scans, the direct integer cast) equals convert() on the exact
+    path, on slices too."""
     column = pa.array(texts, pa.large_string()).slice(min(cut, len(texts)))
     fmt = TextFormat(null_sequence=null_sequence)
     fast = convert(column, parse_type(type_text), fmt)

@@ -153,13 +153,11 @@ def _integers(text: pa.Array, t: HiveType) -> Converted:
     digits is allowed and truncated ('12.9' → 12, as Hive 3's parse does)."""
     lo, hi = _INT_RANGES[t.name]
     if not _may_contain(text, ord("x"), ord("X")):  # Arrow alone accepts '0x1F' / '0X1F'
-        try:  # fast path: Arrow's parser accepts a subset of Hive's forms (no '+'), so success is exact
-            values = pc.cast(text, pa.int64())
+        try:  # fast path: Arrow accepts a subset of Hive's forms (no '+') and refuses out-of-range values at
+            # the column's own width, so success is exact; anything else takes the exact path below
+            return Converted(pc.cast(text, t.to_arrow()), np.zeros(len(text), dtype=bool))
         except pa.ArrowInvalid:
             pass
-        else:
-            bad = mask(pc.or_(pc.less(values, lo), pc.greater(values, hi)))
-            return Converted(_null_where(values, bad).cast(t.to_arrow()), bad)
     ok = mask(pc.match_substring_regex(text, _INT_RE))
     bad = mask(pc.is_valid(text)) & ~ok
     digits = pc.replace_substring_regex(text, r"^\+", "")
