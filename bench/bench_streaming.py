@@ -48,7 +48,7 @@ def _table(root: Path):  # type: ignore[no-untyped-def]
     return ms
 
 
-def _connect(ms, table: str = "alerts"):  # type: ignore[no-untyped-def]
+def _connect(ms, table: str = "alerts", batch_size: int = 1):  # type: ignore[no-untyped-def]
     from acidstream import StreamingConnection, StrictDelimitedInputWriter
 
     writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
@@ -58,6 +58,7 @@ def _connect(ms, table: str = "alerts"):  # type: ignore[no-untyped-def]
         .with_database("testing")
         .with_table(table)
         .with_static_partition_values(["Asia", "India"])
+        .with_transaction_batch_size(batch_size)
         .with_record_writer(writer)
         .connect()
     )
@@ -69,20 +70,20 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def case_acidstream_write(root: Path, n: int, txns: int) -> dict[str, float]:
+def case_acidstream_write(root: Path, n: int, txns: int, batch_size: int = 1) -> dict[str, float]:
     records = make_records(n)
     ms = _table(root)
     per = n // txns
 
     def warm_up() -> None:
-        with _connect(ms, "warmup") as warm:
+        with _connect(ms, "warmup", batch_size) as warm:
             warm.begin_transaction()
             for rec in records[:per]:
                 warm.write(rec)
             warm.commit_transaction()
 
     first = _timed(warm_up)
-    conn = _connect(ms)
+    conn = _connect(ms, batch_size=batch_size)
     commits = []
     start = time.perf_counter()
     for t in range(txns):
@@ -198,8 +199,14 @@ def case_deltalake(root: Path, n: int, txns: int) -> dict[str, float]:
     }
 
 
+def case_acidstream_write_batch_of_10(root: Path, n: int, txns: int) -> dict[str, float]:
+    """Hive's transaction batches: 10 txns share one file per bucket (intermediate footer + side file each)."""
+    return case_acidstream_write(root, n, txns, batch_size=10)
+
+
 CASES = {
     "acidstream write() per record": case_acidstream_write,
+    "acidstream write(), transaction batch size 10": case_acidstream_write_batch_of_10,
     "acidstream write_batch (Arrow)": case_acidstream_write_batch,
     "pyarrow CSV→ORC, no txns": case_pyarrow_csv_orc,
     "deltalake append": case_deltalake,
