@@ -20,14 +20,9 @@ def rows(*ids: int) -> pa.RecordBatch:
     return pa.record_batch([pa.array(ids, pa.int32()), pa.array([f"m{i}" for i in ids])], names=["id", "msg"])
 
 
-@pytest.mark.parametrize("store", ["local", "subtree"])
-def test_files_of_a_batch_share_one_prepared_directory_on_any_store(tmp_path: Path, store: str) -> None:
-    # a SubTreeFileSystem is not a LocalFileSystem: its files are created in the file pool, as on S3 or HDFS
-    fs: pafs.FileSystem = pafs.LocalFileSystem()
-    location = str(tmp_path / "t" / "continent=Asia")
-    if store == "subtree":
-        fs, location = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "t/continent=Asia"
-    files = BatchFiles(
+def one_txn_files(fs: pafs.FileSystem) -> BatchFiles:
+    """The files of a batch of one txn (write id 1), as a streaming connection makes them."""
+    return BatchFiles(
         fs,
         COLS,
         min_write_id=1,
@@ -36,6 +31,16 @@ def test_files_of_a_batch_share_one_prepared_directory_on_any_store(tmp_path: Pa
         options=WriterOptions(),
         max_buffered_bytes=1 << 30,
     )
+
+
+@pytest.mark.parametrize("store", ["local", "subtree"])
+def test_files_of_a_batch_share_one_prepared_directory_on_any_store(tmp_path: Path, store: str) -> None:
+    # a SubTreeFileSystem is not a LocalFileSystem: its files are created in the file pool, as on S3 or HDFS
+    fs: pafs.FileSystem = pafs.LocalFileSystem()
+    location = str(tmp_path / "t" / "continent=Asia")
+    if store == "subtree":
+        fs, location = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "t/continent=Asia"
+    files = one_txn_files(fs)
     dest = Destination(("Asia",), "continent=Asia", location)
     files.insert(dest, 0, 1, rows(1, 2))
     files.insert(dest, 3, 1, rows(3))
@@ -60,14 +65,6 @@ def test_a_directory_that_cannot_be_made_is_a_streaming_io_failure(tmp_path: Pat
     from acidstream.errors import StreamingIOFailure
 
     (tmp_path / "t").write_text("a file where the partition directory should be")
-    files = BatchFiles(
-        pafs.LocalFileSystem(),
-        COLS,
-        min_write_id=1,
-        max_write_id=1,
-        statement_id=None,
-        options=WriterOptions(),
-        max_buffered_bytes=1 << 30,
-    )
+    files = one_txn_files(pafs.LocalFileSystem())
     with pytest.raises(StreamingIOFailure, match="cannot create"):
         files.insert(Destination((), "", str(tmp_path / "t")), 0, 1, rows(1))

@@ -142,12 +142,6 @@ def _may_be_empty(text: pa.Array) -> bool:
     return bool((offsets[1:] == offsets[:-1]).any())
 
 
-def _null_where(arr: pa.Array, bad: np.ndarray) -> pa.Array:
-    if not bad.any():
-        return arr
-    return pc.if_else(pa.array(bad), pa.scalar(None, arr.type), arr)
-
-
 def _integers(text: pa.Array, t: HiveType) -> Converted:
     """LazyInteger/LazyLong: optional sign, ASCII digits, no blanks, out of range does not parse; a fraction of
     digits is allowed and truncated ('12.9' → 12, as Hive 3's parse does)."""
