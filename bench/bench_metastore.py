@@ -1,7 +1,9 @@
 """Metastore latency and throughput per transaction, 1 and 8 client processes, in two shapes:
 
 * ``open+alloc+commit``: ``open_txns()``, ``allocate_table_write_ids``, ``commit_txn`` (three DB transactions);
-* ``open_with_wids+commit``: ``open_txns_with_write_ids(1, ...)`` and ``commit_txn`` (streaming's fast path).
+* ``open_with_wids+commit``: ``open_txns_with_write_ids(1, ...)`` and ``commit_txn``;
+* ``streaming begin+commit``: ``open_txns_with_write_ids_and_lock`` with the shared-read insert lock a streaming
+  txn takes, and ``commit_txn`` (what a streaming connection with batch size 1 asks of the metastore per txn).
 
 Run ``python bench/bench_metastore.py [--repeat N]``; prints a markdown table with the best of N runs (by
 commits/s; the machine is shared) and the 1-minute load average when that row finished. PostgreSQL rows need the
@@ -21,20 +23,25 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from acidstream.metastore import Metastore
+from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType
 
 PG_URL = os.environ.get("ACIDSTREAM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TXNS_PER_CLIENT = {1: 1000, 8: 250}
 WARMUP = 20
-MODES = ("open+alloc+commit", "open_with_wids+commit")
+MODES = ("open+alloc+commit", "open_with_wids+commit", "streaming begin+commit")
+STREAMING_LOCK = LockComponent(
+    LockType.SHARED_READ, LockLevel.TABLE, "bench", "t", operation=OperationType.INSERT
+)
 
 
 def _cycle(ms: Metastore, mode: str) -> None:
     if mode == "open+alloc+commit":
         (txn,) = ms.open_txns()
         ms.allocate_table_write_ids([txn], "bench.t")
-    else:
+    elif mode == "open_with_wids+commit":
         ((txn, _wid),) = ms.open_txns_with_write_ids(1, "bench.t")
+    else:
+        ((txn, _wid),), _lock = ms.open_txns_with_write_ids_and_lock(1, "bench.t", [STREAMING_LOCK])
     ms.commit_txn(txn)
 
 
