@@ -1,0 +1,87 @@
+"""Streaming beside a CPU-busy Python thread: the GIL convoy, measured against the peers.
+
+An application often has other Python threads at work (a consumer decoding messages, a web handler). Each call
+that releases the GIL (every pyarrow and numpy kernel, every SQLite statement) must win it back from such a
+thread, which can take Python's whole switch interval (5 ms). A commit that makes hundreds of those calls pays for
+each. This runs each case of ``bench_streaming.py`` alone and beside a thread spinning in pure Python, in
+subprocesses of their own, and prints the slowdown; the peers make far fewer GIL transitions per batch.
+
+    python bench/bench_streaming_contention.py [--records 300000] [--txns 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import bench_streaming
+
+CASES = {
+    "acidstream write() per record": bench_streaming.case_acidstream_write,
+    "deltalake append": bench_streaming.case_deltalake,
+    "pyarrow CSV→ORC, no txns": bench_streaming.case_pyarrow_csv_orc,
+}
+
+
+def run_case(name: str, busy: bool, records: int, txns: int) -> dict[str, float]:
+    """One case in this process, with a spinning Python thread beside it when ``busy``."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        count = 0
+        while not stop.is_set():
+            count += 1
+
+    if busy:
+        threading.Thread(target=spin, daemon=True).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            return CASES[name](Path(tmp), records, txns)
+    finally:
+        stop.set()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--txns", type=int, default=30)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--busy", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case, args.busy, args.records, args.txns)))
+        return
+    print(
+        f"\n{args.records:,} records, {args.txns} txns; {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n\n"
+        "| case | alone, records/s | beside a busy Python thread | slowdown | commit p50 alone / beside |\n"
+        "|---|---:|---:|---:|---|"
+    )
+    for name in CASES:
+        results = []
+        for busy in (False, True):
+            cmd = [sys.executable, __file__, "--case", name, "--records", str(args.records)]
+            cmd += ["--txns", str(args.txns)] + (["--busy"] if busy else [])
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        alone, beside = results
+        commit = (
+            f"{alone['commit_p50_ms']:.1f} / {beside['commit_p50_ms']:.1f} ms"
+            if "commit_p50_ms" in alone
+            else ""
+        )
+        print(
+            f"| {name} | {alone['records_per_s']:,.0f} | {beside['records_per_s']:,.0f} | "
+            f"{alone['records_per_s'] / beside['records_per_s']:.1f}× | {commit} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
