@@ -131,7 +131,7 @@ class BatchFiles:
         return writer
 
     def encode_ahead(self, dest: Destination, bucket_id: int) -> None:
-        """Start encoding the rows buffered for (partition, bucket) in the I/O pool now, not at the next flush.
+        """Start encoding the rows buffered for (partition, bucket) in the encode pool now, not at the next flush.
 
         For a txn's last rows: each file's encoding then overlaps the routing of the others' rows. Rows
         inserted afterwards are encoded at the flush, after these (a stripe each).
@@ -141,8 +141,8 @@ class BatchFiles:
     def flush(self) -> None:
         """Intermediate footer (and side-file entry) on every file with new rows.
 
-        pyarrow encodes the files in the I/O pool (it releases the GIL) while this thread stitches each
-        encoded file in turn: the Python half of a flush never competes for the GIL with the other threads.
+        pyarrow encodes the files in the encode pool (releasing the GIL while it encodes; the encode threads take
+        it back between pyarrow's calls) while this thread stitches each encoded file in turn.
         """
         keys = [key for key in self._writers if self._unflushed.get(key)]
         self._unflushed.clear()
