@@ -48,7 +48,7 @@ def _table(root: Path):  # type: ignore[no-untyped-def]
     return ms
 
 
-def _connect(ms, table: str = "alerts", batch_size: int = 1):  # type: ignore[no-untyped-def]
+def _connect(ms, table: str = "alerts", batch_size: int = 1, config: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
     from acidstream import StreamingConnection, StrictDelimitedInputWriter
 
     writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
@@ -60,6 +60,7 @@ def _connect(ms, table: str = "alerts", batch_size: int = 1):  # type: ignore[no
         .with_static_partition_values(["Asia", "India"])
         .with_transaction_batch_size(batch_size)
         .with_record_writer(writer)
+        .with_configuration(config or {})
         .connect()
     )
 
@@ -70,20 +71,22 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def case_acidstream_write(root: Path, n: int, txns: int, batch_size: int = 1) -> dict[str, float]:
+def case_acidstream_write(
+    root: Path, n: int, txns: int, batch_size: int = 1, config: dict[str, Any] | None = None
+) -> dict[str, float]:
     records = make_records(n)
     ms = _table(root)
     per = n // txns
 
     def warm_up() -> None:
-        with _connect(ms, "warmup", batch_size) as warm:
+        with _connect(ms, "warmup", batch_size, config) as warm:
             warm.begin_transaction()
             for rec in records[:per]:
                 warm.write(rec)
             warm.commit_transaction()
 
     first = _timed(warm_up)
-    conn = _connect(ms, batch_size=batch_size)
+    conn = _connect(ms, batch_size=batch_size, config=config)
     commits = []
     start = time.perf_counter()
     for t in range(txns):

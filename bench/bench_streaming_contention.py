@@ -23,8 +23,15 @@ from pathlib import Path
 
 import bench_streaming
 
+
+def case_acidstream_default_switch_interval(root: Path, n: int, txns: int) -> dict[str, float]:
+    """acidstream with its switch-interval shortening turned off (how every release before it behaved)."""
+    return bench_streaming.case_acidstream_write(root, n, txns, config={"gil_switch_interval": None})
+
+
 CASES = {
     "acidstream write() per record": bench_streaming.case_acidstream_write,
+    "acidstream, switch interval left at 5 ms": case_acidstream_default_switch_interval,
     "deltalake append": bench_streaming.case_deltalake,
     "pyarrow CSV→ORC, no txns": bench_streaming.case_pyarrow_csv_orc,
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from acidstream.errors import (
     SerializationError,
     TransactionError,
 )
+from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
 from acidstream.streaming.state import TxnState
 
@@ -570,3 +572,27 @@ def test_a_forked_child_streams_with_its_own_io_pool(ms: Metastore) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sorted(r["id"] for r in rows(ms, "alerts")) == list(range(100))
+
+
+def test_bulk_calls_shorten_the_switch_interval_against_the_gil_convoy(
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a busy Python thread each GIL-releasing call of a commit could wait 5 ms for the GIL back."""
+    seen: list[float] = []
+    real_commit = ms.commit_txn
+
+    def observed_commit(*args: object, **kwargs: object) -> object:
+        seen.append(sys.getswitchinterval())
+        return real_commit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ms, "commit_txn", observed_commit)
+    before = sys.getswitchinterval()
+    for config, expected in (({}, DEFAULT_SWITCH_INTERVAL), ({"gil_switch_interval": None}, before)):
+        with connect(ms, **config) as conn, conn.transaction():
+            conn.write(b"1,a")
+        assert seen.pop() == pytest.approx(expected)
+        assert sys.getswitchinterval() == before
+    assert [r["id"] for r in rows(ms)] == [1, 1]
+    for bad in ("-1", "soon"):
+        with pytest.raises(ConnectionError, match="gil_switch_interval"):
+            connect(ms, gil_switch_interval=bad)

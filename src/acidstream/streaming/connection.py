@@ -41,6 +41,7 @@ from acidstream.errors import (
     TransactionError,
     TxnAbortedException,
 )
+from acidstream.gil import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockResponse, LockType, OperationType, Table
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
@@ -69,6 +70,8 @@ class StreamingConfig:
     compression: str | None = None  # default: the table's ``orc.compress`` (ZLIB if unset), as in Hive
     heartbeat_interval: float | None = None  # default: metastore txn timeout / 2
     write_notifications: bool = True  # ACID_WRITE events for replication
+    # seconds; while a call works, other threads hand back the GIL sooner (see acidstream.gil); None: leave it
+    gil_switch_interval: float | None = DEFAULT_SWITCH_INTERVAL
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StreamingConfig:
@@ -78,13 +81,24 @@ class StreamingConfig:
             "compression": lambda v: str(v).upper(),
             "heartbeat_interval": lambda v: None if v is None else float(v),
             "write_notifications": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true"),
+            "gil_switch_interval": lambda v: None if v is None or float(v) == 0 else float(v),
         }
         unknown = set(values) - set(converters)
         if unknown:
             raise ConnectionError(
                 f"unknown configuration keys {sorted(unknown)}; known: {sorted(converters)}"
             )
-        return cls(**{k: converters[k](v) for k, v in values.items()})
+        converted = {}
+        for key, value in values.items():
+            try:
+                converted[key] = converters[key](value)
+            except (TypeError, ValueError) as exc:
+                raise ConnectionError(f"configuration {key!r} = {value!r}: {exc}") from exc
+        if (converted.get("gil_switch_interval") or 1) < 0:
+            raise ConnectionError(
+                f"configuration 'gil_switch_interval' must be >= 0, got {values['gil_switch_interval']!r}"
+            )
+        return cls(**converted)
 
 
 @dataclass
@@ -181,6 +195,7 @@ class StreamingConnection:
         self._dead_letter: IO[str] | None = None
         self._stats = ConnectionStats()
         self._lock = threading.RLock()
+        self._gil = ShortSwitchInterval(config.gil_switch_interval)  # held with _lock by every bulk call
         self._closed = False
         self._batch: _Batch | None = None
         self._used_unmanaged = False
@@ -278,7 +293,7 @@ class StreamingConnection:
     # --- transactions ---------------------------------------------------------------------------------
 
     def begin_transaction(self) -> None:
-        with self._lock:
+        with self._lock, self._gil:
             self._check_not_closed()
             batch = self._batch
             if batch is not None and batch.state is TxnState.OPEN:
@@ -331,7 +346,7 @@ class StreamingConnection:
     def write_record_array(self, records: pa.Array) -> None:
         """Write records already split into one Arrow binary array (one bulk parse, no per-record Python)."""
         self._drain_pending()
-        with self._lock:
+        with self._lock, self._gil:
             self._check_writable()
             first = self._txn_records
             self._txn_records += len(records)
@@ -342,7 +357,7 @@ class StreamingConnection:
     def write_batch(self, data: pa.Table | pa.RecordBatch | Any) -> None:
         """Beyond Hive: write an Arrow table/batch or a pandas DataFrame whose columns match the table's."""
         self._drain_pending()
-        with self._lock:
+        with self._lock, self._gil:
             self._check_writable()
             batch = to_record_batch(data, self.parser.output_schema, first_index=self._txn_records)
             self._txn_records += batch.num_rows
@@ -360,7 +375,7 @@ class StreamingConnection:
         ``partitions`` (lists of values) are created first and registered with this txn, as Hive 4 does.
         A :class:`SerializationError` found while parsing the last buffered records leaves the txn open.
         """
-        with self._lock:
+        with self._lock, self._gil:
             batch = self._require_open_txn()
             self._drain_pending(last=True)
             try:
@@ -418,7 +433,7 @@ class StreamingConnection:
 
     def abort_transaction(self) -> None:
         """Abort the current txn: rows already written stay in the files but no snapshot ever shows them."""
-        with self._lock:
+        with self._lock, self._gil:
             batch = self._require_open_txn()
             self._pending.clear()
             self._write_room = 0
@@ -435,7 +450,7 @@ class StreamingConnection:
         """Abort every unused txn of the batch, close the files, stop heartbeats; idempotent, any thread."""
         if self._heartbeater is not None:
             self._heartbeater.stop()  # before taking the lock: a beat in progress may hold it
-        with self._lock:
+        with self._lock, self._gil:
             if self._closed:
                 return
             self._closed = True
@@ -561,7 +576,7 @@ class StreamingConnection:
         self._heartbeater.start()
 
     def _heartbeat(self) -> None:
-        with self._lock:
+        with self._lock, self._gil:
             batch = self._batch
             if self._closed or batch is None or batch.dead is not None or self.metastore is None:
                 return
@@ -580,7 +595,7 @@ class StreamingConnection:
         """Parse and route the buffered records; ``last``: the txn's last ones (their files start encoding)."""
         if not self._pending:
             return
-        with self._lock:
+        with self._lock, self._gil:
             self._check_writable()
             records, self._pending = self._pending, []
             first = self._txn_records

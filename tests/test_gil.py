@@ -1,0 +1,73 @@
+"""The process-wide switch-interval shortening: lowered while any section runs, restored by the last one out."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from acidstream.gil import ShortSwitchInterval
+
+DEFAULT = 0.005
+
+
+@pytest.fixture(autouse=True)
+def default_interval() -> Iterator[None]:
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(DEFAULT)
+    yield
+    sys.setswitchinterval(saved)
+
+
+def test_a_section_lowers_the_interval_and_restores_it_even_on_error() -> None:
+    short = ShortSwitchInterval(1e-4)
+    with short:
+        assert sys.getswitchinterval() == pytest.approx(1e-4)
+        with short:  # re-entrant
+            assert sys.getswitchinterval() == pytest.approx(1e-4)
+        assert sys.getswitchinterval() == pytest.approx(1e-4)
+    assert sys.getswitchinterval() == DEFAULT
+    with pytest.raises(RuntimeError), short:
+        raise RuntimeError("boom")
+    assert sys.getswitchinterval() == DEFAULT
+
+
+def test_the_last_section_of_any_thread_restores() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with ShortSwitchInterval(1e-4):
+            entered.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other)
+    with ShortSwitchInterval(5e-5):
+        thread.start()
+        assert entered.wait(10)
+        assert sys.getswitchinterval() == pytest.approx(5e-5)  # overlapping sections: the shortest holds
+    assert sys.getswitchinterval() == pytest.approx(5e-5)  # the other thread is still inside
+    release.set()
+    thread.join(10)
+    assert sys.getswitchinterval() == DEFAULT
+
+
+def test_a_shorter_interval_set_by_the_application_is_never_lengthened() -> None:
+    sys.setswitchinterval(1e-5)
+    with ShortSwitchInterval(1e-4):
+        assert sys.getswitchinterval() == pytest.approx(1e-5)
+    assert sys.getswitchinterval() == pytest.approx(1e-5)
+
+
+def test_an_interval_changed_during_a_section_is_left_as_it_was_set() -> None:
+    with ShortSwitchInterval(1e-4):
+        sys.setswitchinterval(0.002)
+    assert sys.getswitchinterval() == pytest.approx(0.002)
+
+
+def test_none_leaves_the_interval_alone_and_bad_values_are_refused() -> None:
+    with ShortSwitchInterval(None):
+        assert sys.getswitchinterval() == DEFAULT
+    with pytest.raises(ValueError, match="must be positive"):
+        ShortSwitchInterval(0)
