@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from acidstream.gil import ShortSwitchInterval
+from acidstream.gil import ShortSwitchInterval, each_in
 
 DEFAULT = 0.005
 
@@ -71,3 +71,19 @@ def test_none_leaves_the_interval_alone_and_bad_values_are_refused() -> None:
         assert sys.getswitchinterval() == DEFAULT
     with pytest.raises(ValueError, match="must be positive"):
         ShortSwitchInterval(0)
+
+
+def test_each_in_produces_every_item_inside_the_section_and_yields_outside_it() -> None:
+    produced: list[float] = []
+
+    def items() -> Iterator[int]:
+        for i in range(3):
+            produced.append(sys.getswitchinterval())
+            yield i
+
+    consumed = []
+    for item in each_in(ShortSwitchInterval(1e-4), items()):
+        consumed.append((item, sys.getswitchinterval()))
+    assert produced == [pytest.approx(1e-4)] * 3
+    assert consumed == [(0, DEFAULT), (1, DEFAULT), (2, DEFAULT)]
+    assert list(each_in(ShortSwitchInterval(1e-4), iter([]))) == []

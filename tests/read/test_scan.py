@@ -3,6 +3,8 @@ batches, statement ids, bases, deletes and original files (hive-acid-format.md Â
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +20,8 @@ from acidstream.acid.names import base_dir, bucket_file
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException, InvalidPartition
+from acidstream.gil import DEFAULT_SWITCH_INTERVAL
+from acidstream.read.merge import BucketReader
 from acidstream.read.scan import TableScan
 
 B0 = BucketCodec.V1.encode(0)
@@ -201,6 +205,27 @@ def test_to_batches_streams_bounded_batches(ms: Metastore) -> None:
     filtered = TableScan(ms, table, batch_rows=700, filter=pc.field("id") < 1234)
     assert all(b.num_rows <= 700 for b in filtered.to_batches())
     assert filtered.count() == 1234
+
+
+def test_scans_shorten_the_switch_interval_only_while_they_work(
+    people: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a busy Python thread each of a scan's pyarrow calls could wait 5 ms for the GIL (acidstream.gil)."""
+    seen: list[float] = []
+    real_batches = BucketReader.batches
+
+    def observed(self: BucketReader) -> Iterator[pa.RecordBatch]:
+        for batch in real_batches(self):
+            seen.append(sys.getswitchinterval())
+            yield batch
+
+    monkeypatch.setattr(BucketReader, "batches", observed)
+    before = sys.getswitchinterval()
+    between = [sys.getswitchinterval() for _ in people.table("db.people").scan().to_batches()]
+    assert len(seen) == len(between) >= 4  # a batch per bucket file at least
+    assert seen == [pytest.approx(DEFAULT_SWITCH_INTERVAL)] * len(seen)
+    assert between == [before] * len(seen)  # the caller's code between batches runs with its own interval
+    assert sys.getswitchinterval() == before
 
 
 def test_empty_and_aborted_only_tables(ms: Metastore) -> None:

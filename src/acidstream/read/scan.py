@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from acidstream.acid.location import table_filesystem
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
+from acidstream.gil import ShortSwitchInterval, each_in
 from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
 from acidstream.read.planning import (
     BucketTask,
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from acidstream.metastore import Metastore, Table
 
 DEFAULT_BATCH_ROWS = 131072
+#: a scan makes a few pyarrow calls per file and stripe: beside a busy Python thread each could wait 5 ms
+_SHORT_SWITCH = ShortSwitchInterval()
 
 
 class TableScan:
@@ -69,7 +72,8 @@ class TableScan:
             raise InvalidObjectException(f"{table.full_name} has no columns {unknown}")
         self.columns = wanted
         self.filter_fields = filter_only_fields(self._all_fields(), self.schema, filter)
-        self.write_ids, self.txns = self._resolve_snapshot(snapshot)
+        with _SHORT_SWITCH:
+            self.write_ids, self.txns = self._resolve_snapshot(snapshot)
         self._plan: ScanPlan | None = None
 
     def _resolve_snapshot(
@@ -101,6 +105,11 @@ class TableScan:
         """Directory selection for every selected partition, at this scan's snapshot (computed once)."""
         if self._plan is not None:
             return self._plan
+        with _SHORT_SWITCH:
+            self._plan = self._planned()
+        return self._plan
+
+    def _planned(self) -> ScanPlan:
         fs, table_dir = table_filesystem(self.table.location)
         tasks: list[BucketTask] = []
         obsolete: list[str] = []
@@ -118,7 +127,7 @@ class TableScan:
             tasks.extend(part_tasks)
             if state is not None:
                 obsolete.extend(state.obsolete)
-        self._plan = ScanPlan(
+        return ScanPlan(
             self.table.full_name,
             tuple(self.table.columns),
             tuple(self.table.partition_keys),
@@ -126,7 +135,6 @@ class TableScan:
             tuple(tasks),
             tuple(obsolete),
         )
-        return self._plan
 
     def _readers(self) -> Iterator[BucketReader]:
         """One reader per planned bucket task, in plan order."""
@@ -158,8 +166,7 @@ class TableScan:
             )
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
-        for reader in self._readers():
-            yield from reader.batches()
+        return each_in(_SHORT_SWITCH, (b for reader in self._readers() for b in reader.batches()))
 
     def to_batches(self) -> pa.RecordBatchReader:
         """A streaming reader of batches of at most ``batch_rows`` rows: memory stays bounded by one
@@ -174,7 +181,8 @@ class TableScan:
 
     def count(self) -> int:
         """Visible rows; without a filter only the ACID columns needed for visibility are decoded."""
-        return sum(reader.count() for reader in self._readers())
+        with _SHORT_SWITCH:
+            return sum(reader.count() for reader in self._readers())
 
 
 def filter_only_fields(
