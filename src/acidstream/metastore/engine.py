@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from acidstream.errors import MetaException, MetastoreUnavailable
+from acidstream.gil import ShortSwitchInterval
 
 T = TypeVar("T")
 
@@ -27,6 +28,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 MAX_ATTEMPTS = 50
 MAX_INTEGRITY_ATTEMPTS = 5  # a lost insert race resolves on the first retry; more means a real violation
 _PG_RETRY_SQLSTATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+#: each statement releases the GIL: beside a busy Python thread a 10-statement transaction could wait 50 ms
+_SHORT_SWITCH = ShortSwitchInterval()
 
 
 def make_engine(url: str) -> Engine:
@@ -109,7 +112,7 @@ class Database:
         delay = 0.001
         for attempt in range(MAX_ATTEMPTS):
             try:
-                with self.engine.connect() as conn:
+                with _SHORT_SWITCH, self.engine.connect() as conn:
                     if readonly:
                         conn = conn.execution_options(acid_readonly=True)
                     with conn.begin():
