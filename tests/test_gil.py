@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -87,3 +88,32 @@ def test_each_in_produces_every_item_inside_the_section_and_yields_outside_it() 
     assert produced == [pytest.approx(1e-4)] * 3
     assert consumed == [(0, DEFAULT), (1, DEFAULT), (2, DEFAULT)]
     assert list(each_in(ShortSwitchInterval(1e-4), iter([]))) == []
+
+
+def test_a_forked_child_starts_afresh_while_a_parent_thread_is_inside_a_section() -> None:
+    """The child inherits the lowered interval and the count of a section that will never end in it."""
+    inside, release = threading.Event(), threading.Event()
+
+    def parent_section() -> None:
+        with ShortSwitchInterval(1e-4):
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=parent_section)
+    thread.start()
+    assert inside.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit code 0 only if everything holds
+            ok = sys.getswitchinterval() == DEFAULT
+            with ShortSwitchInterval(1e-4):
+                ok = ok and sys.getswitchinterval() == pytest.approx(1e-4)
+            ok = ok and sys.getswitchinterval() == DEFAULT
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert sys.getswitchinterval() == pytest.approx(1e-4)  # the parent's section is still running
+    finally:
+        release.set()
+        thread.join(10)
+    assert sys.getswitchinterval() == DEFAULT

@@ -10,6 +10,7 @@ restores the interval it found, unless somebody else changed it meanwhile (their
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -61,11 +62,26 @@ class ShortSwitchInterval:
         if self.seconds is None:
             return
         with _lock:
+            if _depth == 0:  # entered before a fork, in a parent process
+                return
             _depth -= 1
             if _depth == 0 and _restore is not None:
                 if sys.getswitchinterval() == _ours:
                     sys.setswitchinterval(_restore)
                 _restore = _ours = None
+
+
+def _after_fork_in_child() -> None:
+    """Only the forking thread lives on in a child: the sections of the parent's other threads never end here
+    (and one of them may have held the lock), so the child starts afresh with the interval the parent found."""
+    global _lock, _depth, _restore, _ours
+    _lock = threading.Lock()
+    if _restore is not None and sys.getswitchinterval() == _ours:
+        sys.setswitchinterval(_restore)
+    _depth, _restore, _ours = 0, None, None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def each_in(section: ShortSwitchInterval, items: Iterator[T]) -> Iterator[T]:
