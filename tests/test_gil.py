@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -35,22 +36,36 @@ def test_a_section_lowers_the_interval_and_restores_it_even_on_error() -> None:
     assert sys.getswitchinterval() == DEFAULT
 
 
-def test_the_last_section_of_any_thread_restores() -> None:
-    entered, release = threading.Event(), threading.Event()
+@contextmanager
+def section_in_another_thread(seconds: float) -> Iterator[None]:
+    """Another thread stays inside a section until the block ends."""
+    inside, release = threading.Event(), threading.Event()
 
-    def other() -> None:
-        with ShortSwitchInterval(1e-4):
-            entered.set()
+    def hold() -> None:
+        with ShortSwitchInterval(seconds):
+            inside.set()
             release.wait(10)
 
-    thread = threading.Thread(target=other)
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        yield
+    finally:
+        release.set()
+        thread.join(10)
+
+
+def test_the_last_section_of_any_thread_restores() -> None:
     with ShortSwitchInterval(5e-5):
-        thread.start()
-        assert entered.wait(10)
-        assert sys.getswitchinterval() == pytest.approx(5e-5)  # overlapping sections: the shortest holds
-    assert sys.getswitchinterval() == pytest.approx(5e-5)  # the other thread is still inside
-    release.set()
-    thread.join(10)
+        with section_in_another_thread(1e-4):
+            assert sys.getswitchinterval() == pytest.approx(5e-5)  # overlapping sections: the shortest holds
+        assert sys.getswitchinterval() == pytest.approx(5e-5)
+    assert sys.getswitchinterval() == DEFAULT
+    with section_in_another_thread(1e-4):
+        with ShortSwitchInterval(5e-5):
+            pass
+        assert sys.getswitchinterval() == pytest.approx(5e-5)  # the other thread is still inside
     assert sys.getswitchinterval() == DEFAULT
 
 
@@ -92,17 +107,7 @@ def test_each_in_produces_every_item_inside_the_section_and_yields_outside_it() 
 
 def test_a_forked_child_starts_afresh_while_a_parent_thread_is_inside_a_section() -> None:
     """The child inherits the lowered interval and the count of a section that will never end in it."""
-    inside, release = threading.Event(), threading.Event()
-
-    def parent_section() -> None:
-        with ShortSwitchInterval(1e-4):
-            inside.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=parent_section)
-    thread.start()
-    assert inside.wait(10)
-    try:
+    with section_in_another_thread(1e-4):
         pid = os.fork()
         if pid == 0:  # the child: exit code 0 only if everything holds
             ok = sys.getswitchinterval() == DEFAULT
@@ -113,7 +118,4 @@ def test_a_forked_child_starts_afresh_while_a_parent_thread_is_inside_a_section(
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert sys.getswitchinterval() == pytest.approx(1e-4)  # the parent's section is still running
-    finally:
-        release.set()
-        thread.join(10)
     assert sys.getswitchinterval() == DEFAULT
