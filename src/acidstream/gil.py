@@ -88,10 +88,8 @@ def each_in(section: ShortSwitchInterval, items: Iterator[T]) -> Iterator[T]:
     """``items``, each one produced inside ``section``; the consumer's code between them runs outside it."""
     while True:
         with section:
-            item = next(items, _END)
-        if item is _END:
-            return
-        yield item  # type: ignore[misc]
-
-
-_END: object = object()
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+        yield item

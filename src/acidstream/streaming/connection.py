@@ -81,7 +81,7 @@ class StreamingConfig:
             "compression": lambda v: str(v).upper(),
             "heartbeat_interval": lambda v: None if v is None else float(v),
             "write_notifications": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true"),
-            "gil_switch_interval": lambda v: None if v is None or float(v) == 0 else float(v),
+            "gil_switch_interval": _switch_interval,
         }
         unknown = set(values) - set(converters)
         if unknown:
@@ -94,11 +94,16 @@ class StreamingConfig:
                 converted[key] = converters[key](value)
             except (TypeError, ValueError) as exc:
                 raise ConnectionError(f"configuration {key!r} = {value!r}: {exc}") from exc
-        if (converted.get("gil_switch_interval") or 1) < 0:
-            raise ConnectionError(
-                f"configuration 'gil_switch_interval' must be >= 0, got {values['gil_switch_interval']!r}"
-            )
         return cls(**converted)
+
+
+def _switch_interval(value: Any) -> float | None:
+    """Seconds; None or 0 leave the interpreter's switch interval alone."""
+    if value is None or float(value) == 0:
+        return None
+    if float(value) < 0:
+        raise ValueError("must be >= 0 seconds")
+    return float(value)
 
 
 @dataclass
