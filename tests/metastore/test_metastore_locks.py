@@ -65,6 +65,16 @@ def test_multi_component_request_is_all_or_nothing(ms: Metastore) -> None:
     assert ms.check_lock(resp.lock_id) is LockState.ACQUIRED
 
 
+def test_a_request_spanning_databases_waits_for_a_lock_in_either(ms: Metastore) -> None:
+    ms.execute("CREATE DATABASE other")
+    blocker = ms.lock([LockComponent(X, LockLevel.DB, "other")])
+    resp = ms.lock([DB, LockComponent(R, LockLevel.DB, "other")], wait=False)
+    assert resp.state is LockState.WAITING
+    assert ms.lock([DB], wait=False).state is LockState.ACQUIRED  # db itself is free
+    ms.unlock(blocker.lock_id)
+    assert ms.check_lock(resp.lock_id) is LockState.ACQUIRED
+
+
 def test_waiting_lock_times_out_naming_the_blocker(ms: Metastore) -> None:
     (txn,) = ms.open_txns(agent_info="blocker-agent")
     ms.lock([comp(X, LockLevel.TABLE, "t")], txn_id=txn, agent_info="blocker-agent")

@@ -25,6 +25,7 @@ from acidstream.metastore import notifications
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import Partition
+from acidstream.metastore.prepared import Prepared
 
 DEFAULT_DB = "default"
 DEFAULT_BUCKETING_VERSION = "2"
@@ -291,7 +292,7 @@ def table_properties(conn: Connection, tbl_id: int) -> dict[str, str]:
     return {k: v for k, v in rows}
 
 
-_TABLE_PARAMS = (
+_TABLE_PARAMS = Prepared(
     select(s.tbls.c.tbl_id, s.table_params.c.param_key, s.table_params.c.param_value)
     .select_from(s.tbls.outerjoin(s.table_params, s.table_params.c.tbl_id == s.tbls.c.tbl_id))
     .where(s.tbls.c.db_name == bindparam("db"), s.tbls.c.tbl_name == bindparam("name"))
@@ -300,7 +301,7 @@ _TABLE_PARAMS = (
 
 def is_transactional_table(conn: Connection, db: str, name: str) -> bool:
     """``transactional=true`` (full ACID or insert-only): the tables that have write ids (one prebuilt query)."""
-    rows = conn.execute(_TABLE_PARAMS, {"db": db, "name": name}).all()
+    rows = _TABLE_PARAMS.run(conn, {"db": db, "name": name}).all()
     if not rows:
         raise NoSuchObjectException(f"Table {db}.{name} does not exist")
     props = {r.param_key.lower(): r.param_value.lower() for r in rows if r.param_key is not None}

@@ -5,14 +5,16 @@ from __future__ import annotations
 import functools
 import time
 
-from sqlalchemy import Connection, Table, Update, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, select, update
+
+from acidstream.metastore.prepared import Prepared
 
 
 @functools.cache
-def _take(counter: Table) -> Update:
+def _take(counter: Table) -> Prepared:
     """The counter's ``UPDATE ... RETURNING``, built once: building statements costs more than SQLite runs them."""
     col = next(iter(counter.c))
-    return update(counter).values({col.name: col + bindparam("p_n")}).returning(col)
+    return Prepared(update(counter).values({col.name: col + bindparam("p_n")}).returning(col))
 
 
 def take_ids(conn: Connection, counter: Table, n: int = 1) -> int:
@@ -21,7 +23,7 @@ def take_ids(conn: Connection, counter: Table, n: int = 1) -> int:
     One ``UPDATE ... RETURNING``: the row lock it takes (SQLite's write lock is already held) lasts until the
     caller's transaction ends, so a rolled-back caller leaves no gap and concurrent callers are served in commit order.
     """
-    after = conn.execute(_take(counter), {"p_n": n}).scalar_one()
+    after = _take(counter).run(conn, {"p_n": n}).scalar_one()
     return int(after) - n
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from acidstream.errors import MetaException, MetastoreUnavailable
 from acidstream.gil import ShortSwitchInterval
+from acidstream.metastore.prepared import execute_driver_sql
 
 T = TypeVar("T")
 
@@ -68,7 +69,7 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         readonly = conn.get_execution_options().get("acid_readonly", False)
-        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        execute_driver_sql(conn, "BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
 def _retryable(exc: DBAPIError) -> bool:

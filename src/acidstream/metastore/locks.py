@@ -10,15 +10,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from acidstream.errors import InvalidObjectException, MetaException, NoSuchLockException
 from acidstream.metastore import catalog, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms, take_ids
 from acidstream.metastore.models import LockComponent, LockInfo, LockLevel, LockState, LockType
+from acidstream.metastore.prepared import Prepared
 
 HL = s.hive_locks.c
+_INSERT_LOCKS = Prepared(insert(s.hive_locks))
+_OTHER_LOCKS_IN_DB = Prepared(
+    select(s.hive_locks)
+    .where(HL.hl_lock_ext_id != bindparam("ext_id"), HL.hl_db == bindparam("db"))
+    .order_by(HL.hl_lock_ext_id, HL.hl_lock_int_id)
+)
 
 _COMPATIBLE = {
     (LockType.SHARED_READ, LockType.SHARED_READ),
@@ -84,8 +91,8 @@ def request(
         conn, ext_id, txn_id or 0, [(*obj, comp.type) for obj, comp in zip(objects, components, strict=True)]
     )
     now = now_ms()
-    conn.execute(
-        insert(s.hive_locks),
+    _INSERT_LOCKS.run(
+        conn,
         [
             {
                 "hl_lock_ext_id": ext_id,
@@ -132,11 +139,16 @@ def _first_conflict(
 ) -> Any | None:
     """The first lock that keeps request ``ext_id`` from being granted: an acquired or earlier-queued lock of
     another txn on an overlapping object with an incompatible type. None when it can be granted."""
-    others = conn.execute(
-        select(s.hive_locks)
-        .where(HL.hl_lock_ext_id != ext_id, HL.hl_db.in_({m[0] for m in mine}))
-        .order_by(HL.hl_lock_ext_id, HL.hl_lock_int_id)
-    ).all()
+    dbs = {m[0] for m in mine}
+    others: Sequence[Any]
+    if len(dbs) == 1:  # every request but cross-database ones
+        others = _OTHER_LOCKS_IN_DB.run(conn, {"ext_id": ext_id, "db": next(iter(dbs))}).all()
+    else:
+        others = conn.execute(
+            select(s.hive_locks)
+            .where(HL.hl_lock_ext_id != ext_id, HL.hl_db.in_(dbs))
+            .order_by(HL.hl_lock_ext_id, HL.hl_lock_int_id)
+        ).all()
     for other in others:
         if other.hl_lock_state == LockState.WAITING.value and other.hl_lock_ext_id > ext_id:
             continue

@@ -18,11 +18,12 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import NotificationEvent
+from acidstream.metastore.prepared import Prepared
 
 N = s.notification_log.c
 SEQ = s.notification_sequence.c
 
-_INSERT = insert(s.notification_log)
+_INSERT = Prepared(insert(s.notification_log))
 _PUBLISH = update(s.notification_log).where(N.nl_seq == bindparam("seq")).values(nl_id=bindparam("event_id"))
 
 
@@ -51,7 +52,7 @@ def event(
 
 def emit_many(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert events in list order, in one statement."""
-    conn.execute(_INSERT, rows)
+    _INSERT.run(conn, rows)
 
 
 def emit(

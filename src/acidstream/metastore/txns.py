@@ -31,6 +31,7 @@ from acidstream.metastore.models import (
     TxnInfo,
     TxnState,
 )
+from acidstream.metastore.prepared import Prepared
 
 MAX_OPEN_BATCH = 1000  # hive.txn.max.open.batch
 IN_CHUNK = 1000  # ids per IN (...) list
@@ -44,8 +45,9 @@ NWI = s.next_write_id.c
 HL = s.hive_locks.c
 
 # The per-transaction statements, built once: on SQLite building a statement costs more than running it.
-_STATE = select(T.txn_state).where(T.txn_id == bindparam("txn_id"))
-_STATE_FOR_UPDATE = _STATE.with_for_update()
+_STATE_SELECT = select(T.txn_state).where(T.txn_id == bindparam("txn_id"))
+_STATE = Prepared(_STATE_SELECT)
+_STATE_FOR_UPDATE = Prepared(_STATE_SELECT.with_for_update())
 _STATES_WITH_WRITE_IDS = (
     select(T.txn_id, T.txn_state, T2W.t2w_writeid)
     .select_from(
@@ -68,42 +70,47 @@ _STATES_FOR_UPDATE = (
     .order_by(T.txn_id)
     .with_for_update()
 )
-_INSERT_TXNS = insert(s.txns)
-_SET_STATE = update(s.txns).where(T.txn_id == bindparam("p_txn")).values(txn_state=bindparam("p_state"))
+_INSERT_TXNS = Prepared(insert(s.txns))
+_SET_STATE = Prepared(
+    update(s.txns).where(T.txn_id == bindparam("p_txn")).values(txn_state=bindparam("p_state"))
+)
 _ABORT_OPEN = (
     update(s.txns)
     .where(T.txn_id.in_(bindparam("p_ids", expanding=True)), T.txn_state == TxnState.OPEN.value)
     .values(txn_state=TxnState.ABORTED.value)
 )
-_HEARTBEAT = (
+_HEARTBEAT = Prepared(
     update(s.txns)
     .where(T.txn_id == bindparam("p_txn"), T.txn_state == TxnState.OPEN.value)
     .values(txn_last_heartbeat=bindparam("p_now"), txn_heartbeat_count=T.txn_heartbeat_count + 1)
 )
-_HEARTBEAT_LOCKS = (
+_HEARTBEAT_LOCKS = Prepared(
     update(s.hive_locks).where(HL.hl_txnid == bindparam("p_txn")).values(hl_last_heartbeat=bindparam("p_now"))
 )
 _DELETE_LOCKS = delete(s.hive_locks).where(HL.hl_txnid.in_(bindparam("ids", expanding=True)))
-_TAKE_WRITE_IDS = (
+_DELETE_TXN_LOCKS = Prepared(delete(s.hive_locks).where(HL.hl_txnid == bindparam("txn_id")))
+_TAKE_WRITE_IDS = Prepared(
     update(s.next_write_id)
     .where(NWI.nwi_database == bindparam("p_db"), NWI.nwi_table == bindparam("p_table"))
     .values(nwi_next=NWI.nwi_next + bindparam("p_n"))
     .returning(NWI.nwi_next)
 )
-_INSERT_NEXT_WRITE_ID = insert(s.next_write_id)
-_INSERT_T2W = insert(s.txn_to_write_id)
-_WRITE_IDS_OF = select(T2W.t2w_database, T2W.t2w_table, T2W.t2w_writeid).where(
-    T2W.t2w_txnid == bindparam("txn_id")
+_INSERT_NEXT_WRITE_ID = Prepared(insert(s.next_write_id))
+_INSERT_T2W = Prepared(insert(s.txn_to_write_id))
+_WRITE_IDS_OF = Prepared(
+    select(T2W.t2w_database, T2W.t2w_table, T2W.t2w_writeid).where(T2W.t2w_txnid == bindparam("txn_id"))
 )
-_WRITE_ID = select(T2W.t2w_writeid).where(
-    T2W.t2w_txnid == bindparam("txn_id"),
-    T2W.t2w_database == bindparam("db"),
-    T2W.t2w_table == bindparam("table"),
+_WRITE_ID = Prepared(
+    select(T2W.t2w_writeid).where(
+        T2W.t2w_txnid == bindparam("txn_id"),
+        T2W.t2w_database == bindparam("db"),
+        T2W.t2w_table == bindparam("table"),
+    )
 )
-_COMPONENTS = select(s.txn_components).where(TC.tc_txnid == bindparam("txn_id"))
-_DELETE_COMPONENTS = delete(s.txn_components).where(TC.tc_txnid == bindparam("txn_id"))
-_INSERT_COMPONENTS = insert(s.txn_components)
-_INSERT_COMPLETED = insert(s.completed_txn_components)
+_COMPONENTS = Prepared(select(s.txn_components).where(TC.tc_txnid == bindparam("txn_id")))
+_DELETE_COMPONENTS = Prepared(delete(s.txn_components).where(TC.tc_txnid == bindparam("txn_id")))
+_INSERT_COMPONENTS = Prepared(insert(s.txn_components))
+_INSERT_COMPLETED = Prepared(insert(s.completed_txn_components))
 
 
 def txn_str(txn_id: int) -> str:
@@ -111,7 +118,7 @@ def txn_str(txn_id: int) -> str:
 
 
 def _state(conn: Connection, txn_id: int, *, for_update: bool = False) -> TxnState:
-    code = conn.execute(_STATE_FOR_UPDATE if for_update else _STATE, {"txn_id": txn_id}).scalar()
+    code = (_STATE_FOR_UPDATE if for_update else _STATE).run(conn, {"txn_id": txn_id}).scalar()
     return TxnState.UNKNOWN if code is None else TxnState(code)
 
 
@@ -154,8 +161,8 @@ def _insert_open(
 ) -> dict[str, Any]:
     """Insert the TXNS rows of freshly taken ids; returns their OPEN_TXN event for the caller to emit."""
     now = now_ms()
-    conn.execute(
-        _INSERT_TXNS,
+    _INSERT_TXNS.run(
+        conn,
         [
             {
                 "txn_id": i,
@@ -204,11 +211,11 @@ def allocate_table_write_ids(
 
 def _take_write_ids(conn: Connection, ordered: list[int], db: str, table: str) -> list[tuple[int, int]]:
     """Consecutive write ids for ``ordered`` (ascending open txns the caller checked have none on the table)."""
-    after = conn.execute(_TAKE_WRITE_IDS, {"p_db": db, "p_table": table, "p_n": len(ordered)}).scalar()
+    after = _TAKE_WRITE_IDS.run(conn, {"p_db": db, "p_table": table, "p_n": len(ordered)}).scalar()
     if after is None:  # first write ids of the table; a concurrent first insert loses and is retried
         first = 1
-        conn.execute(
-            _INSERT_NEXT_WRITE_ID, {"nwi_database": db, "nwi_table": table, "nwi_next": 1 + len(ordered)}
+        _INSERT_NEXT_WRITE_ID.run(
+            conn, {"nwi_database": db, "nwi_table": table, "nwi_next": 1 + len(ordered)}
         )
     else:
         first = after - len(ordered)
@@ -217,8 +224,8 @@ def _take_write_ids(conn: Connection, ordered: list[int], db: str, table: str) -
 
 def _insert_write_ids(conn: Connection, pairs: list[tuple[int, int]], db: str, table: str) -> dict[str, Any]:
     """Insert the TXN_TO_WRITE_ID rows; returns their ALLOC_WRITE_ID event for the caller to emit."""
-    conn.execute(
-        _INSERT_T2W,
+    _INSERT_T2W.run(
+        conn,
         [{"t2w_txnid": t, "t2w_database": db, "t2w_table": table, "t2w_writeid": w} for t, w in pairs],
     )
     return notifications.event(
@@ -256,7 +263,7 @@ def open_txns_with_write_ids(
 
 
 def get_write_id(conn: Connection, txn_id: int, db: str, table: str) -> int | None:
-    return conn.execute(_WRITE_ID, {"txn_id": txn_id, "db": db, "table": table}).scalar()
+    return _WRITE_ID.run(conn, {"txn_id": txn_id, "db": db, "table": table}).scalar()
 
 
 def _commit_key_value(conn: Connection, txn_id: int, key: str | None, value: str | None) -> None:
@@ -327,7 +334,7 @@ def _record_writes(
 
     Returns the txn's write-id rows and its ACID_WRITE events, which the caller emits with its own.
     """
-    written = conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id}).all()
+    written = _WRITE_IDS_OF.run(conn, {"txn_id": txn_id}).all()
     if len(written) != 1:
         tables = sorted(f"{r.t2w_database}.{r.t2w_table}" for r in written)
         raise InvalidObjectException(
@@ -368,7 +375,7 @@ def commit_txn(
         written, events = _record_writes(conn, txn_id, write_notifications, dynamic_partitions)
     components = [
         (r.tc_database, r.tc_table, r.tc_partition, r.tc_operation_type, r.tc_writeid)
-        for r in conn.execute(_COMPONENTS, {"txn_id": txn_id})
+        for r in _COMPONENTS.run(conn, {"txn_id": txn_id})
     ]
     conflict = _write_conflict(conn, txn_id, [c[:4] for c in components])
     if conflict is not None:
@@ -380,8 +387,8 @@ def commit_txn(
     now = now_ms()
     update_delete = any(OperationType(c[3]).is_update_delete for c in components)
     if components:
-        conn.execute(
-            _INSERT_COMPLETED,
+        _INSERT_COMPLETED.run(
+            conn,
             [
                 {
                     "ctc_txnid": txn_id,
@@ -413,11 +420,11 @@ def commit_txn(
             ],
         )
     if components:
-        conn.execute(_DELETE_COMPONENTS, {"txn_id": txn_id})
-    conn.execute(_DELETE_LOCKS, {"ids": [txn_id]})
-    conn.execute(_SET_STATE, {"p_txn": txn_id, "p_state": TxnState.COMMITTED.value})
+        _DELETE_COMPONENTS.run(conn, {"txn_id": txn_id})
+    _DELETE_TXN_LOCKS.run(conn, {"txn_id": txn_id})
+    _SET_STATE.run(conn, {"p_txn": txn_id, "p_state": TxnState.COMMITTED.value})
     if written is None:
-        written = conn.execute(_WRITE_IDS_OF, {"txn_id": txn_id}).all()
+        written = _WRITE_IDS_OF.run(conn, {"txn_id": txn_id}).all()
     write_ids = {f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid for r in written}
     commit_event = notifications.event(
         "COMMIT_TXN",
@@ -461,9 +468,9 @@ def _abort_open(conn: Connection, txn_ids: list[int], reason: str) -> None:
 
 def heartbeat(conn: Connection, txn_id: int) -> None:
     params = {"p_txn": txn_id, "p_now": now_ms()}
-    if not conn.execute(_HEARTBEAT, params).rowcount:
+    if not _HEARTBEAT.run(conn, params).rowcount:
         _raise_unexpected(_state(conn, txn_id), txn_id)
-    conn.execute(_HEARTBEAT_LOCKS, params)
+    _HEARTBEAT_LOCKS.run(conn, params)
 
 
 def heartbeat_txn_range(conn: Connection, lo: int, hi: int) -> HeartbeatTxnRangeResponse:
@@ -564,8 +571,8 @@ def _insert_components(
     partitions: Sequence[str | None],
     op: OperationType,
 ) -> None:
-    conn.execute(
-        _INSERT_COMPONENTS,
+    _INSERT_COMPONENTS.run(
+        conn,
         [
             {
                 "tc_txnid": txn_id,
