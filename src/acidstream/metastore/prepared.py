@@ -5,9 +5,9 @@ sqlite3 runs a whole small transaction in ~9 µs; a streaming transaction runs ~
 transaction runs are therefore :class:`Prepared`: SQLAlchemy's compiler gives the SQL text and parameter order
 (per dialect and set of parameter names, as its own cache does), the driver runs them, and driver errors are
 wrapped into SQLAlchemy's exception classes the way its own execution wraps them, so ``engine``'s retries see the
-same errors. A statement that needs SQLAlchemy at run time (type processing of parameters or columns, Python-side
+same errors. A statement that needs SQLAlchemy at run time (type processing of parameters or columns, computed
 column defaults, expanding ``IN`` parameters, ``executemany`` with ``RETURNING``) runs through
-``conn.execute`` instead; ``is_direct`` says which way a statement goes.
+``conn.execute`` instead.
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ class _Plan:
     """How the driver runs the statement for one dialect and set of parameter names."""
 
     sql: str
-    positions: (
-        tuple[str, ...] | None
-    )  # parameter names in placeholder order; None: the driver takes a mapping
+    positions: tuple[str, ...] | None  # parameter names in placeholder order (None: a mapping is passed)
     defaults: dict[str, Any]  # values bound by the statement itself (literals)
     row: Any  # namedtuple class of the result columns, None when the statement returns no rows
 
@@ -74,7 +72,7 @@ class Prepared:
 
     def __init__(self, statement: Select[Any] | UpdateBase) -> None:
         self.statement = statement
-        self._plans: dict[tuple[str, tuple[str, ...]], _Plan | None] = {}
+        self._plans: dict[tuple[str, str, str, tuple[str, ...], bool], _Plan | None] = {}
 
     def run(self, conn: Connection, params: Params | None = None) -> Rows:
         rows: list[Mapping[str, Any]]
@@ -94,12 +92,8 @@ class Prepared:
             fetched = [plan.row(*r) for r in cursor.fetchall()] if plan.row is not None else []
             return Rows(fetched, cursor.rowcount)
 
-    def is_direct(self, dialect: Dialect, names: Sequence[str] = (), *, many: bool = False) -> bool:
-        """Whether ``run`` with these parameter names goes to the driver directly (tests check the hot ones do)."""
-        return self._plan(dialect, tuple(names), many=many) is not None
-
     def _plan(self, dialect: Dialect, names: tuple[str, ...], *, many: bool) -> _Plan | None:
-        key = (dialect.name, names)
+        key = (dialect.name, dialect.driver, dialect.paramstyle, names, many)
         try:
             return self._plans[key]
         except KeyError:
