@@ -11,6 +11,7 @@ import pytest
 from acidstream.acid.names import ORC_ACID_VERSION_FILE
 from acidstream.acid.orc import WriterOptions, read_events
 from acidstream.acid.types import parse_columns
+from acidstream.errors import StreamingIOFailure
 from acidstream.streaming.files import BatchFiles, Destination
 
 COLS = parse_columns("id int, msg string")
@@ -62,8 +63,6 @@ def test_files_of_a_batch_share_one_prepared_directory_on_any_store(tmp_path: Pa
 
 
 def test_a_directory_that_cannot_be_made_is_a_streaming_io_failure(tmp_path: Path) -> None:
-    from acidstream.errors import StreamingIOFailure
-
     (tmp_path / "t").write_text("a file where the partition directory should be")
     files = one_txn_files(pafs.LocalFileSystem())
     with pytest.raises(StreamingIOFailure, match="cannot create"):

@@ -103,8 +103,8 @@ class Prepared:
     def _compile(self, dialect: Dialect, names: tuple[str, ...], *, many: bool) -> _Plan | None:
         stmt = self.statement
         compiled = stmt.compile(dialect=dialect, column_keys=list(names))
-        columns = list(stmt.exported_columns)  # the selected or RETURNING columns
-        returns_rows = isinstance(stmt, Select) or bool(columns)
+        columns = list(stmt.exported_columns)  # the selected or RETURNING columns: none, no rows
+        returns_rows = bool(columns)
         binds = compiled.bind_names  # parameter -> its name in the SQL
         prefetch = [*compiled.insert_prefetch, *compiled.update_prefetch]  # columns with Python-side defaults
         if (
