@@ -233,3 +233,30 @@ def test_orc_core_reads_delete_events(tmp_path: Path, jvm: Any) -> None:
     assert java_rows(r) == ["[2, 1, 536870912, 4, 7, null]", "[2, 2, 536870912, 0, 7, null]"]
     assert java_metadata(jvm, r)["hive.acid.key.index"] == "2,536870912,0;"
     assert java_metadata(jvm, r)["hive.acid.stats"] == "0,0,2"
+
+
+@pytest.mark.parametrize("compression", ["ZLIB", "NONE", "SNAPPY", "ZSTD"])
+def test_hive_reads_inserts_with_spliced_acid_columns(
+    tmp_path: Path, jvm: Any, all_columns: list[Column], compression: str
+) -> None:
+    """Inserts of one write id between flushes get ACID columns we encode (stripes.from_inserted_rows): every
+    type but structs (those stay with pyarrow), several stripes per flush, read by Hive and orc-core."""
+    columns = [c for c in all_columns if c.name != "st"]
+    table = tmp_path / "t"
+    (table / "delta_0000006_0000007").mkdir(parents=True)
+    path = str(table / "delta_0000006_0000007" / "bucket_00000")
+    opts = WriterOptions(compression=compression, stripe_size=8 << 10, batch_rows=256)
+    w = AcidWriter(pafs.LocalFileSystem(), path, columns, options=opts, side_file=True)
+    delta = [all_type_rows(columns, 900, start=100), all_type_rows(columns, 600, start=1000)]
+    for wid, rows in zip((6, 7), delta, strict=True):
+        for start in range(0, len(rows), 300):
+            w.insert(wid, B0, rows.slice(start, 300))
+        w.flush()
+    w.close()
+    assert w.stripes > 3
+    expected = [hive_row(r, columns) for t in delta for r in t.to_pylist()]
+    assert hive_read(jvm, str(table), columns, "10:9223372036854775807::") == expected
+    assert hive_read(jvm, str(table), columns, "10:7:7") == expected[:900]
+    reader = orc_reader(jvm, path)
+    assert jvm.org.apache.orc.impl.SchemaEvolution.checkAcidSchema(reader.getSchema())
+    assert len(java_rows(reader)) == 1500

@@ -6,7 +6,8 @@ footers, side files, close).
 
 from acidstream.acid.orc.events import EventKind, KeyIndex, event_schema
 from acidstream.acid.orc.reader import AcidFileMetadata, iter_event_batches, read_acid_metadata, read_events
-from acidstream.acid.orc.writer import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
+from acidstream.acid.orc.stripes import EncodedEvents
+from acidstream.acid.orc.writer import AcidWriter, WriterOptions, prepare_directory
 
 __all__ = [
     "AcidFileMetadata",

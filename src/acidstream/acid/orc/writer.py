@@ -9,9 +9,11 @@ flush (an intermediate footer, as ORC Java's ``writeIntermediateFooter``) and at
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +38,7 @@ from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import merge_all
+from acidstream.acid.orc.stripes import EncodedEvents, from_events, from_inserted_rows
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, build_tail, read_tail
 from acidstream.acid.orc.timestamps import check_writable, has_timestamp
 from acidstream.acid.sidefile import SideFileWriter
@@ -104,11 +107,33 @@ class WriterOptions:
 
 
 @dataclass(frozen=True)
-class EncodedEvents:
-    """Buffered events and the in-memory ORC file pyarrow encoded them into (see ``AcidWriter.flush``)."""
+class InsertedRows:
+    """Rows inserted with one write id into one bucket, their rowIds counting up from ``first_row_id``.
 
-    table: pa.Table
-    data: pa.Buffer
+    Buffered like this, not as events, so that their ACID columns need not be built: at the flush they are
+    spliced into the stripes pyarrow encodes for the rows alone (:func:`stripes.from_inserted_rows`).
+    """
+
+    rows: pa.RecordBatch | pa.Table
+    write_id: int
+    bucket_property: int
+    first_row_id: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.nbytes
+
+    def follows(self, previous: InsertedRows) -> bool:
+        """Whether these rows continue ``previous``'s run (same write id and bucket, the next rowIds)."""
+        return (
+            self.write_id == previous.write_id
+            and self.bucket_property == previous.bucket_property
+            and self.first_row_id == previous.first_row_id + previous.rows.num_rows
+        )
+
+
+#: What :meth:`AcidWriter.take_pending_events` hands out: one run of inserted rows, or events.
+TakenEvents: TypeAlias = InsertedRows | pa.Table
 
 
 @dataclass(frozen=True)
@@ -158,7 +183,7 @@ class AcidWriter:
         self._schema = event_schema(self._row_type)
         self._hive_types = [c.type for c in columns]
         self._closed = False
-        self._pending: list[pa.RecordBatch] = []
+        self._pending: list[pa.RecordBatch | InsertedRows] = []
         self._pending_bytes = 0
         self._stripes: list[bytes] = []  # encoded StripeInformation, offsets in this file
         self._rows = 0  # in those stripes
@@ -216,23 +241,13 @@ class AcidWriter:
                 continue
             first_row_id = self._next_row_id
             self._next_row_id += n
-            wid = pa.array(np.full(n, write_id, dtype=np.int64))
-            columns = batch.columns
-            for i in self._struct_columns:
-                columns[i] = push_down_nulls(columns[i])
-            row = pa.StructArray.from_arrays(columns, fields=self._row_fields)
+            if self._struct_columns:
+                columns = batch.columns
+                for i in self._struct_columns:
+                    columns[i] = push_down_nulls(columns[i])
+                batch = pa.RecordBatch.from_arrays(columns, schema=self._row_schema)
             self._append(
-                pa.RecordBatch.from_arrays(
-                    [
-                        pa.array(np.zeros(n, dtype=np.int32)),
-                        wid,
-                        pa.array(np.full(n, bucket_property, dtype=np.int32)),
-                        pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64)),
-                        wid,
-                        row,
-                    ],
-                    schema=self._schema,
-                ),
+                InsertedRows(batch, write_id, bucket_property, first_row_id),
                 (write_id, bucket_property, first_row_id + n - 1),
             )
             self._counts[EventKind.INSERT] += n
@@ -302,18 +317,25 @@ class AcidWriter:
         table = self.take_pending_events()
         return self.flush_encoded(() if table is None else [self.encode_events(table)])
 
-    def take_pending_events(self) -> pa.Table | None:
+    def take_pending_events(self) -> TakenEvents | None:
         """First step of :meth:`flush`: the buffered events, removed from the buffer (None if there are none)."""
         self._check_open()
         return self._take_pending()
 
-    def encode_events(self, table: pa.Table) -> EncodedEvents:
+    def encode_events(self, taken: TakenEvents) -> EncodedEvents:
         """Second step of :meth:`flush`: pyarrow encodes taken events (GIL released).
 
         Touches no writer state, so callers may run it in worker threads for many writers (and for several
         takes of one writer) and then call :meth:`flush_encoded` for each result, in take order, on one thread.
         """
-        return EncodedEvents(table, self._encode_bytes(table))
+        if isinstance(taken, InsertedRows):
+            return from_inserted_rows(
+                self._encode_bytes(taken.rows), taken.write_id, taken.bucket_property, taken.first_row_id
+            )
+        ot, bk, rid = (taken.column(n) for n in EVENT_FIELDS[1:4])
+        return from_events(
+            self._encode_bytes(taken), lambda i: (ot[i].as_py(), bk[i].as_py(), rid[i].as_py())
+        )
 
     def flush_encoded(self, encoded: Sequence[EncodedEvents] = ()) -> int:
         """Last step of :meth:`flush`: append the encoded stripes (in take order), then the intermediate footer."""
@@ -395,9 +417,10 @@ class AcidWriter:
                 check_writable(batch.column(i), target.names[i])
         return batches
 
-    def _append(self, batch: pa.RecordBatch, last_key: RecordKey | None = None) -> None:
-        """Buffer events; ``last_key``: the key of the batch's last event, when the caller knows it."""
+    def _append(self, batch: pa.RecordBatch | InsertedRows, last_key: RecordKey | None = None) -> None:
+        """Buffer events; ``last_key``: the key of the batch's last event (given for inserted rows)."""
         if last_key is None:
+            assert isinstance(batch, pa.RecordBatch)
             last = batch.num_rows - 1
             ot, bk, rid = (batch.column(i) for i in (1, 2, 3))
             last_key = (ot[last].as_py(), bk[last].as_py(), rid[last].as_py())
@@ -459,12 +482,48 @@ class AcidWriter:
         po.write_table(table, sink, **self._options.pyarrow_kwargs())
         return sink.getvalue()
 
-    def _take_pending(self) -> pa.Table | None:
-        if not self._pending:
+    def _take_pending(self) -> TakenEvents | None:
+        """One run of inserted rows when that is all there is; otherwise every buffered item as events.
+
+        Not for files with a row index stride (the splice writes one index entry per stripe), nor for tables
+        with a struct anywhere in their columns: pyarrow 26 writes a *top-level* struct column that is a slice
+        misaligned (the rows of a commit are slices of one routed batch), while inside ``row`` it is right.
+        """
+        pending = self._pending
+        if not pending:
             return None
-        table = pa.Table.from_batches(self._pending, schema=self._schema)
         self._pending, self._pending_bytes = [], 0
-        return table
+        first = pending[0]
+        if (
+            isinstance(first, InsertedRows)
+            and self._options.optimized
+            and not self._struct_columns
+            and all(isinstance(p, InsertedRows) and p.follows(q) for q, p in itertools.pairwise(pending))
+        ):
+            rows = pa.Table.from_batches(
+                [p.rows for p in pending if isinstance(p, InsertedRows)], self._row_schema
+            )
+            return InsertedRows(rows, first.write_id, first.bucket_property, first.first_row_id)
+        return pa.Table.from_batches([self._as_events(p) for p in pending], schema=self._schema)
+
+    def _as_events(self, item: pa.RecordBatch | InsertedRows) -> pa.RecordBatch:
+        """Inserted rows as the six event columns (events as they are)."""
+        if isinstance(item, pa.RecordBatch):
+            return item
+        n = item.rows.num_rows
+        wid = pa.array(np.full(n, item.write_id, dtype=np.int64))
+        row = pa.StructArray.from_arrays(item.rows.columns, fields=self._row_fields)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(np.zeros(n, dtype=np.int32)),
+                wid,
+                pa.array(np.full(n, item.bucket_property, dtype=np.int32)),
+                pa.array(np.arange(item.first_row_id, item.first_row_id + n, dtype=np.int64)),
+                wid,
+                row,
+            ],
+            schema=self._schema,
+        )
 
     def _encode_pending(self) -> None:
         """Encode buffered events into stripe(s) and append them to the file (no tail)."""
@@ -474,41 +533,29 @@ class AcidWriter:
             self._append_encoded(self.encode_events(table))
 
     def _append_encoded(self, encoded: EncodedEvents) -> None:
-        """Copy the encoded file's stripes to our output and account for them (keys, statistics)."""
-        table, data = encoded.table, encoded.data
-        tail = read_tail(pa.BufferReader(data), data.size)
-        stripes = tail.stripes
-        if not stripes:
+        """Copy the encoded stripes to our output and account for them (keys, statistics)."""
+        if not encoded.stripes:
             return
-        first = stripes[0].uint(STRIPE.OFFSET, 0) or 0
-        last = stripes[-1]
-        end = sum(
-            last.uint(k, 0) or 0
-            for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
-        )
-        self._out.write(data.slice(first, end - first))
-        shift = self._offset - first
-        ot, bk, rid = (table.column(n) for n in EVENT_FIELDS[1:4])
-        row = 0
-        for s in stripes:
-            s.set_uint(STRIPE.OFFSET, (s.uint(STRIPE.OFFSET, 0) or 0) + shift)
-            self._stripes.append(s.encode())
-            row += s.uint(STRIPE.NUMBER_OF_ROWS, 0) or 0
-            self._keys.append((ot[row - 1].as_py(), bk[row - 1].as_py(), rid[row - 1].as_py()))
-        if row != table.num_rows:
-            raise AssertionError(f"pyarrow wrote {row} of {table.num_rows} rows")
-        self._stripe_stats.extend(tail.stripe_statistics)
+        size = 0
+        for part in encoded.body:
+            self._out.write(part)
+            size += len(part)
+        for s in encoded.stripes:
+            moved = s.copy().set_uint(STRIPE.OFFSET, (s.uint(STRIPE.OFFSET, 0) or 0) + self._offset)
+            self._stripes.append(moved.encode())
+        self._keys.extend(encoded.keys)
+        self._stripe_stats.extend(encoded.stripe_statistics)
         # A file's first chunk: its statistics are the file's (merging with the empty template adds nothing),
         # copied as encoded.
-        stats = tail.footer.repeated_bytes(FOOTER.STATISTICS)
+        stats = encoded.statistics
         if self._rows:
             merged = merge_all(
                 [Message.decode(b) for b in self._column_stats], [Message.decode(b) for b in stats]
             )
             stats = [m.encode() for m in merged]
         self._column_stats = stats
-        self._rows += row
-        self._offset += end - first
+        self._rows += encoded.rows
+        self._offset += size
 
     def _write_tail(self) -> None:
         """Footer fields in canonical order: the changing ones encoded now, the template's as encoded once."""

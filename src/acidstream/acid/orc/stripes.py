@@ -1,0 +1,356 @@
+"""Encoded stripes ready to be appended to an event file, from one in-memory ORC file pyarrow wrote.
+
+Two sources. :func:`from_events`: pyarrow encoded all six event columns; its stripes are taken as they are.
+:func:`from_inserted_rows`: pyarrow encoded only the rows of an insert, and we add the five ACID columns to
+each stripe. For an insert they are constants (operation, originalTransaction, bucket, currentTransaction) and
+one counter (rowId): RLEv2 writes each as a few bytes per 512 rows, while pyarrow, asked to encode them, sets
+up and flushes a zlib stream for each of their ~15 streams per file, which costs more than encoding a commit's
+small files' rows. pyarrow's root struct (its column 0) becomes our ``row`` column (6) and its columns shift
+by six; our streams, encodings and statistics are byte for byte what ORC C++ writes (tests compare them).
+Only for files without a row index stride (streaming deltas): one index entry per stripe, positions all 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from acidstream.acid.orc.compression import CompressionKind, compress, decompress
+from acidstream.acid.orc.events import RecordKey
+from acidstream.acid.orc.protobuf import (
+    VARINT,
+    Message,
+    encode_fields,
+    encode_varint,
+    zigzag_encode,
+)
+from acidstream.acid.orc.tail import FOOTER, STRIPE, OrcTail, read_tail
+
+
+@dataclass(frozen=True)
+class EncodedEvents:
+    """Stripes to append: their bytes, StripeInformation (offsets from the start of ``body``), encoded
+    StripeStatistics, the chunk's encoded ColumnStatistics, and the last key of each stripe."""
+
+    body: Sequence[bytes | pa.Buffer]
+    stripes: list[Message]
+    stripe_statistics: list[bytes]
+    statistics: list[bytes]
+    keys: list[RecordKey]
+    rows: int
+
+
+def from_events(data: pa.Buffer, key_at: Callable[[int], RecordKey]) -> EncodedEvents:
+    """The stripes of a file of event rows; ``key_at(i)``: the key of the i-th event."""
+    tail = read_tail(pa.BufferReader(data), data.size)
+    stripes = tail.stripes
+    if not stripes:
+        return EncodedEvents((), [], [], [], [], 0)
+    first = _uint(stripes[0], STRIPE.OFFSET)
+    end = _stripe_end(stripes[-1])
+    keys, rows = [], 0
+    for s in stripes:
+        s.set_uint(STRIPE.OFFSET, _uint(s, STRIPE.OFFSET) - first)
+        rows += _uint(s, STRIPE.NUMBER_OF_ROWS)
+        keys.append(key_at(rows - 1))
+    return EncodedEvents(
+        [data.slice(first, end - first)],
+        stripes,
+        tail.stripe_statistics,
+        tail.footer.repeated_bytes(FOOTER.STATISTICS),
+        keys,
+        rows,
+    )
+
+
+def from_inserted_rows(
+    data: pa.Buffer, write_id: int, bucket_property: int, first_row_id: int
+) -> EncodedEvents:
+    """The stripes of a file of rows (written without a row index stride), as insert events.
+
+    Row i of the file gets rowId ``first_row_id + i``, originalTransaction = currentTransaction = ``write_id``.
+    """
+    tail = read_tail(pa.BufferReader(data), data.size)
+    raw = data.to_pybytes()
+    body: list[bytes] = []
+    stripes: list[Message] = []
+    stripe_stats: list[bytes] = []
+    keys: list[RecordKey] = []
+    offset = rows = 0
+    stats: list[bytes] = []
+    for info, theirs in zip(tail.stripes, tail.stripe_statistics or [b""] * len(tail.stripes), strict=True):
+        n = _uint(info, STRIPE.NUMBER_OF_ROWS)
+        ints = _insert_columns(write_id, bucket_property, first_row_id + rows)
+        stats = [_struct_stats(n), *(c.statistics(n) for c in ints)]
+        stripe, info = _splice_stripe(raw, info, tail, ints, stats)
+        info.set_uint(STRIPE.OFFSET, offset)
+        body.append(stripe)
+        stripes.append(info)
+        stripe_stats.append(b"".join([_ld(0x0A, s) for s in stats]) + theirs)
+        offset += len(stripe)
+        rows += n
+        keys.append((write_id, bucket_property, first_row_id + rows - 1))
+    if len(stripes) > 1:  # else the one stripe's statistics are the chunk's
+        stats = [_struct_stats(rows)]
+        stats += [c.statistics(rows) for c in _insert_columns(write_id, bucket_property, first_row_id)]
+    return EncodedEvents(
+        body, stripes, stripe_stats, stats + tail.footer.repeated_bytes(FOOTER.STATISTICS), keys, rows
+    )
+
+
+# --- one stripe ---------------------------------------------------------------------------------------
+
+#: ORC's Stream kinds and ColumnEncoding kinds that matter here.
+_DATA, _ROW_INDEX = 1, 6
+_INDEX_KINDS = frozenset({6, 7, 8})  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
+_DIRECT, _DIRECT_V2 = 0, 2
+#: Our columns: 0 (the event struct), 1..5 (the ACID ints); pyarrow's columns move up by this much.
+SHIFT = 6
+#: Streams shorter than this are stored as they are (an "original" chunk, valid in every ORC reader): deflate
+#: cannot make a few bytes much shorter, and setting it up costs more than everything else we do per stream.
+_SMALLEST_COMPRESSED = 128
+
+
+def _splice_stripe(
+    raw: bytes, info: Message, tail: OrcTail, ints: Sequence[_Constant | _Counter], stats: Sequence[bytes]
+) -> tuple[bytes, Message]:
+    """Our index streams, theirs, our data streams, theirs, and a footer listing them all in that order."""
+    kind, block = tail.compression, tail.block_size
+    fields = {number: value for number, _, value in info.fields}
+    start, index_len, data_len, footer_len, n = (
+        int(fields.get(k, 0))
+        for k in (
+            STRIPE.OFFSET,
+            STRIPE.INDEX_LENGTH,
+            STRIPE.DATA_LENGTH,
+            STRIPE.FOOTER_LENGTH,
+            STRIPE.NUMBER_OF_ROWS,
+        )
+    )
+    footer_at = start + index_len + data_len
+    footer = Message.decode(decompress(kind, raw[footer_at : footer_at + footer_len], block))
+    # a RowIndex of one entry: positions (stream offset(s) and RLE offset, all 0) and statistics; a struct
+    # has no positions (its PRESENT stream is suppressed)
+    positions = b"\x0a\x03\x00\x00\x00" if kind != CompressionKind.NONE else b"\x0a\x02\x00\x00"
+    index = [_frame(kind, _ld(0x0A, _ld(0x12, stats[0])), block)]
+    index += [_frame(kind, _ld(0x0A, positions + _ld(0x12, s)), block) for s in stats[1:]]
+    data = [_frame(kind, c.rle(n), block) for c in ints]
+    their_index: list[bytes] = []
+    their_data: list[bytes] = []
+    their_encodings: list[bytes] = []
+    other: list[tuple[int, int, int | bytes]] = []
+    for field in footer.fields:
+        number, value = field[0], field[2]
+        if number == 1:
+            assert isinstance(value, bytes)
+            stream_kind, shifted = _shifted_stream(value)
+            (their_index if stream_kind in _INDEX_KINDS else their_data).append(shifted)
+        elif number == 2:
+            assert isinstance(value, bytes)
+            their_encodings.append(_ld(0x12, value))
+        else:
+            other.append(field)
+    new_footer = _frame(
+        kind,
+        b"".join(
+            (
+                *(_ld(0x0A, _INDEX_STREAM[col] + encode_varint(len(b))) for col, b in enumerate(index)),
+                *their_index,
+                *(
+                    _ld(0x0A, _DATA_STREAM[col] + encode_varint(len(b)))
+                    for col, b in enumerate(data, start=1)
+                ),
+                *their_data,
+                _OUR_ENCODINGS,
+                *their_encodings,
+                encode_fields(other),
+            )
+        ),
+        block,
+    )
+    our_index, our_data = b"".join(index), b"".join(data)
+    stripe = b"".join(
+        (our_index, raw[start : start + index_len], our_data, raw[start + index_len : footer_at], new_footer)
+    )
+    out = info.copy()
+    out.set_uint(STRIPE.INDEX_LENGTH, len(our_index) + index_len)
+    out.set_uint(STRIPE.DATA_LENGTH, len(our_data) + data_len)
+    out.set_uint(STRIPE.FOOTER_LENGTH, len(new_footer))
+    return stripe, out
+
+
+def _shifted_stream(stream: bytes) -> tuple[int, bytes]:
+    """A Stream message's kind, and the message (as a footer field) with its column moved up by SHIFT.
+
+    ORC writers encode kind, column, length in that order, each in one byte but the length: that form is
+    patched in place; any other is decoded and re-encoded.
+    """
+    if (
+        len(stream) > 4
+        and stream[0] == 0x08
+        and stream[1] < 0x80
+        and stream[2] == 0x10
+        and stream[3] < 0x80 - SHIFT
+    ):
+        return stream[1], _ld(0x0A, stream[:3] + bytes((stream[3] + SHIFT,)) + stream[4:])
+    m = Message.decode(stream)
+    kind = _uint(m, 1)
+    return kind, _ld(0x0A, _stream(kind, _uint(m, 2) + SHIFT, _uint(m, 3)))
+
+
+def _ld(tag: int, payload: bytes) -> bytes:
+    """A length-delimited field whose tag byte (field number < 16) is ``tag``."""
+    return bytes((tag,)) + encode_varint(len(payload)) + payload
+
+
+#: The stripe footer's ColumnEncoding fields for our columns: the struct DIRECT, the five ints DIRECT_V2.
+_OUR_ENCODINGS = b"".join(
+    _ld(0x12, encode_fields([(1, VARINT, k), (2, VARINT, 0)])) for k in (_DIRECT, *[_DIRECT_V2] * 5)
+)
+
+
+def _stream(kind: int, column: int, length: int) -> bytes:
+    """A Stream message: kind, column, length."""
+    return b"\x08" + encode_varint(kind) + b"\x10" + encode_varint(column) + b"\x18" + encode_varint(length)
+
+
+#: Our streams' Stream messages up to their length: ROW_INDEX of columns 0..5, DATA of columns 1..5.
+_INDEX_STREAM = [
+    b"\x08" + encode_varint(_ROW_INDEX) + b"\x10" + encode_varint(c) + b"\x18" for c in range(SHIFT)
+]
+_DATA_STREAM = [b"\x08" + encode_varint(_DATA) + b"\x10" + encode_varint(c) + b"\x18" for c in range(SHIFT)]
+
+
+def _frame(kind: CompressionKind, raw: bytes, block: int) -> bytes:
+    if kind == CompressionKind.NONE:
+        return raw
+    if len(raw) < _SMALLEST_COMPRESSED:
+        return ((len(raw) << 1) | 1).to_bytes(3, "little") + raw
+    return compress(kind, raw, block)
+
+
+#: ColumnStatistics fields: numberOfValues (1), intStatistics (2), hasNull (10) = false.
+_VALUES, _INT_STATS, _NO_NULLS = b"\x08", 0x12, b"\x50\x00"
+
+
+def _struct_stats(n: int) -> bytes:
+    return _VALUES + encode_varint(n) + _NO_NULLS
+
+
+def _int_stats(n: int, low: int, high: int, total: int) -> bytes:
+    """ColumnStatistics of n non-null ints; an int64 overflow of the sum leaves it out (as ORC does)."""
+    ints = b"\x08" + encode_varint(zigzag_encode(low)) + b"\x10" + encode_varint(zigzag_encode(high))
+    if _I64_MIN <= total <= _I64_MAX:
+        ints += b"\x18" + encode_varint(zigzag_encode(total))
+    return _VALUES + encode_varint(n) + _ld(_INT_STATS, ints) + _NO_NULLS
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+# --- the ACID columns of an insert ----------------------------------------------------------------------
+
+
+def _insert_columns(
+    write_id: int, bucket_property: int, first_row_id: int
+) -> tuple[_Constant | _Counter, ...]:
+    """operation, originalTransaction, bucket, rowId, currentTransaction."""
+    wid = _Constant(write_id)
+    return (_Constant(0), wid, _Constant(bucket_property), _Counter(first_row_id), wid)
+
+
+class _Constant:
+    """One value in every row."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        self._full_run = _delta(value, 0, RUN)
+
+    def rle(self, n: int) -> bytes:
+        full, rest = divmod(n, RUN)
+        return self._full_run * full + (_constant_tail(self.value, rest) if rest else b"")
+
+    def statistics(self, n: int) -> bytes:
+        return _int_stats(n, self.value, self.value, self.value * n)
+
+
+class _Counter:
+    """``first``, ``first + 1``, ... (rowId)."""
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+
+    def rle(self, n: int) -> bytes:
+        full, rest = divmod(n, RUN)
+        runs = [_delta(self.first + i * RUN, 1, RUN) for i in range(full)]
+        if rest:
+            start = self.first + full * RUN
+            runs.append(_delta(start, 1, rest) if rest >= 4 else _direct(range(start, start + rest)))
+        return b"".join(runs)
+
+    def statistics(self, n: int) -> bytes:
+        return _int_stats(n, self.first, self.first + n - 1, n * self.first + n * (n - 1) // 2)
+
+
+# --- RLEv2, as ORC C++ chooses its sub-encodings for these sequences -----------------------------------
+
+#: RLEv2's longest run.
+RUN = 512
+#: Bit widths DIRECT uses with aligned bit packing (ORC C++ with compression strategy SPEED, ours).
+_ALIGNED = (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+_WIDTH_CODE = {
+    **{w: w - 1 for w in range(1, 25)},
+    26: 24,
+    28: 25,
+    30: 26,
+    32: 27,
+    40: 28,
+    48: 29,
+    56: 30,
+    64: 31,
+}
+
+
+def _constant_tail(value: int, count: int) -> bytes:
+    """A run of 1..511 equal values: DELTA from 11 on, SHORT_REPEAT from 3, DIRECT below."""
+    if count > 10:
+        return _delta(value, 0, count)
+    if count >= 3:
+        z = zigzag_encode(value)
+        width = max(1, (z.bit_length() + 7) // 8)
+        return bytes([((width - 1) << 3) | (count - 3)]) + z.to_bytes(width, "big")
+    return _direct([value] * count)
+
+
+def _delta(first: int, step: int, count: int) -> bytes:
+    """DELTA with a fixed delta (bit width 0): header, base and delta as signed varints."""
+    header = (0b11 << 14) | (count - 1)
+    return (
+        header.to_bytes(2, "big") + encode_varint(zigzag_encode(first)) + encode_varint(zigzag_encode(step))
+    )
+
+
+def _direct(values: Sequence[int]) -> bytes:
+    """DIRECT: zigzag values bit-packed big-endian at the smallest aligned width."""
+    zz = [zigzag_encode(v) for v in values]
+    bits = max(1, max(zz).bit_length())
+    width = next(w for w in _ALIGNED if w >= bits)
+    packed = 0
+    for z in zz:
+        packed = (packed << width) | z
+    total = width * len(zz)
+    pad = -total % 8
+    header = (0b01 << 14) | (_WIDTH_CODE[width] << 9) | (len(zz) - 1)
+    return header.to_bytes(2, "big") + (packed << pad).to_bytes((total + pad) // 8, "big")
+
+
+def _uint(m: Message, number: int) -> int:
+    return m.uint(number, 0) or 0
+
+
+def _stripe_end(s: Message) -> int:
+    return sum(
+        _uint(s, k) for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
+    )

@@ -1,0 +1,156 @@
+"""Inserted rows spliced with our ACID columns (stripes.from_inserted_rows) against pyarrow encoding all six.
+
+The claim: column for column, the spliced file holds what ORC C++ writes for the same events (the same RLEv2
+bytes, row index, encodings and statistics), only the compression framing of tiny streams differs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acidstream.acid.codec import BucketCodec
+from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, read_events
+from acidstream.acid.orc.compression import decompress
+from acidstream.acid.orc.protobuf import Message
+from acidstream.acid.orc.stripes import SHIFT, from_inserted_rows
+from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
+from acidstream.acid.types import parse_columns
+
+COLS = parse_columns("id int, msg string")
+B0 = BucketCodec.V1.encode(0, -1)
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int32)
+    msgs = pa.array([None if i % 7 == 3 else f"message {i}" for i in range(start, start + n)], pa.string())
+    return pa.table({"id": ids, "msg": msgs})
+
+
+def write(path: str, parts: list[tuple[int, int, pa.Table]], options: WriterOptions | None = None) -> None:
+    w = AcidWriter(pafs.LocalFileSystem(), path, COLS, options=options or WriterOptions(), side_file=False)
+    for write_id, bucket, data in parts:
+        w.insert(write_id, bucket, data)
+    w.close()
+
+
+def reference(path: str, events: pa.Table, options: WriterOptions | None = None) -> None:
+    """pyarrow encoding the six event columns itself (what the writer did before the splice)."""
+    po.write_table(events, path, **(options or WriterOptions()).pyarrow_kwargs())  # type: ignore[arg-type]
+
+
+def anatomy(path: str) -> dict[str, object]:
+    """Per stripe: each (kind, column) stream decompressed (row indexes decoded), the encodings; the stats."""
+    data = Path(path).read_bytes()
+    tail = read_tail(pa.BufferReader(data), len(data))
+    stripes = []
+    for info in tail.stripes:
+        off, il, dl, fl = (info.uint(k, 0) or 0 for k in (1, 2, 3, 4))
+        footer = Message.decode(
+            decompress(tail.compression, data[off + il + dl : off + il + dl + fl], tail.block_size)
+        )
+        streams, pos = {}, off
+        for s in footer.messages(1):
+            kind, col, length = (s.uint(f, 0) for f in (1, 2, 3))
+            body = decompress(tail.compression, data[pos : pos + length], tail.block_size)
+            streams[(kind, col)] = Message.decode(body).fields if kind == 6 else body
+            pos += length  # type: ignore[operator]
+        assert pos == off + il + dl
+        stripes.append(
+            (info.uint(STRIPE.NUMBER_OF_ROWS), streams, footer.repeated_bytes(2), footer.fields[-1])
+        )
+    return {
+        "stripes": stripes,
+        "statistics": tail.footer.repeated_bytes(FOOTER.STATISTICS),
+        "stripe_statistics": tail.stripe_statistics,
+        "rows": tail.num_rows,
+    }
+
+
+def assert_same_as_pyarrow(tmp: str, write_id: int, bucket: int, n: int, first_row_id: int = 0) -> None:
+    ours, ref = f"{tmp}/delta_1_1/bucket_00000", f"{tmp}/ref.orc"
+    data = rows(n)
+    w = AcidWriter(pafs.LocalFileSystem(), ours, COLS, options=WriterOptions(), side_file=False)
+    w._next_row_id, w._insert_write_id = first_row_id, write_id  # continue a run, as after an auto-flush
+    w.insert(write_id, bucket, data)
+    w.close()
+    events = read_events(pafs.LocalFileSystem(), ours)
+    assert events.column("rowId").to_pylist() == list(range(first_row_id, first_row_id + n))
+    assert set(events.column("originalTransaction").to_pylist()) == {write_id}
+    assert pa.Table.from_struct_array(events.column("row").combine_chunks()).equals(data)
+    reference(ref, events)
+    assert anatomy(ours) == anatomy(ref)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 10, 11, 512, 513, 514, 515, 516, 522, 523, 1024, 1025, 2000])
+def test_every_run_shape_is_what_orc_cpp_writes(tmp_path: Path, n: int) -> None:
+    """Tails of 1–2 values (DIRECT), 3–10 (SHORT_REPEAT for constants), 11+ and full runs (DELTA)."""
+    assert_same_as_pyarrow(str(tmp_path), 7, B0, n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 1600),
+    write_id=st.one_of(st.integers(1, 1000), st.integers(1, (1 << 62))),
+    statement=st.integers(0, 4095),
+    bucket=st.integers(0, 4095),
+    first_row_id=st.one_of(st.just(0), st.integers(0, 1 << 40)),
+)
+def test_any_insert_is_what_orc_cpp_writes(
+    n: int, write_id: int, statement: int, bucket: int, first_row_id: int
+) -> None:
+    """Large write ids overflow the int64 sum of a column: both leave the sum out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        assert_same_as_pyarrow(tmp, write_id, BucketCodec.V1.encode(bucket, statement), n, first_row_id)
+
+
+@pytest.mark.parametrize("compression", ["NONE", "ZLIB", "SNAPPY", "ZSTD"])
+def test_many_stripes_in_one_chunk_and_across_flushes(tmp_path: Path, compression: str) -> None:
+    """A chunk pyarrow splits into several stripes, then more chunks: rowIds, keys and statistics run on."""
+    path = str(tmp_path / "delta_1_1" / "bucket_00000")
+    options = WriterOptions(compression=compression, stripe_size=16 << 10, batch_rows=8192)
+    w = AcidWriter(pafs.LocalFileSystem(), path, COLS, options=options, side_file=False)
+    w.insert(5, B0, rows(60_000))
+    w.flush()
+    w.insert(5, B0, rows(1000, start=60_000))
+    w.close()
+    meta = read_acid_metadata(pafs.LocalFileSystem(), path)
+    assert meta.stripes > 2
+    events = read_events(pafs.LocalFileSystem(), path)
+    assert events.column("rowId").to_pylist() == list(range(61_000))
+    stripe_ends = np.cumsum([s[0] for s in anatomy(path)["stripes"]])  # type: ignore[union-attr]
+    assert meta.key_index == [(5, B0, int(end) - 1) for end in stripe_ends]
+    reference(str(tmp_path / "ref.orc"), events, options)
+    assert anatomy(path)["statistics"] == anatomy(str(tmp_path / "ref.orc"))["statistics"]
+    assert po.ORCFile(path).read().equals(events)
+
+
+def test_mixed_write_ids_between_flushes_fall_back_to_events(tmp_path: Path) -> None:
+    """Inserts of two write ids buffered together are not one run: pyarrow encodes them as events."""
+    path = str(tmp_path / "delta_1_2" / "bucket_00000")
+    write(path, [(1, B0, rows(5)), (2, B0, rows(3, start=5))])
+    events = read_events(pafs.LocalFileSystem(), path)
+    assert events.column("originalTransaction").to_pylist() == [1] * 5 + [2] * 3
+    assert events.column("rowId").to_pylist() == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert read_acid_metadata(pafs.LocalFileSystem(), path).key_index == [(2, B0, 2)]
+
+
+def test_pyarrow_columns_move_up_by_six() -> None:
+    """The rows' own streams keep their bytes; only their column ids change."""
+    sink = pa.BufferOutputStream()
+    po.write_table(rows(100), sink, **WriterOptions().pyarrow_kwargs())  # type: ignore[arg-type]
+    data = sink.getvalue()
+    encoded = from_inserted_rows(data, 3, B0, 0)
+    assert encoded.rows == 100 and encoded.keys == [(3, B0, 99)]
+    tail = read_tail(pa.BufferReader(data), data.size)
+    theirs = tail.footer.repeated_bytes(FOOTER.STATISTICS)
+    assert encoded.statistics[SHIFT:] == theirs  # their root struct is our `row`
+    assert len(encoded.statistics) == SHIFT + len(theirs)
