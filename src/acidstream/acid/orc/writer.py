@@ -56,7 +56,7 @@ DELTA_BLOCK_SIZE = 64 * KiB
 NO_ROW_INDEX_STRIDE = (1 << 31) - 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class WriterOptions:
     """Encoding settings (§4.4). ``None`` sizes take the delta or base (``is_base``) defaults.
 
@@ -137,17 +137,62 @@ TakenEvents: TypeAlias = InsertedRows | pa.Table
 
 
 @dataclass(frozen=True)
-class _Template:
-    """The parsed tail of an empty file of one schema and settings (see ``AcidWriter._template``)."""
+class _Layout:
+    """What every writer of one schema and settings shares (see :func:`_layout`)."""
 
+    row_fields: list[pa.Field]
+    row_type: pa.StructType
+    row_schema: pa.Schema
+    schema: pa.Schema  # the six event columns
+    struct_columns: tuple[int, ...]  # row columns that need pyarrow work-arounds: most tables have none
+    timestamp_columns: tuple[int, ...]
+    # the parsed tail of an empty file: never mutated (writers copy what they change)
     postscript: Message
     statistics: list[bytes]
     footer_types: bytes  # the footer's TYPES fields, encoded (char/varchar patched)
     footer_trailer: bytes  # its fields after STATISTICS (row index stride, writer, version), encoded
 
 
-_TEMPLATE_CACHE_SIZE = 256
-_TEMPLATES: dict[tuple[tuple[tuple[str, str], ...], str], _Template] = {}
+_LAYOUT_CACHE_SIZE = 256
+_LAYOUTS: dict[tuple[tuple[Column, ...], WriterOptions], _Layout] = {}
+
+
+def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
+    """Arrow types and the tail of an empty file for this schema and these settings, made once.
+
+    Streaming opens a writer per (partition, bucket) per batch, and encoding even an empty file costs pyarrow
+    a writer set-up: all of it is cached per schema and settings.
+    """
+    key = (tuple(columns), options)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        row_type = pa.struct([c.to_arrow() for c in columns])
+        fields = list(row_type)
+        schema = event_schema(row_type)
+        data = _encode(schema.empty_table(), options)
+        tail = read_tail(pa.BufferReader(data), data.size)
+        _patch_types(tail.footer, [c.type for c in columns])
+        layout = _Layout(
+            fields,
+            row_type,
+            pa.schema(fields),
+            schema,
+            tuple(i for i, f in enumerate(fields) if has_struct(f.type)),
+            tuple(i for i, f in enumerate(fields) if has_timestamp(f.type)),
+            tail.postscript,
+            tail.footer.repeated_bytes(FOOTER.STATISTICS),
+            *_constant_footer_fields(tail.footer),
+        )
+        if len(_LAYOUTS) >= _LAYOUT_CACHE_SIZE:
+            _LAYOUTS.pop(next(iter(_LAYOUTS)))
+        _LAYOUTS[key] = layout
+    return layout
+
+
+def _encode(table: pa.Table, options: WriterOptions) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    po.write_table(table, sink, **options.pyarrow_kwargs())
+    return sink.getvalue()
 
 
 class AcidWriter:
@@ -174,14 +219,14 @@ class AcidWriter:
         tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._directory_ready = directory_ready
-        self._row_type = pa.struct([c.to_arrow() for c in columns])
-        self._row_fields = list(self._row_type)
-        self._row_schema = pa.schema(self._row_fields)
-        # the row columns that need pyarrow work-arounds (nested structs, timestamps): most tables have none
-        self._struct_columns = [i for i, f in enumerate(self._row_fields) if has_struct(f.type)]
-        self._timestamp_columns = [i for i, f in enumerate(self._row_fields) if has_timestamp(f.type)]
-        self._schema = event_schema(self._row_type)
-        self._hive_types = [c.type for c in columns]
+        layout = _layout(columns, options)
+        self._row_fields, self._row_type, self._row_schema = (
+            layout.row_fields,
+            layout.row_type,
+            layout.row_schema,
+        )
+        self._struct_columns, self._timestamp_columns = layout.struct_columns, layout.timestamp_columns
+        self._schema = layout.schema
         self._closed = False
         self._pending: list[pa.RecordBatch | InsertedRows] = []
         self._pending_bytes = 0
@@ -193,10 +238,9 @@ class AcidWriter:
         self._counts = [0, 0, 0]  # inserts, updates, deletes
         self._insert_write_id: int | None = None
         self._next_row_id = 0
-        template = self._template(columns)
-        self._postscript = template.postscript.copy()
-        self._footer_types, self._footer_trailer = template.footer_types, template.footer_trailer
-        self._column_stats = template.statistics  # encoded ColumnStatistics, replaced by merges
+        self._postscript = layout.postscript.copy()
+        self._footer_types, self._footer_trailer = layout.footer_types, layout.footer_trailer
+        self._column_stats = layout.statistics  # encoded ColumnStatistics, replaced by merges
         self._files_pending: Future[None] | None = None
         if create_in is None:
             self._create_files(side_file)
@@ -330,11 +374,11 @@ class AcidWriter:
         """
         if isinstance(taken, InsertedRows):
             return from_inserted_rows(
-                self._encode_bytes(taken.rows), taken.write_id, taken.bucket_property, taken.first_row_id
+                _encode(taken.rows, self._options), taken.write_id, taken.bucket_property, taken.first_row_id
             )
         ot, bk, rid = (taken.column(n) for n in EVENT_FIELDS[1:4])
         return from_events(
-            self._encode_bytes(taken), lambda i: (ot[i].as_py(), bk[i].as_py(), rid[i].as_py())
+            _encode(taken, self._options), lambda i: (ot[i].as_py(), bk[i].as_py(), rid[i].as_py())
         )
 
     def flush_encoded(self, encoded: Sequence[EncodedEvents] = ()) -> int:
@@ -453,34 +497,6 @@ class AcidWriter:
             )
 
     # --- encoding and stitching -----------------------------------------------------------------------
-
-    def _template(self, columns: Sequence[Column]) -> _Template:
-        """The tail of an empty file with this schema and these settings (types, stats, postscript).
-
-        Encoding even an empty file costs pyarrow a writer set-up, and streaming opens a writer per
-        (partition, bucket) per batch: the parsed and char/varchar-patched tail is cached per schema and
-        settings. Writers copy the messages they change, so the cached ones are never mutated.
-        """
-        key = (tuple((c.name, str(c.type)) for c in columns), repr(self._options))
-        template = _TEMPLATES.get(key)
-        if template is None:
-            data = self._encode_bytes(self._schema.empty_table())
-            tail = read_tail(pa.BufferReader(data), data.size)
-            _patch_types(tail.footer, self._hive_types)
-            template = _Template(
-                tail.postscript,
-                tail.footer.repeated_bytes(FOOTER.STATISTICS),
-                *_constant_footer_fields(tail.footer),
-            )
-            if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
-                _TEMPLATES.pop(next(iter(_TEMPLATES)))
-            _TEMPLATES[key] = template
-        return template
-
-    def _encode_bytes(self, table: pa.Table) -> pa.Buffer:
-        sink = pa.BufferOutputStream()
-        po.write_table(table, sink, **self._options.pyarrow_kwargs())
-        return sink.getvalue()
 
     def _take_pending(self) -> TakenEvents | None:
         """One run of inserted rows when that is all there is; otherwise every buffered item as events.
