@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, read_events
-from acidstream.acid.orc.compression import decompress
+from acidstream.acid.orc.compression import CompressionKind, decompress
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.stripes import SHIFT, from_inserted_rows
 from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
 from acidstream.acid.types import parse_columns
+from conftest import ALL_TYPES, all_type_rows
 
 COLS = parse_columns("id int, msg string")
 B0 = BucketCodec.V1.encode(0, -1)
@@ -146,11 +147,37 @@ def test_mixed_write_ids_between_flushes_fall_back_to_events(tmp_path: Path) -> 
 def test_pyarrow_columns_move_up_by_six() -> None:
     """The rows' own streams keep their bytes; only their column ids change."""
     sink = pa.BufferOutputStream()
-    po.write_table(rows(100), sink, **WriterOptions().pyarrow_kwargs())  # type: ignore[arg-type]
+    kwargs = {**WriterOptions().pyarrow_kwargs(), "compression": "UNCOMPRESSED"}
+    po.write_table(rows(100), sink, **kwargs)  # type: ignore[arg-type]
     data = sink.getvalue()
-    encoded = from_inserted_rows(data, 3, B0, 0)
+    encoded = from_inserted_rows(data, 3, B0, 0, compression=CompressionKind.ZLIB, block_size=64 << 10)
     assert encoded.rows == 100 and encoded.keys == [(3, B0, 99)]
     tail = read_tail(pa.BufferReader(data), data.size)
     theirs = tail.footer.repeated_bytes(FOOTER.STATISTICS)
     assert encoded.statistics[SHIFT:] == theirs  # their root struct is our `row`
     assert len(encoded.statistics) == SHIFT + len(theirs)
+
+
+def test_compressed_rows_are_refused() -> None:
+    """Their row index positions would already count compression chunks: only uncompressed rows splice."""
+    sink = pa.BufferOutputStream()
+    po.write_table(rows(10), sink, **WriterOptions().pyarrow_kwargs())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="uncompressed"):
+        from_inserted_rows(sink.getvalue(), 3, B0, 0, compression=CompressionKind.ZLIB, block_size=64 << 10)
+
+
+@pytest.mark.parametrize("compression", ["ZLIB", "NONE", "SNAPPY", "ZSTD"])
+def test_every_type_but_structs_is_what_orc_cpp_writes(tmp_path: Path, compression: str) -> None:
+    """The rows' row indexes gain a position per stream of their column when compressed here: timestamps and
+    decimals (DATA + SECONDARY), strings and lists (LENGTH), nulls (PRESENT) — as ORC C++'s own."""
+    columns = [c for c in parse_columns(ALL_TYPES) if c.name != "st"]
+    data = all_type_rows(columns, 300)
+    path, ref = str(tmp_path / "delta_1_1" / "bucket_00000"), str(tmp_path / "ref.orc")
+    options = WriterOptions(compression=compression)
+    w = AcidWriter(pafs.LocalFileSystem(), path, columns, options=options, side_file=False)
+    w.insert(4, B0, data)
+    w.close()
+    events = read_events(pafs.LocalFileSystem(), path)
+    assert pa.Table.from_struct_array(events.column("row").combine_chunks()).equals(data)
+    reference(ref, events, options)
+    assert anatomy(path) == anatomy(ref)

@@ -62,9 +62,14 @@ def _deflate_sizes(n: int) -> tuple[int, int]:
     return -window, (2 if n <= 4096 else 8)
 
 
-def _compress_one(kind: CompressionKind, data: bytes) -> bytes:
+#: zlib levels: tails (small, written once) get the default; stream data gets ORC C++'s level for its SPEED
+#: strategy (Z_BEST_SPEED + 1), which pyarrow uses for the stripes it compresses itself.
+TAIL_LEVEL, STREAM_LEVEL = 6, 2
+
+
+def _compress_one(kind: CompressionKind, data: bytes, level: int) -> bytes:
     if kind == CompressionKind.ZLIB:
-        c = zlib.compressobj(6, zlib.DEFLATED, *_deflate_sizes(len(data)))
+        c = zlib.compressobj(level, zlib.DEFLATED, *_deflate_sizes(len(data)))
         return c.compress(data) + c.flush()
     if kind in (CompressionKind.ZSTD, CompressionKind.SNAPPY):
         return bytes(pa.compress(data, codec=kind.name.lower(), asbytes=True))
@@ -119,8 +124,10 @@ def _decompress_one(kind: CompressionKind, data: bytes, block_size: int) -> byte
     raise CompressionError(f"cannot decompress {kind.name}")
 
 
-def compress(kind: CompressionKind, data: bytes, block_size: int) -> bytes:
-    """ORC-frame ``data``: split into ``block_size`` chunks, compress each, keep the original if not smaller."""
+def compress(kind: CompressionKind, data: bytes, block_size: int, level: int = TAIL_LEVEL) -> bytes:
+    """ORC-frame ``data``: split into ``block_size`` chunks, compress each, keep the original if not smaller.
+
+    ``level``: zlib's compression level (the other codecs use their defaults)."""
     if kind == CompressionKind.NONE:
         return data
     if not 0 < block_size <= _MAX_CHUNK:
@@ -128,7 +135,7 @@ def compress(kind: CompressionKind, data: bytes, block_size: int) -> bytes:
     out = bytearray()
     for start in range(0, len(data), block_size):
         chunk = data[start : start + block_size]
-        packed = _compress_one(kind, chunk)
+        packed = _compress_one(kind, chunk, level)
         if len(packed) < len(chunk):
             out += (len(packed) << 1).to_bytes(3, "little") + packed
         else:

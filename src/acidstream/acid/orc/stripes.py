@@ -17,16 +17,17 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from acidstream.acid.orc.compression import CompressionKind, compress, decompress
+from acidstream.acid.orc.compression import STREAM_LEVEL, CompressionKind, compress
 from acidstream.acid.orc.events import RecordKey
 from acidstream.acid.orc.protobuf import (
     VARINT,
     Message,
+    decode_varint,
     encode_fields,
     encode_varint,
     zigzag_encode,
 )
-from acidstream.acid.orc.tail import FOOTER, STRIPE, OrcTail, read_tail
+from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
 
 
 @dataclass(frozen=True)
@@ -66,13 +67,24 @@ def from_events(data: pa.Buffer, key_at: Callable[[int], RecordKey]) -> EncodedE
 
 
 def from_inserted_rows(
-    data: pa.Buffer, write_id: int, bucket_property: int, first_row_id: int
+    data: pa.Buffer,
+    write_id: int,
+    bucket_property: int,
+    first_row_id: int,
+    *,
+    compression: CompressionKind,
+    block_size: int,
 ) -> EncodedEvents:
-    """The stripes of a file of rows (written without a row index stride), as insert events.
+    """The stripes of an uncompressed file of rows (written without a row index stride), as insert events
+    compressed with ``compression``.
 
     Row i of the file gets rowId ``first_row_id + i``, originalTransaction = currentTransaction = ``write_id``.
+    pyarrow compressing the rows itself would set up a compressor for each of their streams, tiny ones
+    included, which costs more than compressing the few streams worth it here.
     """
     tail = read_tail(pa.BufferReader(data), data.size)
+    if tail.compression != CompressionKind.NONE:
+        raise ValueError(f"rows must come uncompressed, not {tail.compression.name}")
     raw = data.to_pybytes()
     body: list[bytes] = []
     stripes: list[Message] = []
@@ -84,7 +96,7 @@ def from_inserted_rows(
         n = _uint(info, STRIPE.NUMBER_OF_ROWS)
         ints = _insert_columns(write_id, bucket_property, first_row_id + rows)
         stats = [_struct_stats(n), *(c.statistics(n) for c in ints)]
-        stripe, info = _splice_stripe(raw, info, tail, ints, stats)
+        stripe, info = _splice_stripe(raw, info, compression, block_size, ints, stats)
         info.set_uint(STRIPE.OFFSET, offset)
         body.append(stripe)
         stripes.append(info)
@@ -114,10 +126,15 @@ _SMALLEST_COMPRESSED = 128
 
 
 def _splice_stripe(
-    raw: bytes, info: Message, tail: OrcTail, ints: Sequence[_Constant | _Counter], stats: Sequence[bytes]
+    raw: bytes,
+    info: Message,
+    kind: CompressionKind,
+    block: int,
+    ints: Sequence[_Constant | _Counter],
+    stats: Sequence[bytes],
 ) -> tuple[bytes, Message]:
-    """Our index streams, theirs, our data streams, theirs, and a footer listing them all in that order."""
-    kind, block = tail.compression, tail.block_size
+    """Our index streams, theirs, our data streams, theirs (each compressed now), and a footer listing them
+    all in that order."""
     fields = {number: value for number, _, value in info.fields}
     start, index_len, data_len, footer_len, n = (
         int(fields.get(k, 0))
@@ -130,39 +147,56 @@ def _splice_stripe(
         )
     )
     footer_at = start + index_len + data_len
-    footer = Message.decode(decompress(kind, raw[footer_at : footer_at + footer_len], block))
+    footer = Message.decode(raw[footer_at : footer_at + footer_len])
+    compressed = kind != CompressionKind.NONE
     # a RowIndex of one entry: positions (stream offset(s) and RLE offset, all 0) and statistics; a struct
     # has no positions (its PRESENT stream is suppressed)
-    positions = b"\x0a\x03\x00\x00\x00" if kind != CompressionKind.NONE else b"\x0a\x02\x00\x00"
+    positions = b"\x0a\x03\x00\x00\x00" if compressed else b"\x0a\x02\x00\x00"
     index = [_frame(kind, _ld(0x0A, _ld(0x12, stats[0])), block)]
     index += [_frame(kind, _ld(0x0A, positions + _ld(0x12, s)), block) for s in stats[1:]]
     data = [_frame(kind, c.rle(n), block) for c in ints]
-    their_index: list[bytes] = []
-    their_data: list[bytes] = []
+    their_streams: list[tuple[int, int, bytes]] = []  # kind, column, uncompressed body
+    data_streams: dict[int, int] = {}  # column -> its data-area streams (each one has positions)
     their_encodings: list[bytes] = []
     other: list[tuple[int, int, int | bytes]] = []
+    pos = start
     for field in footer.fields:
         number, value = field[0], field[2]
         if number == 1:
             assert isinstance(value, bytes)
-            stream_kind, shifted = _shifted_stream(value)
-            (their_index if stream_kind in _INDEX_KINDS else their_data).append(shifted)
+            stream_kind, column, length = _stream_fields(value)
+            their_streams.append((stream_kind, column, raw[pos : pos + length]))
+            if stream_kind not in _INDEX_KINDS:
+                data_streams[column] = data_streams.get(column, 0) + 1
+            pos += length
         elif number == 2:
             assert isinstance(value, bytes)
             their_encodings.append(_ld(0x12, value))
         else:
             other.append(field)
+    their_index, their_data, their_index_streams, their_data_streams = [], [], [], []
+    for stream_kind, column, body in their_streams:
+        if stream_kind == _ROW_INDEX and compressed:
+            body = _widen_positions(body, data_streams.get(column, 0))
+        framed = _frame(kind, body, block)
+        listed = _ld(0x0A, _stream(stream_kind, column + SHIFT, len(framed)))
+        if stream_kind in _INDEX_KINDS:
+            their_index.append(framed)
+            their_index_streams.append(listed)
+        else:
+            their_data.append(framed)
+            their_data_streams.append(listed)
     new_footer = _frame(
         kind,
         b"".join(
             (
                 *(_ld(0x0A, _INDEX_STREAM[col] + encode_varint(len(b))) for col, b in enumerate(index)),
-                *their_index,
+                *their_index_streams,
                 *(
                     _ld(0x0A, _DATA_STREAM[col] + encode_varint(len(b)))
                     for col, b in enumerate(data, start=1)
                 ),
-                *their_data,
+                *their_data_streams,
                 _OUR_ENCODINGS,
                 *their_encodings,
                 encode_fields(other),
@@ -170,34 +204,47 @@ def _splice_stripe(
         ),
         block,
     )
-    our_index, our_data = b"".join(index), b"".join(data)
-    stripe = b"".join(
-        (our_index, raw[start : start + index_len], our_data, raw[start + index_len : footer_at], new_footer)
-    )
+    index_part, data_part = b"".join((*index, *their_index)), b"".join((*data, *their_data))
     out = info.copy()
-    out.set_uint(STRIPE.INDEX_LENGTH, len(our_index) + index_len)
-    out.set_uint(STRIPE.DATA_LENGTH, len(our_data) + data_len)
+    out.set_uint(STRIPE.INDEX_LENGTH, len(index_part))
+    out.set_uint(STRIPE.DATA_LENGTH, len(data_part))
     out.set_uint(STRIPE.FOOTER_LENGTH, len(new_footer))
-    return stripe, out
+    return index_part + data_part + new_footer, out
 
 
-def _shifted_stream(stream: bytes) -> tuple[int, bytes]:
-    """A Stream message's kind, and the message (as a footer field) with its column moved up by SHIFT.
+def _widen_positions(row_index: bytes, streams: int) -> bytes:
+    """An uncompressed column's one-entry RowIndex as a compressed one: every stream's position in it gains
+    the offset inside its compression chunk. All positions are 0 (the entry is the stripe's first row)."""
+    entries = []
+    for number, _, entry in Message.decode(row_index).fields:
+        if number != 1 or not isinstance(entry, bytes):
+            raise ValueError("a RowIndex holds only entries")
+        decoded = Message.decode(entry)
+        positions = decoded.packed_uints(1)
+        if any(positions):
+            raise ValueError(f"row index entry at a row other than the stripe's first: {positions}")
+        statistics = decoded.bytes_(2)
+        widened = len(positions) + streams
+        entries.append(
+            _ld(
+                0x0A,
+                (_ld(0x0A, bytes(widened)) if widened else b"")
+                + (_ld(0x12, statistics) if statistics is not None else b""),
+            )
+        )
+    return b"".join(entries)
 
-    ORC writers encode kind, column, length in that order, each in one byte but the length: that form is
-    patched in place; any other is decoded and re-encoded.
-    """
-    if (
-        len(stream) > 4
-        and stream[0] == 0x08
-        and stream[1] < 0x80
-        and stream[2] == 0x10
-        and stream[3] < 0x80 - SHIFT
-    ):
-        return stream[1], _ld(0x0A, stream[:3] + bytes((stream[3] + SHIFT,)) + stream[4:])
+
+def _stream_fields(stream: bytes) -> tuple[int, int, int]:
+    """A Stream message's kind, column and length."""
+    if len(stream) > 4 and stream[0] == 0x08 and stream[1] < 0x80 and stream[2] == 0x10 and stream[3] < 0x80:
+        kind, column = stream[1], stream[3]  # the form ORC writers use: one byte each, then the length
+        if stream[4] == 0x18:
+            length, end = decode_varint(stream, 5)
+            if end == len(stream):
+                return kind, column, length
     m = Message.decode(stream)
-    kind = _uint(m, 1)
-    return kind, _ld(0x0A, _stream(kind, _uint(m, 2) + SHIFT, _uint(m, 3)))
+    return _uint(m, 1), _uint(m, 2), _uint(m, 3)
 
 
 def _ld(tag: int, payload: bytes) -> bytes:
@@ -228,7 +275,7 @@ def _frame(kind: CompressionKind, raw: bytes, block: int) -> bytes:
         return raw
     if len(raw) < _SMALLEST_COMPRESSED:
         return ((len(raw) << 1) | 1).to_bytes(3, "little") + raw
-    return compress(kind, raw, block)
+    return compress(kind, raw, block, STREAM_LEVEL)
 
 
 #: ColumnStatistics fields: numberOfValues (1), intStatistics (2), hasNull (10) = false.

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.orc as po
 
 from acidstream.acid.names import ORC_ACID_VERSION, ORC_ACID_VERSION_FILE
-from acidstream.acid.orc.compression import PYARROW_NAMES, kind_of
+from acidstream.acid.orc.compression import PYARROW_NAMES, CompressionKind, kind_of
 from acidstream.acid.orc.events import (
     ACID_KEY_INDEX,
     ACID_STATS,
@@ -189,9 +189,12 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
     return layout
 
 
-def _encode(table: pa.Table, options: WriterOptions) -> pa.Buffer:
+def _encode(table: pa.Table, options: WriterOptions, *, uncompressed: bool = False) -> pa.Buffer:
     sink = pa.BufferOutputStream()
-    po.write_table(table, sink, **options.pyarrow_kwargs())
+    kwargs = options.pyarrow_kwargs()
+    if uncompressed:
+        kwargs["compression"] = PYARROW_NAMES[CompressionKind.NONE]
+    po.write_table(table, sink, **kwargs)
     return sink.getvalue()
 
 
@@ -373,8 +376,14 @@ class AcidWriter:
         takes of one writer) and then call :meth:`flush_encoded` for each result, in take order, on one thread.
         """
         if isinstance(taken, InsertedRows):
+            options = self._options
             return from_inserted_rows(
-                _encode(taken.rows, self._options), taken.write_id, taken.bucket_property, taken.first_row_id
+                _encode(taken.rows, options, uncompressed=True),
+                taken.write_id,
+                taken.bucket_property,
+                taken.first_row_id,
+                compression=kind_of(options.compression),
+                block_size=options.block_size,
             )
         ot, bk, rid = (taken.column(n) for n in EVENT_FIELDS[1:4])
         return from_events(
