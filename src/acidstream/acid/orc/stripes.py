@@ -1,13 +1,15 @@
 """Encoded stripes ready to be appended to an event file, from one in-memory ORC file pyarrow wrote.
 
 Two sources. :func:`from_events`: pyarrow encoded all six event columns; its stripes are taken as they are.
-:func:`from_inserted_rows`: pyarrow encoded only the rows of an insert, and we add the five ACID columns to
-each stripe. For an insert they are constants (operation, originalTransaction, bucket, currentTransaction) and
-one counter (rowId): RLEv2 writes each as a few bytes per 512 rows, while pyarrow, asked to encode them, sets
-up and flushes a zlib stream for each of their ~15 streams per file, which costs more than encoding a commit's
-small files' rows. pyarrow's root struct (its column 0) becomes our ``row`` column (6) and its columns shift
-by six; our streams, encodings and statistics are byte for byte what ORC C++ writes (tests compare them).
-Only for files without a row index stride (streaming deltas): one index entry per stripe, positions all 0.
+:func:`from_inserted_rows`: pyarrow encoded only the rows of an insert, uncompressed, and we add the five ACID
+columns to each stripe and compress every stream. For an insert those columns are constants (operation,
+originalTransaction, bucket, currentTransaction) and one counter (rowId): RLEv2 writes each as a few bytes per
+512 rows, while pyarrow, asked to encode them, sets up and flushes a zlib stream for each of their ~15 streams
+per file, which cost more than encoding a commit's small files' rows (and it does the same for every tiny
+stream of the rows). pyarrow's root struct (its column 0) becomes our ``row`` column (6) and its columns move
+up by six. Decompressed, every stream, encoding and statistic is byte for byte what ORC C++ writes for the same
+events (tests compare them). Only for files without a row index stride (streaming deltas): one index entry per
+stripe, positions all 0.
 """
 
 from __future__ import annotations
