@@ -370,7 +370,8 @@ class AcidWriter:
         return self._take_pending()
 
     def encode_events(self, taken: TakenEvents) -> EncodedEvents:
-        """Second step of :meth:`flush`: pyarrow encodes taken events (GIL released).
+        """Second step of :meth:`flush`: pyarrow encodes taken events (GIL released); inserted rows then get
+        their ACID columns spliced in (Python, well under pyarrow's part).
 
         Touches no writer state, so callers may run it in worker threads for many writers (and for several
         takes of one writer) and then call :meth:`flush_encoded` for each result, in take order, on one thread.
