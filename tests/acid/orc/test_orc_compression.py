@@ -36,6 +36,17 @@ def test_incompressible_chunks_are_stored_original(kind: CompressionKind) -> Non
 
 
 @pytest.mark.parametrize("kind", KINDS[1:])
+def test_chunks_below_smallest_stay_original(kind: CompressionKind) -> None:
+    """Zeros compress well, but a chunk shorter than ``smallest`` is stored without trying; longer ones are not."""
+    assert compress(kind, bytes(100), 1024, smallest=128) == ((100 << 1) | 1).to_bytes(3, "little") + bytes(
+        100
+    )
+    packed = compress(kind, bytes(200), 1024, smallest=128)
+    assert int.from_bytes(packed[:3], "little") & 1 == 0 and len(packed) < 200
+    assert decompress(kind, packed, 1024) == bytes(200)
+
+
+@pytest.mark.parametrize("kind", KINDS[1:])
 def test_we_read_pyarrow_tails(kind: CompressionKind) -> None:
     """Tails compressed by ORC C++ decode with our codec implementation."""
     sink = pa.BufferOutputStream()

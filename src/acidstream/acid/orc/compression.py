@@ -124,10 +124,14 @@ def _decompress_one(kind: CompressionKind, data: bytes, block_size: int) -> byte
     raise CompressionError(f"cannot decompress {kind.name}")
 
 
-def compress(kind: CompressionKind, data: bytes, block_size: int, level: int = TAIL_LEVEL) -> bytes:
+def compress(
+    kind: CompressionKind, data: bytes, block_size: int, level: int = TAIL_LEVEL, smallest: int = 0
+) -> bytes:
     """ORC-frame ``data``: split into ``block_size`` chunks, compress each, keep the original if not smaller.
 
-    ``level``: zlib's compression level (the other codecs use their defaults)."""
+    ``level``: zlib's compression level (the other codecs use their defaults). ``smallest``: chunks shorter
+    than this stay original without trying (an "original" chunk is valid in every ORC reader, and for a few
+    bytes setting up the codec costs more than it could save)."""
     if kind == CompressionKind.NONE:
         return data
     if not 0 < block_size <= _MAX_CHUNK:
@@ -135,7 +139,7 @@ def compress(kind: CompressionKind, data: bytes, block_size: int, level: int = T
     out = bytearray()
     for start in range(0, len(data), block_size):
         chunk = data[start : start + block_size]
-        packed = _compress_one(kind, chunk, level)
+        packed = _compress_one(kind, chunk, level) if len(chunk) >= smallest else chunk
         if len(packed) < len(chunk):
             out += (len(packed) << 1).to_bytes(3, "little") + packed
         else:

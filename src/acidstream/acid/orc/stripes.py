@@ -118,12 +118,12 @@ def from_inserted_rows(
 
 #: ORC's Stream kinds and ColumnEncoding kinds that matter here.
 _DATA, _ROW_INDEX = 1, 6
-_INDEX_KINDS = frozenset({6, 7, 8})  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
+_INDEX_KINDS = frozenset({_ROW_INDEX, 7, 8})  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
 _DIRECT, _DIRECT_V2 = 0, 2
 #: Our columns: 0 (the event struct), 1..5 (the ACID ints); pyarrow's columns move up by this much.
 SHIFT = 6
-#: Streams shorter than this are stored as they are (an "original" chunk, valid in every ORC reader): deflate
-#: cannot make a few bytes much shorter, and setting it up costs more than everything else we do per stream.
+#: Streams shorter than this are stored as they are (see ``compress``'s ``smallest``): deflate cannot make a
+#: few bytes much shorter, and setting it up costs more than everything else we do per stream.
 _SMALLEST_COMPRESSED = 128
 
 
@@ -260,24 +260,22 @@ _OUR_ENCODINGS = b"".join(
 )
 
 
+def _stream_head(kind: int, column: int) -> bytes:
+    """A Stream message (kind, column, length) up to its length."""
+    return b"\x08" + encode_varint(kind) + b"\x10" + encode_varint(column) + b"\x18"
+
+
 def _stream(kind: int, column: int, length: int) -> bytes:
-    """A Stream message: kind, column, length."""
-    return b"\x08" + encode_varint(kind) + b"\x10" + encode_varint(column) + b"\x18" + encode_varint(length)
+    return _stream_head(kind, column) + encode_varint(length)
 
 
-#: Our streams' Stream messages up to their length: ROW_INDEX of columns 0..5, DATA of columns 1..5.
-_INDEX_STREAM = [
-    b"\x08" + encode_varint(_ROW_INDEX) + b"\x10" + encode_varint(c) + b"\x18" for c in range(SHIFT)
-]
-_DATA_STREAM = [b"\x08" + encode_varint(_DATA) + b"\x10" + encode_varint(c) + b"\x18" for c in range(SHIFT)]
+#: Our streams' heads: ROW_INDEX of columns 0..5, DATA of columns 1..5 (made once, not per stripe).
+_INDEX_STREAM = [_stream_head(_ROW_INDEX, c) for c in range(SHIFT)]
+_DATA_STREAM = [_stream_head(_DATA, c) for c in range(SHIFT)]
 
 
 def _frame(kind: CompressionKind, raw: bytes, block: int) -> bytes:
-    if kind == CompressionKind.NONE:
-        return raw
-    if len(raw) < _SMALLEST_COMPRESSED:
-        return ((len(raw) << 1) | 1).to_bytes(3, "little") + raw
-    return compress(kind, raw, block, STREAM_LEVEL)
+    return compress(kind, raw, block, STREAM_LEVEL, _SMALLEST_COMPRESSED)
 
 
 #: ColumnStatistics fields: numberOfValues (1), intStatistics (2), hasNull (10) = false.
