@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from acidstream.acid.orc.compression import STREAM_LEVEL, CompressionKind, compress
+from acidstream.acid.orc.compression import CompressionKind, compress
 from acidstream.acid.orc.events import RecordKey
 from acidstream.acid.orc.protobuf import (
     VARINT,
@@ -275,7 +275,7 @@ _DATA_STREAM = [_stream_head(_DATA, c) for c in range(SHIFT)]
 
 
 def _frame(kind: CompressionKind, raw: bytes, block: int) -> bytes:
-    return compress(kind, raw, block, STREAM_LEVEL, _SMALLEST_COMPRESSED)
+    return compress(kind, raw, block, _SMALLEST_COMPRESSED)
 
 
 #: ColumnStatistics fields: numberOfValues (1), intStatistics (2), hasNull (10) = false.
