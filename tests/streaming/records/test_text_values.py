@@ -18,6 +18,7 @@ from acidstream.streaming.records.text_values import (
     convert,
     decode_binary,
     java_double_str,
+    split_fields,
 )
 
 BAD = object()  # marks a value Hive turns into NULL because it does not parse
@@ -256,3 +257,56 @@ def test_buffer_scans_only_skip_checks_that_would_change_nothing(
         exact = convert(column, parse_type(type_text), fmt)
     assert fast.values.equals(exact.values)
     assert fast.bad.tolist() == exact.bad.tolist()
+
+
+def python_split(
+    texts: list[str | None], separator: str, count: int
+) -> tuple[list[list[str | None]], list[int]]:
+    parts = [t.split(separator) if t is not None else [] for t in texts]
+    fields = [[p[i] if i < len(p) else None for p in parts] for i in range(count)]
+    return fields, [len(p) for p in parts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.text(alphabet="ab,\x01é¦", max_size=8)), max_size=12),
+    st.sampled_from([",", "\x01", "¦"]),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=0, max_value=3),
+)
+def test_split_fields_is_str_split(texts: list[str | None], separator: str, count: int, skip: int) -> None:
+    """Uniform records take the byte-level path (one-byte separator, no nulls, ``count`` fields each), the rest
+    split_pattern; both must agree with str.split, on sliced arrays too."""
+    array = pa.array(["pad"] * skip + texts, pa.large_string()).slice(skip)
+    fields, counts = split_fields(array, separator, count)
+    expected_fields, expected_counts = python_split(texts, separator, count)
+    assert [f.to_pylist() for f in fields] == expected_fields
+    assert counts.tolist() == expected_counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=4).flatmap(
+        lambda count: st.tuples(
+            st.just(count),
+            st.lists(
+                st.lists(st.text(alphabet="ab\x02é", max_size=5), min_size=count, max_size=count), min_size=1
+            ),
+        )
+    ),
+    st.integers(min_value=0, max_value=3),
+)
+def test_split_fields_of_uniform_records(records: tuple[int, list[list[str]]], skip: int) -> None:
+    count, rows = records
+    texts = ["\x01".join(r) for r in rows]
+    array = pa.array(["pad"] * skip + texts, pa.large_string()).slice(skip)
+    fields, counts = split_fields(array, "\x01", count)
+    assert [f.to_pylist() for f in fields] == [list(column) for column in zip(*rows, strict=True)]
+    assert counts.tolist() == [count] * len(rows)
+
+
+def test_split_fields_uniform_records_keep_empty_fields() -> None:
+    array = pa.array(["1,", ",2", ",", "3,4"], pa.large_string())
+    fields, counts = split_fields(array, ",", 2)
+    assert [f.to_pylist() for f in fields] == [["1", "", "", "3"], ["", "2", "", "4"]]
+    assert counts.tolist() == [2, 2, 2, 2]
