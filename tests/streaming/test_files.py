@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ from acidstream.acid.names import ORC_ACID_VERSION_FILE
 from acidstream.acid.orc import WriterOptions, read_events
 from acidstream.acid.types import parse_columns
 from acidstream.errors import StreamingIOFailure
+from acidstream.streaming import files as files_module
 from acidstream.streaming.files import BatchFiles, Destination
 
 COLS = parse_columns("id int, msg string")
@@ -67,3 +69,31 @@ def test_a_directory_that_cannot_be_made_is_a_streaming_io_failure(tmp_path: Pat
     files = one_txn_files(pafs.LocalFileSystem())
     with pytest.raises(StreamingIOFailure, match="cannot create"):
         files.insert(Destination((), "", str(tmp_path / "t")), 0, 1, rows(1))
+
+
+def test_flush_encodes_on_its_own_thread_what_no_worker_started(tmp_path: Path) -> None:
+    """With every encode worker busy, the flushing thread runs the queued encodes itself instead of waiting."""
+    pool = files_module._encode_pool()
+    release = threading.Event()
+    blockers = [pool.submit(release.wait, 30) for _ in range(pool._max_workers)]
+    try:
+        files = one_txn_files(pafs.LocalFileSystem())
+        dest = Destination((), "", str(tmp_path / "t"))
+        for bucket in range(3):
+            files.insert(dest, bucket, 1, rows(10 + bucket, 20 + bucket))
+            files.encode_ahead(dest, bucket)  # queued behind the blockers
+        files.flush()
+        assert not any(b.done() for b in blockers)  # the flush did not wait for a worker
+    finally:
+        release.set()
+    files.close()
+    delta = tmp_path / "t" / "delta_0000001_0000001"
+    got = {
+        b: read_events(pafs.LocalFileSystem(), str(delta / f"bucket_0000{b}"))
+        .column("row")
+        .combine_chunks()
+        .field("id")
+        .to_pylist()
+        for b in range(3)
+    }
+    assert got == {0: [10, 20], 1: [11, 21], 2: [12, 22]}
