@@ -127,6 +127,10 @@ def compress(kind: CompressionKind, data: bytes, block_size: int, smallest: int 
         return data
     if not 0 < block_size <= _MAX_CHUNK:
         raise ValueError(f"compression block size {block_size} out of range")
+    if (
+        0 < len(data) < smallest and len(data) <= block_size
+    ):  # one original chunk: the common case of tiny streams
+        return ((len(data) << 1) | 1).to_bytes(3, "little") + data
     out = bytearray()
     for start in range(0, len(data), block_size):
         chunk = data[start : start + block_size]

@@ -7,9 +7,10 @@ originalTransaction, bucket, currentTransaction) and one counter (rowId): RLEv2 
 512 rows, while pyarrow, asked to encode them, sets up and flushes a zlib stream for each of their ~15 streams
 per file, which cost more than encoding a commit's small files' rows (and it does the same for every tiny
 stream of the rows). pyarrow's root struct (its column 0) becomes our ``row`` column (6) and its columns move
-up by six. Decompressed, every stream, encoding and statistic is byte for byte what ORC C++ writes for the same
-events (tests compare them). Only for files without a row index stride (streaming deltas): one index entry per
-stripe, positions all 0.
+up by six. Decompressed, every data stream, encoding and statistic is byte for byte what ORC C++ writes for the
+same events (tests compare them). Only for files that declare no row index (stride 0, streaming deltas, as Hive's
+streaming writer makes them): the stripes have no index streams, and pyarrow's one-entry row indexes (it refuses
+stride 0) are dropped.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def from_inserted_rows(
         n = _uint(info, STRIPE.NUMBER_OF_ROWS)
         ints = _insert_columns(write_id, bucket_property, first_row_id + rows)
         stats = [_struct_stats(n), *(c.statistics(n) for c in ints)]
-        stripe, info = _splice_stripe(raw, info, compression, block_size, ints, stats)
+        stripe, info = _splice_stripe(raw, info, compression, block_size, ints)
         info.set_uint(STRIPE.OFFSET, offset)
         body.append(stripe)
         stripes.append(info)
@@ -133,10 +134,10 @@ def _splice_stripe(
     kind: CompressionKind,
     block: int,
     ints: Sequence[_Constant | _Counter],
-    stats: Sequence[bytes],
 ) -> tuple[bytes, Message]:
-    """Our index streams, theirs, our data streams, theirs (each compressed now), and a footer listing them
-    all in that order."""
+    """Our data streams, then theirs (each compressed now), and a footer listing them in that order. No index
+    streams: the file declares no row index (stride 0), as Hive's streaming writer does, so pyarrow's are
+    dropped."""
     fields = {number: value for number, _, value in info.fields}
     start, index_len, data_len, footer_len, n = (
         int(fields.get(k, 0))
@@ -150,15 +151,8 @@ def _splice_stripe(
     )
     footer_at = start + index_len + data_len
     footer = Message.decode(raw[footer_at : footer_at + footer_len])
-    compressed = kind != CompressionKind.NONE
-    # a RowIndex of one entry: positions (stream offset(s) and RLE offset, all 0) and statistics; a struct
-    # has no positions (its PRESENT stream is suppressed)
-    positions = b"\x0a\x03\x00\x00\x00" if compressed else b"\x0a\x02\x00\x00"
-    index = [_frame(kind, _ld(0x0A, _ld(0x12, stats[0])), block)]
-    index += [_frame(kind, _ld(0x0A, positions + _ld(0x12, s)), block) for s in stats[1:]]
-    data = [_frame(kind, c.rle(n), block) for c in ints]
-    their_streams: list[tuple[int, int, bytes]] = []  # kind, column, uncompressed body
-    data_streams: dict[int, int] = {}  # column -> its data-area streams (each one has positions)
+    parts = [_frame(kind, c.rle(n), block) for c in ints]
+    listed = [_DATA_STREAM[col] + encode_varint(len(b)) for col, b in enumerate(parts, start=1)]
     their_encodings: list[bytes] = []
     other: list[tuple[int, int, int | bytes]] = []
     pos = start
@@ -167,74 +161,27 @@ def _splice_stripe(
         if number == 1:
             assert isinstance(value, bytes)
             stream_kind, column, length = _stream_fields(value)
-            their_streams.append((stream_kind, column, raw[pos : pos + length]))
             if stream_kind not in _INDEX_KINDS:
-                data_streams[column] = data_streams.get(column, 0) + 1
+                framed = _frame(kind, raw[pos : pos + length], block)
+                parts.append(framed)
+                listed.append(_stream(stream_kind, column + SHIFT, len(framed)))
             pos += length
         elif number == 2:
             assert isinstance(value, bytes)
             their_encodings.append(_ld(0x12, value))
         else:
             other.append(field)
-    their_index, their_data, their_index_streams, their_data_streams = [], [], [], []
-    for stream_kind, column, body in their_streams:
-        if stream_kind == _ROW_INDEX and compressed:
-            body = _widen_positions(body, data_streams.get(column, 0))
-        framed = _frame(kind, body, block)
-        listed = _ld(0x0A, _stream(stream_kind, column + SHIFT, len(framed)))
-        if stream_kind in _INDEX_KINDS:
-            their_index.append(framed)
-            their_index_streams.append(listed)
-        else:
-            their_data.append(framed)
-            their_data_streams.append(listed)
     new_footer = _frame(
         kind,
-        b"".join(
-            (
-                *(_ld(0x0A, _INDEX_STREAM[col] + encode_varint(len(b))) for col, b in enumerate(index)),
-                *their_index_streams,
-                *(
-                    _ld(0x0A, _DATA_STREAM[col] + encode_varint(len(b)))
-                    for col, b in enumerate(data, start=1)
-                ),
-                *their_data_streams,
-                _OUR_ENCODINGS,
-                *their_encodings,
-                encode_fields(other),
-            )
-        ),
+        b"".join((*(_ld(0x0A, s) for s in listed), _OUR_ENCODINGS, *their_encodings, encode_fields(other))),
         block,
     )
-    index_part, data_part = b"".join((*index, *their_index)), b"".join((*data, *their_data))
+    data_part = b"".join(parts)
     out = info.copy()
-    out.set_uint(STRIPE.INDEX_LENGTH, len(index_part))
+    out.set_uint(STRIPE.INDEX_LENGTH, 0)
     out.set_uint(STRIPE.DATA_LENGTH, len(data_part))
     out.set_uint(STRIPE.FOOTER_LENGTH, len(new_footer))
-    return index_part + data_part + new_footer, out
-
-
-def _widen_positions(row_index: bytes, streams: int) -> bytes:
-    """An uncompressed column's one-entry RowIndex as a compressed one: every stream's position in it gains
-    the offset inside its compression chunk. All positions are 0 (the entry is the stripe's first row)."""
-    entries = []
-    for number, _, entry in Message.decode(row_index).fields:
-        if number != 1 or not isinstance(entry, bytes):
-            raise ValueError("a RowIndex holds only entries")
-        decoded = Message.decode(entry)
-        positions = decoded.packed_uints(1)
-        if any(positions):
-            raise ValueError(f"row index entry at a row other than the stripe's first: {positions}")
-        statistics = decoded.bytes_(2)
-        widened = len(positions) + streams
-        entries.append(
-            _ld(
-                0x0A,
-                (_ld(0x0A, bytes(widened)) if widened else b"")
-                + (_ld(0x12, statistics) if statistics is not None else b""),
-            )
-        )
-    return b"".join(entries)
+    return data_part + new_footer, out
 
 
 def _stream_fields(stream: bytes) -> tuple[int, int, int]:
@@ -269,8 +216,7 @@ def _stream(kind: int, column: int, length: int) -> bytes:
     return _stream_head(kind, column) + encode_varint(length)
 
 
-#: Our streams' heads: ROW_INDEX of columns 0..5, DATA of columns 1..5 (made once, not per stripe).
-_INDEX_STREAM = [_stream_head(_ROW_INDEX, c) for c in range(SHIFT)]
+#: Our streams' heads: DATA of columns 1..5 (made once, not per stripe).
 _DATA_STREAM = [_stream_head(_DATA, c) for c in range(SHIFT)]
 
 

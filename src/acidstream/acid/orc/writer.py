@@ -52,7 +52,8 @@ MiB = 1 << 20
 #: delta block size cannot be used; 64 KiB is the closest it accepts.
 DELTA_BLOCK_SIZE = 64 * KiB
 #: pyarrow rejects row_index_stride=0 ("no row index"); the largest positive Java int gives one index entry
-#: per stripe (a few bytes) and a footer value every ORC reader handles.
+#: per stripe. Our files declare stride 0 all the same, as Hive's streaming writer's do: spliced stripes leave
+#: pyarrow's index out, and readers ignore index streams where the stride is 0 (stripes pyarrow encoded whole).
 NO_ROW_INDEX_STRIDE = (1 << 31) - 1
 
 
@@ -172,6 +173,8 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
         data = _encode(schema.empty_table(), options)
         tail = read_tail(pa.BufferReader(data), data.size)
         _patch_types(tail.footer, [c.type for c in columns])
+        if options.optimized:
+            tail.footer.set_uint(FOOTER.ROW_INDEX_STRIDE, 0)
         layout = _Layout(
             fields,
             row_type,
@@ -511,7 +514,7 @@ class AcidWriter:
     def _take_pending(self) -> TakenEvents | None:
         """One run of inserted rows when that is all there is; otherwise every buffered item as events.
 
-        Not for files with a row index stride (the splice writes one index entry per stripe), nor for tables
+        Not for files with a row index stride (spliced stripes have no index streams), nor for tables
         with a struct anywhere in their columns: pyarrow 26 writes a *top-level* struct column that is a slice
         misaligned (the rows of a commit are slices of one routed batch), while inside ``row`` it is right.
         """
