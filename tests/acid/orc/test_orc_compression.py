@@ -44,6 +44,11 @@ def test_chunks_below_smallest_stay_original(kind: CompressionKind) -> None:
     packed = compress(kind, bytes(200), 1024, smallest=128)
     assert int.from_bytes(packed[:3], "little") & 1 == 0 and len(packed) < 200
     assert decompress(kind, packed, 1024) == bytes(200)
+    assert compress(kind, b"", 1024, smallest=128) == b""  # an empty stream has no chunk at all
+    # past the block size, small chunks stay original one by one
+    tail = compress(kind, bytes(1100), 1024, smallest=128)
+    assert tail[-79:] == ((76 << 1) | 1).to_bytes(3, "little") + bytes(76)
+    assert decompress(kind, tail, 1024) == bytes(1100)
 
 
 @pytest.mark.parametrize("kind", KINDS[1:])
