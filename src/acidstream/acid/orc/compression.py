@@ -127,9 +127,8 @@ def compress(kind: CompressionKind, data: bytes, block_size: int, smallest: int 
         return data
     if not 0 < block_size <= _MAX_CHUNK:
         raise ValueError(f"compression block size {block_size} out of range")
-    if (
-        0 < len(data) < smallest and len(data) <= block_size
-    ):  # one original chunk: the common case of tiny streams
+    # one original chunk: the common case of tiny streams
+    if 0 < len(data) < smallest and len(data) <= block_size:
         return ((len(data) << 1) | 1).to_bytes(3, "little") + data
     out = bytearray()
     for start in range(0, len(data), block_size):
