@@ -26,7 +26,10 @@ def merge(a: Message, b: Message) -> Message:
     """Statistics of the union of the values ``a`` and ``b`` describe."""
     out = Message()
     out.set_uint(NUMBER_OF_VALUES, (a.uint(NUMBER_OF_VALUES, 0) or 0) + (b.uint(NUMBER_OF_VALUES, 0) or 0))
+    present = {f[0] for f in a.fields} | {f[0] for f in b.fields}  # a column has one kind, if any
     for kind, merger in _KINDS.items():
+        if kind not in present:
+            continue
         part = _merge_kind(a, b, kind, merger)
         if part is not None:
             out.set_message(kind, part)
