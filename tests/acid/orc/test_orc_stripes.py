@@ -177,6 +177,27 @@ def test_pyarrow_columns_move_up_by_six() -> None:
     assert len(encoded.statistics) == SHIFT + len(theirs)
 
 
+def test_nested_rows_drop_pyarrow_root() -> None:
+    """Rows given as one struct column: that column (pyarrow's 1) is our `row`, its fields follow from 7."""
+    data = rows(100)
+    nested = pa.table(
+        {
+            "row": pa.StructArray.from_arrays(
+                [c.combine_chunks() for c in data.columns], names=data.column_names
+            )
+        }
+    )
+    sink = pa.BufferOutputStream()
+    po.write_table(nested, sink, **{**WriterOptions().pyarrow_kwargs(), "compression": "UNCOMPRESSED"})  # type: ignore[arg-type]
+    encoded = from_inserted_rows(
+        sink.getvalue(), 3, B0, 0, compression=CompressionKind.ZLIB, block_size=64 << 10, nested=True
+    )
+    tail = read_tail(pa.BufferReader(sink.getvalue()), sink.getvalue().size)
+    theirs = tail.footer.repeated_bytes(FOOTER.STATISTICS)
+    assert encoded.statistics[SHIFT:] == theirs[1:]
+    assert len(encoded.statistics) == SHIFT + len(theirs) - 1
+
+
 def test_compressed_rows_are_refused() -> None:
     """Their streams would be compressed twice: only uncompressed rows splice."""
     sink = pa.BufferOutputStream()
@@ -186,15 +207,18 @@ def test_compressed_rows_are_refused() -> None:
 
 
 @pytest.mark.parametrize("compression", ["ZLIB", "NONE", "SNAPPY", "ZSTD"])
-def test_every_type_but_structs_is_what_orc_cpp_writes(tmp_path: Path, compression: str) -> None:
+@pytest.mark.parametrize("with_struct", [False, True])
+def test_every_type_is_what_orc_cpp_writes(tmp_path: Path, compression: str, with_struct: bool) -> None:
     """Every stream of every column kind, compressed here with every codec: timestamps and decimals (DATA +
-    SECONDARY), strings and lists (LENGTH), nulls (PRESENT) — as ORC C++'s own."""
-    columns = [c for c in parse_columns(ALL_TYPES) if c.name != "st"]
-    data = all_type_rows(columns, 300)
+    SECONDARY), strings and lists (LENGTH), nulls (PRESENT) — as ORC C++'s own. Rows are slices (as routed
+    rows are); with a struct column pyarrow gets them nested in one struct column, whose root we drop."""
+    columns = [c for c in parse_columns(ALL_TYPES) if with_struct or c.name != "st"]
+    data = all_type_rows(columns, 700).slice(150, 300)
     path, ref = str(tmp_path / "delta_1_1" / "bucket_00000"), str(tmp_path / "ref.orc")
     options = WriterOptions(compression=compression)
     w = AcidWriter(pafs.LocalFileSystem(), path, columns, options=options, side_file=False)
-    w.insert(4, B0, data)
+    w.insert(4, B0, data.slice(0, 100))
+    w.insert(4, B0, data.slice(100))
     w.close()
     events = read_events(pafs.LocalFileSystem(), path)
     assert pa.Table.from_struct_array(events.column("row").combine_chunks()).equals(data)

@@ -7,7 +7,8 @@ originalTransaction, bucket, currentTransaction) and one counter (rowId): RLEv2 
 512 rows, while pyarrow, asked to encode them, sets up and flushes a zlib stream for each of their ~15 streams
 per file, which cost more than encoding a commit's small files' rows (and it does the same for every tiny
 stream of the rows). pyarrow's root struct (its column 0) becomes our ``row`` column (6) and its columns move
-up by six. Decompressed, every data stream, encoding and statistic is byte for byte what ORC C++ writes for the
+up by six; rows with a struct column come nested in one struct column instead, which becomes ``row``, and
+pyarrow's root is dropped. Decompressed, every data stream, encoding and statistic is byte for byte what ORC C++ writes for the
 same events (tests compare them). Only for files that declare no row index (stride 0, streaming deltas, as Hive's
 streaming writer makes them): the stripes have no index streams, and pyarrow's one-entry row indexes (it refuses
 stride 0) are dropped.
@@ -77,14 +78,18 @@ def from_inserted_rows(
     *,
     compression: CompressionKind,
     block_size: int,
+    nested: bool = False,
 ) -> EncodedEvents:
     """The stripes of an uncompressed file of rows (written without a row index stride), as insert events
     compressed with ``compression``.
 
     Row i of the file gets rowId ``first_row_id + i``, originalTransaction = currentTransaction = ``write_id``.
     pyarrow compressing the rows itself would set up a compressor for each of their streams, tiny ones
-    included, which costs more than compressing the few streams worth it here.
+    included, which costs more than compressing the few streams worth it here. ``nested``: the file holds
+    one struct column of the rows (pyarrow's column 1 is then ``row``, and its root is dropped), for rows with
+    struct columns, which pyarrow misplaces at the top level when they are slices.
     """
+    drop = 1 if nested else 0
     tail = read_tail(pa.BufferReader(data), data.size)
     if tail.compression != CompressionKind.NONE:
         raise ValueError(f"rows must come uncompressed, not {tail.compression.name}")
@@ -99,10 +104,12 @@ def from_inserted_rows(
         n = _uint(info, STRIPE.NUMBER_OF_ROWS)
         ints = _insert_columns(write_id, bucket_property, first_row_id + rows)
         stats = [_struct_stats(n), *(c.statistics(n) for c in ints)]
-        stripe, info = _splice_stripe(raw, info, compression, block_size, ints)
+        stripe, info = _splice_stripe(raw, info, compression, block_size, ints, drop)
         info.set_uint(STRIPE.OFFSET, offset)
         body.append(stripe)
         stripes.append(info)
+        if drop:  # StripeStatistics: repeated colStats (1), one per column
+            theirs = b"".join(_ld(0x0A, c) for c in Message.decode(theirs).repeated_bytes(1)[drop:])
         stripe_stats.append(b"".join([_ld(0x0A, s) for s in stats]) + theirs)
         offset += len(stripe)
         rows += n
@@ -111,7 +118,7 @@ def from_inserted_rows(
         stats = [_struct_stats(rows)]
         stats += [c.statistics(rows) for c in _insert_columns(write_id, bucket_property, first_row_id)]
     return EncodedEvents(
-        body, stripes, stripe_stats, stats + tail.footer.repeated_bytes(FOOTER.STATISTICS), keys, rows
+        body, stripes, stripe_stats, stats + tail.footer.repeated_bytes(FOOTER.STATISTICS)[drop:], keys, rows
     )
 
 
@@ -134,10 +141,11 @@ def _splice_stripe(
     kind: CompressionKind,
     block: int,
     ints: Sequence[_Constant | _Counter],
+    drop: int,
 ) -> tuple[bytes, Message]:
-    """Our data streams, then theirs (each compressed now), and a footer listing them in that order. No index
-    streams: the file declares no row index (stride 0), as Hive's streaming writer does, so pyarrow's are
-    dropped."""
+    """Our data streams, then theirs (each compressed now), and a footer listing them in that order; their
+    first ``drop`` columns are left out. No index streams: the file declares no row index (stride 0), as
+    Hive's streaming writer does, so pyarrow's are dropped."""
     fields = {number: value for number, _, value in info.fields}
     start, index_len, data_len, footer_len, n = (
         int(fields.get(k, 0))
@@ -161,10 +169,10 @@ def _splice_stripe(
         if number == 1:
             assert isinstance(value, bytes)
             stream_kind, column, length = _stream_fields(value)
-            if stream_kind not in _INDEX_KINDS:
+            if stream_kind not in _INDEX_KINDS and column >= drop:
                 framed = _frame(kind, raw[pos : pos + length], block)
                 parts.append(framed)
-                listed.append(_stream(stream_kind, column + SHIFT, len(framed)))
+                listed.append(_stream(stream_kind, column + SHIFT - drop, len(framed)))
             pos += length
         elif number == 2:
             assert isinstance(value, bytes)
@@ -173,7 +181,9 @@ def _splice_stripe(
             other.append(field)
     new_footer = _frame(
         kind,
-        b"".join((*(_ld(0x0A, s) for s in listed), _OUR_ENCODINGS, *their_encodings, encode_fields(other))),
+        b"".join(
+            (*(_ld(0x0A, s) for s in listed), _OUR_ENCODINGS, *their_encodings[drop:], encode_fields(other))
+        ),
         block,
     )
     data_part = b"".join(parts)

@@ -381,13 +381,15 @@ class AcidWriter:
         """
         if isinstance(taken, InsertedRows):
             options = self._options
+            nested = bool(self._struct_columns)
             return from_inserted_rows(
-                _encode(taken.rows, options, uncompressed=True),
+                _encode(self._nested(taken.rows) if nested else taken.rows, options, uncompressed=True),
                 taken.write_id,
                 taken.bucket_property,
                 taken.first_row_id,
                 compression=kind_of(options.compression),
                 block_size=options.block_size,
+                nested=nested,
             )
         ot, bk, rid = (taken.column(n) for n in EVENT_FIELDS[1:4])
         return from_events(
@@ -514,9 +516,7 @@ class AcidWriter:
     def _take_pending(self) -> TakenEvents | None:
         """One run of inserted rows when that is all there is; otherwise every buffered item as events.
 
-        Not for files with a row index stride (spliced stripes have no index streams), nor for tables
-        with a struct anywhere in their columns: pyarrow 26 writes a *top-level* struct column that is a slice
-        misaligned (the rows of a commit are slices of one routed batch), while inside ``row`` it is right.
+        Not for files with a row index stride (spliced stripes have no index streams).
         """
         pending = self._pending
         if not pending:
@@ -526,7 +526,6 @@ class AcidWriter:
         if (
             isinstance(first, InsertedRows)
             and self._options.optimized
-            and not self._struct_columns
             and all(isinstance(p, InsertedRows) and p.follows(q) for q, p in itertools.pairwise(pending))
         ):
             rows = pa.Table.from_batches(
@@ -534,6 +533,19 @@ class AcidWriter:
             )
             return InsertedRows(rows, first.write_id, first.bucket_property, first.first_row_id)
         return pa.Table.from_batches([self._as_events(p) for p in pending], schema=self._schema)
+
+    def _nested(self, rows: pa.Table) -> pa.Table:
+        """The rows as one struct column, as inside ``row``: pyarrow 26 writes a *top-level* struct column that
+        is a slice misaligned (the rows of a commit are slices of one routed batch), a nested one right."""
+        return pa.Table.from_batches(
+            [
+                pa.RecordBatch.from_arrays(
+                    [pa.StructArray.from_arrays(batch.columns, fields=self._row_fields)], names=["row"]
+                )
+                for batch in rows.to_batches()
+            ],
+            schema=pa.schema([pa.field("row", self._row_type)]),
+        )
 
     def _as_events(self, item: pa.RecordBatch | InsertedRows) -> pa.RecordBatch:
         """Inserted rows as the six event columns (events as they are)."""
