@@ -120,9 +120,8 @@ def _decompress_one(kind: CompressionKind, data: bytes, block_size: int) -> byte
 def compress(kind: CompressionKind, data: bytes, block_size: int, smallest: int = 0) -> bytes:
     """ORC-frame ``data``: split into ``block_size`` chunks, compress each, keep the original if not smaller.
 
-    ``smallest``: chunks shorter
-    than this stay original without trying (an "original" chunk is valid in every ORC reader, and for a few
-    bytes setting up the codec costs more than it could save)."""
+    ``smallest``: chunks shorter than this stay original without trying (an "original" chunk is valid in
+    every ORC reader, and for a few bytes setting up the codec costs more than it could save)."""
     if kind == CompressionKind.NONE:
         return data
     if not 0 < block_size <= _MAX_CHUNK:
