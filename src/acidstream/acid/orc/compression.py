@@ -55,9 +55,9 @@ def kind_of(name: str) -> CompressionKind:
     return kind
 
 
-#: ISA-L's deflate level (0-3) for everything we compress: its level 1 runs about five times faster than zlib's
-#: level 2 (ORC C++'s SPEED level, which pyarrow uses) and, on streaming data, packs a little tighter. The output
-#: is plain raw deflate, which every ORC reader's inflater reads.
+#: ISA-L's deflate level (0-3) for everything we compress: its level 1 runs about five times faster than
+#: zlib's level 2 (ORC C++'s SPEED level, which pyarrow uses) and, on streaming data, packs a little tighter.
+#: The output is plain raw deflate, which every ORC reader's inflater reads.
 DEFLATE_LEVEL = 1
 
 

@@ -8,10 +8,10 @@ originalTransaction, bucket, currentTransaction) and one counter (rowId): RLEv2 
 per file, which cost more than encoding a commit's small files' rows (and it does the same for every tiny
 stream of the rows). pyarrow's root struct (its column 0) becomes our ``row`` column (6) and its columns move
 up by six; rows with a struct column come nested in one struct column instead, which becomes ``row``, and
-pyarrow's root is dropped. Decompressed, every data stream, encoding and statistic is byte for byte what ORC C++ writes for the
-same events (tests compare them). Only for files that declare no row index (stride 0, streaming deltas, as Hive's
-streaming writer makes them): the stripes have no index streams, and pyarrow's one-entry row indexes (it refuses
-stride 0) are dropped.
+pyarrow's root is dropped. Decompressed, every data stream, encoding and statistic is byte for byte what ORC
+C++ writes for the same events (tests compare them). Only for files that declare no row index (stride 0,
+streaming deltas, as Hive's streaming writer makes them): the stripes have no index streams, and pyarrow's
+one-entry row indexes (it refuses stride 0) are dropped.
 """
 
 from __future__ import annotations

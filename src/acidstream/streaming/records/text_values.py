@@ -109,10 +109,10 @@ def split_fields(text: pa.Array, separator: str, count: int) -> tuple[list[pa.Ar
         return uniform, np.full(len(text), count, dtype=np.int64)
     parts = pc.split_pattern(text, separator)
     lengths = np.asarray(pc.fill_null(pc.list_value_length(parts), 0).to_numpy(), dtype=np.int64)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
     flat = parts.flatten()
-    fewest = int(lengths.min()) if len(lengths) and parts.null_count == 0 else 0
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
     fields = []
+    fewest = int(lengths.min()) if len(lengths) and parts.null_count == 0 else 0
     for i in range(count):
         if i < fewest:  # every row has field i: no gather with nulls needed
             fields.append(pc.list_element(parts, i))
