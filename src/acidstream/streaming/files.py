@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import resource
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -77,9 +77,10 @@ class BatchFiles:
         self._unflushed: dict[tuple[str, int], int] = {}
         self._encoding: dict[tuple[str, int], list[_Encoding]] = {}
         self._ready_dirs: set[str] = set()  # delta directories made (with their version file) for this batch
-        # A local file is made in microseconds: inline. Elsewhere each file is a round trip: in the file pool,
-        # overlapping the routing of the other rows.
-        self._create_in = None if isinstance(fs, pafs.LocalFileSystem) else _file_pool()
+        # A local file is made or closed in microseconds: inline (a hand-over to a pool thread costs more).
+        # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
+        # other at close.
+        self._io_pool = None if isinstance(fs, pafs.LocalFileSystem) else _file_pool()
         self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
@@ -123,7 +124,7 @@ class BatchFiles:
             self.columns,
             options=self.options,
             side_file=self.min_write_id != self.max_write_id,
-            create_in=self._create_in,
+            create_in=self._io_pool,
             directory_ready=True,
         )
         key = (dest.name, bucket_id)
@@ -193,9 +194,10 @@ class BatchFiles:
         elif self._encoding:
             self.flush()  # every event a writer counted is in its file
         self.closed = True
-        failures = _each_parallel(
+        failures = _each(
             list(self._writers),
             lambda key: self._writers[key].abort_close() if abort else self._writers[key].close(),
+            self._io_pool,
         )
         if failures:
             raise StreamingIOFailure("closing batch files failed: " + self._describe(failures)) from failures[
@@ -253,10 +255,11 @@ _encode_pool = _LazyPool("acidstream-encode", max(1, min(8, (os.cpu_count() or 1
 _file_pool = _LazyPool("acidstream-files", 4)
 
 
-def _each_parallel(
-    keys: list[tuple[str, int]], action: Callable[[tuple[str, int]], object]
+def _each(
+    keys: list[tuple[str, int]], action: Callable[[tuple[str, int]], object], pool: Executor | None
 ) -> list[tuple[tuple[str, int], OSError]]:
-    """Run ``action`` on every key (each writer in one thread at a time); the I/O failures, per key."""
+    """Run ``action`` on every key (each writer in one thread at a time), in ``pool`` if given and there is
+    more than one key; the I/O failures, per key."""
 
     def run(key: tuple[str, int]) -> OSError | None:
         try:
@@ -265,16 +268,8 @@ def _each_parallel(
             return exc
         return None
 
-    results = list(_map_parallel(keys, run))
+    results = list(pool.map(run, keys)) if pool is not None and len(keys) > 1 else [run(k) for k in keys]
     return [(k, exc) for k, exc in zip(keys, results, strict=True) if exc is not None]
-
-
-def _map_parallel(keys: list[tuple[str, int]], fn: Callable[[tuple[str, int]], T]) -> Iterator[T]:
-    """``fn`` of every key in key order, computed in the pool when there is more than one: each result is
-    yielded as soon as it is ready, so the caller works on the first while the pool computes the rest."""
-    if len(keys) <= 1:
-        return (fn(k) for k in keys)
-    return _file_pool().map(fn, keys)
 
 
 def _run(fn: Callable[[], T]) -> Future[T]:
