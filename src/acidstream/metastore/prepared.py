@@ -13,10 +13,9 @@ column defaults, expanding ``IN`` parameters, ``executemany`` with ``RETURNING``
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Dialect
 from sqlalchemy.exc import DBAPIError, MultipleResultsFound, NoResultFound, StatementError
@@ -24,6 +23,7 @@ from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.selectable import Select
 
 Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+T = TypeVar("T")
 
 
 class Rows:
@@ -76,29 +76,20 @@ class Prepared:
 
     def run(self, conn: Connection, params: Params | None = None) -> Rows:
         rows: list[Mapping[str, Any]]
-        if params is None or isinstance(params, Mapping):
+        if params is None or type(params) is dict or isinstance(params, Mapping):
             many, rows = False, [params or {}]
         else:
             many, rows = True, list(params)
-        plan = self._plan(conn.dialect, tuple(rows[0]), many=many)
+        dialect = conn.dialect
+        key = (dialect.name, dialect.driver, dialect.paramstyle, tuple(rows[0]), many)
+        try:
+            plan = self._plans[key]
+        except KeyError:
+            plan = self._plans[key] = self._compile(dialect, key[3], many=many)
         if plan is None:
             result = conn.execute(self.statement, params)
             return Rows(list(result) if result.returns_rows else [], result.rowcount)
-        with _cursor(conn, plan.sql, params) as cursor:
-            if many:
-                cursor.executemany(plan.sql, [plan.bind(p) for p in rows])
-            else:
-                cursor.execute(plan.sql, plan.bind(rows[0]))
-            fetched = [plan.row(*r) for r in cursor.fetchall()] if plan.row is not None else []
-            return Rows(fetched, cursor.rowcount)
-
-    def _plan(self, dialect: Dialect, names: tuple[str, ...], *, many: bool) -> _Plan | None:
-        key = (dialect.name, dialect.driver, dialect.paramstyle, names, many)
-        try:
-            return self._plans[key]
-        except KeyError:
-            plan = self._plans[key] = self._compile(dialect, names, many=many)
-            return plan
+        return _on_cursor(conn, plan.sql, params, _run_plan, plan, rows, many)
 
     def _compile(self, dialect: Dialect, names: tuple[str, ...], *, many: bool) -> _Plan | None:
         stmt = self.statement
@@ -125,16 +116,28 @@ class Prepared:
 
 def execute_driver_sql(conn: Connection, sql: str) -> None:
     """``conn.exec_driver_sql(sql)`` for a statement without parameters or rows, minus the execution layer."""
-    with _cursor(conn, sql, None) as cursor:
-        cursor.execute(sql)
+    _on_cursor(conn, sql, None, _run_sql, sql)
 
 
-@contextmanager
-def _cursor(conn: Connection, sql: str, params: Params | None) -> Iterator[Any]:
-    """A DB-API cursor of ``conn``; driver errors raised while it is used become SQLAlchemy's exceptions."""
+def _run_plan(cursor: Any, plan: _Plan, rows: list[Mapping[str, Any]], many: bool) -> Rows:
+    if many:
+        cursor.executemany(plan.sql, [plan.bind(p) for p in rows])
+    else:
+        cursor.execute(plan.sql, plan.bind(rows[0]))
+    row = plan.row
+    return Rows([row(*r) for r in cursor.fetchall()] if row is not None else [], cursor.rowcount)
+
+
+def _run_sql(cursor: Any, sql: str) -> None:
+    cursor.execute(sql)
+
+
+def _on_cursor(conn: Connection, sql: str, params: Params | None, use: Callable[..., T], *args: Any) -> T:
+    """``use(cursor, *args)`` on a DB-API cursor of ``conn``; driver errors become SQLAlchemy's exceptions.
+    (Not a context manager: on SQLite that would cost as much as the statement.)"""
     cursor = conn.connection.cursor()
     try:
-        yield cursor
+        return use(cursor, *args)
     except conn.dialect.loaded_dbapi.Error as exc:
         raise _wrapped(conn, sql, params, exc, cursor) from exc
     finally:
