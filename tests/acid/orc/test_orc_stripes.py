@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,11 +21,13 @@ from hypothesis import strategies as st
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, read_events
+from acidstream.acid.orc import writer as writer_module
 from acidstream.acid.orc.compression import CompressionKind, decompress
 from acidstream.acid.orc.protobuf import Message
-from acidstream.acid.orc.stripes import SHIFT, from_inserted_rows
+from acidstream.acid.orc.stripes import SHIFT, EncodedEvents, Insert, from_inserted_rows, from_shared_inserts
 from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
-from acidstream.acid.types import parse_columns
+from acidstream.acid.orc.writer import TakenEvents, encode_together
+from acidstream.acid.types import Column, parse_columns
 from conftest import ALL_TYPES, all_type_rows
 
 COLS = parse_columns("id int, msg string")
@@ -224,3 +227,109 @@ def test_every_type_is_what_orc_cpp_writes(tmp_path: Path, compression: str, wit
     assert pa.Table.from_struct_array(events.column("row").combine_chunks()).equals(data)
     reference(ref, events, options)
     assert same_data(anatomy(path), anatomy(ref))
+
+
+# --- several inserts sharing pyarrow's file (writer.encode_together) --------------------------------------
+
+
+def same_events(a: EncodedEvents, b: EncodedEvents) -> bool:
+    return (
+        [bytes(x) for x in a.body] == [bytes(x) for x in b.body]
+        and a.stripes == b.stripes
+        and a.stripe_statistics == b.stripe_statistics
+        and a.statistics == b.statistics
+        and a.keys == b.keys
+        and a.rows == b.rows
+    )
+
+
+def taken_by_writers(
+    tmp_path: Path, columns: list[Column], inserts: list[tuple[int, pa.Table]]
+) -> list[tuple[AcidWriter, TakenEvents]]:
+    """One writer per (write id, rows) insert, its bucket its position, and what a flush takes from it."""
+    items = []
+    for i, (write_id, data) in enumerate(inserts):
+        w = AcidWriter(
+            pafs.LocalFileSystem(),
+            str(tmp_path / f"bucket_{i:05d}"),
+            columns,
+            options=WriterOptions(),
+            side_file=False,
+        )
+        w.insert(write_id, BucketCodec.V1.encode(i, 0), data)
+        taken = w.take_pending_events()
+        assert taken is not None
+        items.append((w, taken))
+    return items
+
+
+@pytest.mark.parametrize("with_struct", [False, True])
+def test_inserts_sharing_a_file_are_encoded_as_apart(tmp_path: Path, with_struct: bool) -> None:
+    """Every type, rows that are slices, nested for a struct column: each insert's stripes, statistics and keys
+    are byte for byte those of encoding it alone."""
+    columns = [c for c in parse_columns(ALL_TYPES) if with_struct or c.name != "st"]
+    data = all_type_rows(columns, 900)
+    items = taken_by_writers(
+        tmp_path, columns, [(3, data.slice(0, 40)), (3, data.slice(40, 300)), (4, data.slice(340))]
+    )
+    shared = encode_together(items)
+    assert all(same_events(s, w.encode_events(t)) for s, (w, t) in zip(shared, items, strict=True))
+
+
+def test_rows_pyarrow_keeps_buffered_end_their_shared_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few ints wait in pyarrow's RLE buffers and cut no stripe: their insert ends its file and the next one
+    starts another, so no stripe mixes two inserts."""
+    files: list[int] = []
+    real = writer_module.from_shared_inserts
+
+    def counting(data: pa.Buffer, inserts: list[Insert], **kwargs: Any) -> list[EncodedEvents] | None:
+        encoded = real(data, inserts, **kwargs)
+        assert encoded is not None
+        files.append(len(inserts))
+        return encoded
+
+    monkeypatch.setattr(writer_module, "from_shared_inserts", counting)
+    columns = parse_columns("id int")
+    ints = [(1, pa.table({"id": pa.array(np.arange(n, dtype=np.int32))})) for n in (1, 3, 700, 800, 2)]
+    items = taken_by_writers(tmp_path, columns, ints)
+    shared = encode_together(items)
+    assert files == [
+        1,
+        1,
+        3,
+    ]  # 700 and 800 ints fill RLE runs and cut their stripes; 2 ints then end the file
+    assert all(same_events(s, w.encode_events(t)) for s, (w, t) in zip(shared, items, strict=True))
+
+
+def test_stripes_that_do_not_match_the_inserts_are_refused() -> None:
+    """Two inserts' rows in one stripe cannot be told apart: None, and the caller encodes them apart."""
+    sink = pa.BufferOutputStream()
+    po.write_table(rows(30), sink, **{**WriterOptions().pyarrow_kwargs(), "compression": "UNCOMPRESSED"})  # type: ignore[arg-type]
+    inserts = [Insert(10, 1, B0, 0), Insert(20, 1, B0, 0)]
+    assert (
+        from_shared_inserts(sink.getvalue(), inserts, compression=CompressionKind.ZLIB, block_size=64 << 10)
+        is None
+    )
+
+
+def test_events_and_large_inserts_are_encoded_apart(tmp_path: Path) -> None:
+    """Takes that are events (two write ids buffered together), or more rows than one pyarrow batch, do not
+    share: the others still do, and all come back in order."""
+    options = WriterOptions(batch_rows=1000)
+    items = []
+    for i, parts in enumerate(
+        [[(1, rows(5)), (2, rows(3))], [(1, rows(1500))], [(1, rows(50))], [(1, rows(60))]]
+    ):
+        w = AcidWriter(
+            pafs.LocalFileSystem(), str(tmp_path / f"b{i}"), COLS, options=options, side_file=False
+        )
+        for write_id, data in parts:
+            w.insert(write_id, BucketCodec.V1.encode(i, 0), data)
+        taken = w.take_pending_events()
+        assert taken is not None
+        items.append((w, taken))
+    assert isinstance(items[0][1], pa.Table)  # events
+    shared = encode_together(items)
+    assert all(same_events(s, w.encode_events(t)) for s, (w, t) in zip(shared, items, strict=True))

@@ -31,7 +31,7 @@ from acidstream.acid.orc.protobuf import (
     encode_varint,
     zigzag_encode,
 )
-from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
+from acidstream.acid.orc.tail import FOOTER, STRIPE, OrcTail, read_tail
 
 
 @dataclass(frozen=True)
@@ -89,18 +89,98 @@ def from_inserted_rows(
     one struct column of the rows (pyarrow's column 1 is then ``row``, and its root is dropped), for rows with
     struct columns, which pyarrow misplaces at the top level when they are slices.
     """
+    tail = _uncompressed_tail(data)
+    stripes = tail.stripes
+    return _spliced(
+        data.to_pybytes(),
+        stripes,
+        tail.stripe_statistics or [b""] * len(stripes),
+        tail.footer.repeated_bytes(FOOTER.STATISTICS),
+        Insert(tail.num_rows, write_id, bucket_property, first_row_id),
+        compression,
+        block_size,
+        1 if nested else 0,
+    )
+
+
+@dataclass(frozen=True)
+class Insert:
+    """One insert's rows in a file shared with others: how many, and the ACID values they get."""
+
+    rows: int
+    write_id: int
+    bucket_property: int
+    first_row_id: int
+
+
+def from_shared_inserts(
+    data: pa.Buffer,
+    inserts: Sequence[Insert],
+    *,
+    compression: CompressionKind,
+    block_size: int,
+    nested: bool = False,
+) -> list[EncodedEvents] | None:
+    """:func:`from_inserted_rows` of each insert of a file that holds their rows one stripe each, in order
+    (pyarrow cuts a stripe at the end of every write when its stripe size is tiny); None when its stripes do
+    not match the inserts one to one, and the caller must encode them apart.
+
+    A stripe is byte for byte what pyarrow writes for its rows alone, and a one-stripe file's statistics are
+    its stripe's, so each insert's events are those of its own file — minus a pyarrow call and tail per file,
+    which cost more than encoding the few rows of a file of a commit to many partitions.
+    """
+    tail = _uncompressed_tail(data)
+    stripes, stripe_stats = tail.stripes, tail.stripe_statistics
+    if len(stripes) != len(inserts) or len(stripe_stats) != len(inserts):
+        return None
+    if any(
+        _uint(info, STRIPE.NUMBER_OF_ROWS) != ins.rows for info, ins in zip(stripes, inserts, strict=True)
+    ):
+        return None
+    raw = data.to_pybytes()
     drop = 1 if nested else 0
+    return [
+        _spliced(
+            raw,
+            [info],
+            [theirs],
+            Message.decode(theirs).repeated_bytes(1),
+            ins,
+            compression,
+            block_size,
+            drop,
+        )
+        for info, theirs, ins in zip(stripes, stripe_stats, inserts, strict=True)
+    ]
+
+
+def _uncompressed_tail(data: pa.Buffer) -> OrcTail:
     tail = read_tail(pa.BufferReader(data), data.size)
     if tail.compression != CompressionKind.NONE:
         raise ValueError(f"rows must come uncompressed, not {tail.compression.name}")
-    raw = data.to_pybytes()
+    return tail
+
+
+def _spliced(
+    raw: bytes,
+    infos: Sequence[Message],
+    their_stripe_stats: Sequence[bytes],
+    their_file_stats: Sequence[bytes],
+    insert: Insert,
+    compression: CompressionKind,
+    block_size: int,
+    drop: int,
+) -> EncodedEvents:
+    """``infos``' stripes of ``raw`` (an insert's rows, in order) with our ACID columns spliced in; their
+    statistics (per stripe and for the whole insert) gain ours, and lose their first ``drop`` columns."""
+    write_id, bucket_property, first_row_id = insert.write_id, insert.bucket_property, insert.first_row_id
     body: list[bytes] = []
     stripes: list[Message] = []
     stripe_stats: list[bytes] = []
     keys: list[RecordKey] = []
     offset = rows = 0
     stats: list[bytes] = []
-    for info, theirs in zip(tail.stripes, tail.stripe_statistics or [b""] * len(tail.stripes), strict=True):
+    for info, theirs in zip(infos, their_stripe_stats, strict=True):
         n = _uint(info, STRIPE.NUMBER_OF_ROWS)
         ints = _insert_columns(write_id, bucket_property, first_row_id + rows)
         stats = [_struct_stats(n), *(c.statistics(n) for c in ints)]
@@ -117,9 +197,7 @@ def from_inserted_rows(
     if len(stripes) > 1:  # else the one stripe's statistics are the chunk's
         stats = [_struct_stats(rows)]
         stats += [c.statistics(rows) for c in _insert_columns(write_id, bucket_property, first_row_id)]
-    return EncodedEvents(
-        body, stripes, stripe_stats, stats + tail.footer.repeated_bytes(FOOTER.STATISTICS)[drop:], keys, rows
-    )
+    return EncodedEvents(body, stripes, stripe_stats, stats + list(their_file_stats[drop:]), keys, rows)
 
 
 # --- one stripe ---------------------------------------------------------------------------------------

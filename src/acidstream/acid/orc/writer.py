@@ -38,7 +38,13 @@ from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import merge_all
-from acidstream.acid.orc.stripes import EncodedEvents, from_events, from_inserted_rows
+from acidstream.acid.orc.stripes import (
+    EncodedEvents,
+    Insert,
+    from_events,
+    from_inserted_rows,
+    from_shared_inserts,
+)
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, build_tail, read_tail
 from acidstream.acid.orc.timestamps import check_writable, has_timestamp
 from acidstream.acid.sidefile import SideFileWriter
@@ -201,6 +207,66 @@ def _encode(table: pa.Table, options: WriterOptions, *, uncompressed: bool = Fal
     return sink.getvalue()
 
 
+def encode_together(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[EncodedEvents]:
+    """``writer.encode_events(taken)`` of each item, in order; inserted rows of writers with one layout share
+    pyarrow's files, one stripe each (:func:`stripes.from_shared_inserts`).
+
+    A commit to many partitions has many files of a few rows each, and pyarrow's set-up and tail per file cost
+    more than their rows: one shared file costs those once. Anything else is encoded apart.
+    """
+    out: list[EncodedEvents | None] = [None] * len(items)
+    by_layout: dict[int, list[int]] = {}
+    for i, (writer, taken) in enumerate(items):
+        if isinstance(taken, InsertedRows) and 0 < taken.rows.num_rows <= writer._options.batch_rows:
+            by_layout.setdefault(id(writer._layout), []).append(i)  # one pyarrow batch: one stripe
+    for indexes in by_layout.values():
+        if len(indexes) > 1:
+            for i, encoded in zip(indexes, _encode_shared([items[i] for i in indexes]), strict=True):
+                out[i] = encoded
+    return [e if e is not None else w.encode_events(t) for e, (w, t) in zip(out, items, strict=True)]
+
+
+def _encode_shared(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[EncodedEvents | None]:
+    """Each insert (of one layout, one pyarrow batch) a stripe of a shared file; None where that failed.
+
+    With a one-byte stripe size pyarrow cuts a stripe after every write whose rows reached an output stream.
+    Rows it still holds (a few ints wait in their RLE buffers) cannot be separated from the next write's, so
+    they end their file instead: the next insert starts another, as it does once a file reaches a stripe's size.
+    """
+    first = items[0][0]
+    options, nested = first._options, bool(first._struct_columns)
+    kwargs = {
+        **options.pyarrow_kwargs(),
+        "compression": PYARROW_NAMES[CompressionKind.NONE],
+        "stripe_size": 1,
+    }
+    out: list[EncodedEvents | None] = []
+    inserts: list[Insert] = []
+    sink = pa.BufferOutputStream()
+    writer = po.ORCWriter(sink, **kwargs)
+    for i, (acid_writer, taken) in enumerate(items):
+        assert isinstance(taken, InsertedRows)
+        before = sink.tell()
+        writer.write(acid_writer._nested(taken.rows) if nested else taken.rows)
+        inserts.append(Insert(taken.rows.num_rows, taken.write_id, taken.bucket_property, taken.first_row_id))
+        written = sink.tell()
+        # the first write adds the header; a file of a stripe's size is enough to share (memory stays bounded)
+        if written <= max(before, len(MAGIC)) or written >= options.stripe_bytes or i == len(items) - 1:
+            writer.close()
+            encoded = from_shared_inserts(
+                sink.getvalue(),
+                inserts,
+                compression=kind_of(options.compression),
+                block_size=options.block_size,
+                nested=nested,
+            )
+            out.extend(encoded if encoded is not None else [None] * len(inserts))
+            if i < len(items) - 1:
+                inserts, sink = [], pa.BufferOutputStream()
+                writer = po.ORCWriter(sink, **kwargs)
+    return out
+
+
 class AcidWriter:
     """One ORC event file (one bucket of one base/delta/delete_delta directory). Not thread-safe."""
 
@@ -225,7 +291,7 @@ class AcidWriter:
         tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._directory_ready = directory_ready
-        layout = _layout(columns, options)
+        layout = self._layout = _layout(columns, options)
         self._row_fields, self._row_type, self._row_schema = (
             layout.row_fields,
             layout.row_type,
