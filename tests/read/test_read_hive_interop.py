@@ -325,6 +325,36 @@ def _normalise(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def test_commit_to_several_buckets_read_by_hive(ms: Metastore, hive: HiveJvm) -> None:
+    """A commit's bucket files are encoded together (pyarrow files shared, a stripe per bucket file): Hive
+    reads every bucket with our rows and ROW__IDs, in a batch of one and in an open batch of three."""
+    create(ms, "b", "id int, msg string", "CLUSTERED BY (id) INTO 4 BUCKETS")
+
+    def rows(ids: range) -> pa.Table:
+        return pa.table({"id": pa.array(ids, pa.int32()), "msg": [f"message {i}" for i in ids]})
+
+    with connect(ms, "b") as conn:
+        conn.begin_transaction()
+        assert conn.current_transaction_id() == conn.current_write_id()
+        conn.write_batch(rows(range(200)))
+        conn.commit_transaction()
+    batch = connect(ms, "b", batch=3)
+    try:
+        for k in range(2):
+            batch.begin_transaction()
+            batch.write_batch(rows(range(1000 + 100 * k, 1050 + 100 * k)))
+            batch.commit_transaction()
+        seen = both_readers_agree(ms, hive, "db.b", ms.get_valid_write_ids("db.b"))
+    finally:
+        batch.close()
+    assert len(seen) == 300 and len({bucket for (_, bucket, _), _ in seen}) == 4
+    row_ids: dict[tuple[int, int], list[int]] = {}
+    for (write_id, bucket, row_id), _ in seen:
+        row_ids.setdefault((write_id, bucket), []).append(row_id)
+    assert all(ids == list(range(len(ids))) for ids in row_ids.values())  # per file and write id, from 0
+    assert both_readers_agree(ms, hive, "db.b", ms.get_valid_write_ids("db.b")) == seen
+
+
 def test_every_hive_type_through_delimited_writer_and_both_readers(ms: Metastore, hive: HiveJvm) -> None:
     ms.execute(
         "CREATE TABLE db.typed (" + ", ".join(f"{n} {t}" for n, t in TYPED) + ") "

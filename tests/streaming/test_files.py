@@ -72,7 +72,7 @@ def test_a_directory_that_cannot_be_made_is_a_streaming_io_failure(tmp_path: Pat
 
 
 def test_flush_encodes_on_its_own_thread_what_no_worker_started(tmp_path: Path) -> None:
-    """With every encode worker busy, the flushing thread runs the queued encodes itself instead of waiting."""
+    """With every encode worker busy, the flushing thread runs the queued shards itself instead of waiting."""
     pool = files_module._encode_pool()
     release = threading.Event()
     blockers = [pool.submit(release.wait, 30) for _ in range(pool._max_workers)]
@@ -81,8 +81,7 @@ def test_flush_encodes_on_its_own_thread_what_no_worker_started(tmp_path: Path) 
         dest = Destination((), "", str(tmp_path / "t"))
         for bucket in range(3):
             files.insert(dest, bucket, 1, rows(10 + bucket, 20 + bucket))
-            files.encode_ahead(dest, bucket)  # queued behind the blockers
-        files.flush()
+        files.flush()  # its shards queue behind the blockers
         assert not any(b.done() for b in blockers)  # the flush did not wait for a worker
     finally:
         release.set()

@@ -382,7 +382,7 @@ class StreamingConnection:
         """
         with self._lock, self._gil:
             batch = self._require_open_txn()
-            self._drain_pending(last=True)
+            self._drain_pending()
             try:
                 if self.is_managed:
                     self._commit_managed(batch, partitions, key, value)
@@ -596,8 +596,8 @@ class StreamingConnection:
 
     # --- internals: records ---------------------------------------------------------------------------
 
-    def _drain_pending(self, *, last: bool = False) -> None:
-        """Parse and route the buffered records; ``last``: the txn's last ones (their files start encoding)."""
+    def _drain_pending(self) -> None:
+        """Parse and route the buffered records."""
         if not self._pending:
             return
         with self._lock, self._gil:
@@ -607,11 +607,11 @@ class StreamingConnection:
             self._txn_records += len(records)
             array = records_array(records)
             self._stats.bytes_written += record_bytes(array)
-            self._accept(self.parser.parse_arrow(array, first_index=first), last=last)
+            self._accept(self.parser.parse_arrow(array, first_index=first))
 
-    def _accept(self, result: ParseResult, *, last: bool = False) -> None:
+    def _accept(self, result: ParseResult) -> None:
         """Route the good rows; dead-letter or raise the bad ones (the txn stays usable either way)."""
-        self._route(result.batch, last=last)
+        self._route(result.batch)
         if not result.errors:
             return
         self._stats.records_rejected += len(result.errors)
@@ -640,14 +640,12 @@ class StreamingConnection:
             self._dead_letter.write(json.dumps(entry) + "\n")
         self._dead_letter.flush()
 
-    def _route(self, batch_rows: pa.RecordBatch, *, last: bool = False) -> None:
+    def _route(self, batch_rows: pa.RecordBatch) -> None:
         batch = self._batch
         assert batch is not None
         for routed in self.router.route(batch_rows):
             dest = self._static_dest if not self.dynamic else self._destination(routed.partition_values)
             batch.files.insert(dest, routed.bucket_id, batch.write_id, routed.rows)
-            if last:
-                batch.files.encode_ahead(dest, routed.bucket_id)
             self._txn_touched.setdefault(dest.name, dest)
             self._all_touched.setdefault(dest.name, dest)
         self._stats.records_written += batch_rows.num_rows

@@ -22,10 +22,12 @@ import pyarrow.fs as pafs
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
 from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
+from acidstream.acid.orc.writer import TakenEvents, encode_together
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 
 def raise_open_file_limit() -> int:
@@ -75,7 +77,6 @@ class BatchFiles:
         self._writers: dict[tuple[str, int], AcidWriter] = {}
         self._paths: dict[tuple[str, int], str] = {}
         self._unflushed: dict[tuple[str, int], int] = {}
-        self._encoding: dict[tuple[str, int], list[_Encoding]] = {}
         self._ready_dirs: set[str] = set()  # delta directories made (with their version file) for this batch
         # A local file is made or closed in microseconds: inline (a hand-over to a pool thread costs more).
         # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
@@ -132,50 +133,40 @@ class BatchFiles:
         self._paths[key] = path
         return writer
 
-    def encode_ahead(self, dest: Destination, bucket_id: int) -> None:
-        """Start encoding the rows buffered for (partition, bucket) in the encode pool now, not at the next flush.
-
-        For a txn's last rows: each file's encoding then overlaps the routing of the others' rows. Rows
-        inserted afterwards are encoded at the flush, after these (a stripe each).
-        """
-        self._encode_taken((dest.name, bucket_id), in_pool=True)
-
     def flush(self) -> None:
         """Intermediate footer (and side-file entry) on every file with new rows.
 
-        pyarrow encodes the files in the encode pool (releasing the GIL while it encodes; the encode threads take
-        it back between pyarrow's calls) while this thread stitches each encoded file in turn. Encodes no worker
-        has started yet run on this thread first, from the back of the queue: it would only wait otherwise.
+        The buffered rows are encoded in shards, one per encoding thread, each shard's files sharing pyarrow's
+        (:func:`encode_together`): pyarrow releases the GIL while it encodes, so the shards of the encode
+        pool run beside the one this thread takes, then this thread stitches each encoded file in turn.
+        Shards no worker has started run here too, from the back of the queue: this thread would only wait.
         """
         keys = [key for key in self._writers if self._unflushed.get(key)]
         self._unflushed.clear()
-        in_pool = len(keys) > 1 or bool(self._encoding)
-        for key in keys:
-            self._encode_taken(key, in_pool=in_pool)
-        encoding, self._encoding = self._encoding, {}
-        for chunks in reversed(encoding.values()):
-            for chunk in reversed(chunks):
-                chunk.run_here_unless_started()
+        taken = [(key, t) for key in keys if (t := self._writers[key].take_pending_events()) is not None]
+        shards = _shards(taken, _ENCODE_THREADS)
+        encodings = [
+            _Encoding(
+                partial(encode_together, [(self._writers[key], t) for key, t in shard]),
+                in_pool=len(shards) > 1,
+            )
+            for shard in shards
+        ]
+        for encoding in reversed(encodings):
+            encoding.run_here_unless_started()
+        encoded: dict[tuple[str, int], EncodedEvents] = {}
+        for shard, encoding in zip(shards, encodings, strict=True):
+            encoded.update(zip((key for key, _ in shard), encoding.result(), strict=True))
         failures: list[tuple[tuple[str, int], OSError]] = []
         for key in keys:
             try:
-                self._writers[key].flush_encoded([chunk.result() for chunk in encoding.get(key, ())])
+                self._writers[key].flush_encoded([encoded[key]] if key in encoded else [])
             except OSError as exc:
                 failures.append((key, exc))
         if failures:
             raise StreamingIOFailure(
                 "flushing batch files failed: " + self._describe(failures)
             ) from failures[0][1]
-
-    def _encode_taken(self, key: tuple[str, int], *, in_pool: bool) -> None:
-        """Take the writer's buffered events (on this thread: inserts never race the take) and encode them."""
-        writer = self._writers[key]
-        table = writer.take_pending_events()
-        if table is None:
-            return
-        self._encoding.setdefault(key, []).append(
-            _Encoding(partial(writer.encode_events, table), in_pool=in_pool)
-        )
 
     def files_of(self, partition_name: str) -> list[str]:
         return [p for (name, _), p in self._paths.items() if name == partition_name]
@@ -189,10 +180,6 @@ class BatchFiles:
         when one fails."""
         if self.closed:
             return
-        if abort:
-            self._encoding.clear()  # encoded ahead for a txn that never committed
-        elif self._encoding:
-            self.flush()  # every event a writer counted is in its file
         self.closed = True
         failures = _each(
             list(self._writers),
@@ -214,7 +201,7 @@ class _Encoding:
 
     __slots__ = ("_encode", "_future")
 
-    def __init__(self, encode: Callable[[], EncodedEvents], *, in_pool: bool) -> None:
+    def __init__(self, encode: Callable[[], list[EncodedEvents]], *, in_pool: bool) -> None:
         self._encode = encode
         self._future = _encode_pool().submit(encode) if in_pool else _run(encode)
 
@@ -222,7 +209,7 @@ class _Encoding:
         if self._future.cancel():
             self._future = _run(self._encode)
 
-    def result(self) -> EncodedEvents:
+    def result(self) -> list[EncodedEvents]:
         return self._future.result()
 
 
@@ -249,10 +236,27 @@ class _LazyPool:
 #: ORC encoding: pyarrow releases the GIL while it encodes, so a commit's files (one per partition and
 #: bucket) encode side by side on several cores. One core is left to the flushing thread, which encodes what no
 #: worker has started (on 2 cores, 1 worker + the caller ran 8% faster than 2 workers with the caller waiting).
-_encode_pool = _LazyPool("acidstream-encode", max(1, min(8, (os.cpu_count() or 1) - 1)))
+_ENCODE_WORKERS = max(1, min(8, (os.cpu_count() or 1) - 1))
+_ENCODE_THREADS = _ENCODE_WORKERS + 1  # with the flushing thread
+_encode_pool = _LazyPool("acidstream-encode", _ENCODE_WORKERS)
 #: Creating and closing files: a handful of filesystem calls each, which would otherwise queue in front of
 #: the encodes (and wait for the GIL between calls while the routing thread runs).
 _file_pool = _LazyPool("acidstream-files", 4)
+
+
+def _shards(taken: list[tuple[K, TakenEvents]], n: int) -> list[list[tuple[K, TakenEvents]]]:
+    """At most ``n`` shards of about equal rows (largest first into the emptiest), each in the given order."""
+    bins: list[list[int]] = [[] for _ in range(min(n, len(taken)))]
+    load = [0] * len(bins)
+    for i in sorted(range(len(taken)), key=lambda i: -_rows(taken[i][1])):
+        emptiest = load.index(min(load))
+        bins[emptiest].append(i)
+        load[emptiest] += _rows(taken[i][1])
+    return [[taken[i] for i in sorted(b)] for b in bins]
+
+
+def _rows(taken: TakenEvents) -> int:
+    return taken.num_rows if isinstance(taken, pa.Table) else taken.rows.num_rows
 
 
 def _each(
