@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-from acidstream.acid.orc.protobuf import Message
+from acidstream.acid.orc.protobuf import (
+    LENGTH_DELIMITED,
+    VARINT,
+    Message,
+    ProtobufError,
+    zigzag_decode,
+    zigzag_encode,
+)
 
 NUMBER_OF_VALUES = 1
 INT, DOUBLE, STRING, BUCKET, DECIMAL, DATE, BINARY, TIMESTAMP = 2, 3, 4, 5, 6, 7, 8, 9
@@ -19,25 +26,29 @@ BYTES_ON_DISK = 11
 COLLECTION = 12
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_U64_MASK = (1 << 64) - 1
 _MAX_DECIMAL_DIGITS = 38
 
 
 def merge(a: Message, b: Message) -> Message:
     """Statistics of the union of the values ``a`` and ``b`` describe."""
-    out = Message()
-    out.set_uint(NUMBER_OF_VALUES, (a.uint(NUMBER_OF_VALUES, 0) or 0) + (b.uint(NUMBER_OF_VALUES, 0) or 0))
-    present = {f[0] for f in a.fields} | {f[0] for f in b.fields}  # a column has one kind, if any
-    for kind, merger in _KINDS.items():
-        if kind not in present:
+    fa, fb = _last_values(a), _last_values(b)
+    na, nb = _int(fa, NUMBER_OF_VALUES), _int(fb, NUMBER_OF_VALUES)
+    fields: list[tuple[int, int, int | bytes]] = [(NUMBER_OF_VALUES, VARINT, (na + nb) & _U64_MASK)]
+    for kind, merger in _KINDS.items():  # a column has one kind, if any
+        pa_, pb = fa.get(kind), fb.get(kind)
+        if pa_ is None and pb is None:
             continue
-        part = _merge_kind(a, b, kind, merger)
+        part = _merge_kind(_bytes(pa_), _bytes(pb), not na, not nb, merger)
         if part is not None:
-            out.set_message(kind, part)
-    if a.has(HAS_NULL) or b.has(HAS_NULL):
-        out.set_uint(HAS_NULL, int(bool(a.uint(HAS_NULL, 0)) or bool(b.uint(HAS_NULL, 0))))
-    if a.has(BYTES_ON_DISK) and b.has(BYTES_ON_DISK):
-        out.set_uint(BYTES_ON_DISK, (a.uint(BYTES_ON_DISK, 0) or 0) + (b.uint(BYTES_ON_DISK, 0) or 0))
-    return out
+            fields.append((kind, LENGTH_DELIMITED, part))
+    if HAS_NULL in fa or HAS_NULL in fb:
+        fields.append((HAS_NULL, VARINT, int(bool(_int(fa, HAS_NULL)) or bool(_int(fb, HAS_NULL)))))
+    if BYTES_ON_DISK in fa and BYTES_ON_DISK in fb:
+        fields.append(
+            (BYTES_ON_DISK, VARINT, (_int(fa, BYTES_ON_DISK) + _int(fb, BYTES_ON_DISK)) & _U64_MASK)
+        )
+    return Message(fields)
 
 
 def merge_all(current: list[Message], new: list[Message]) -> list[Message]:
@@ -47,21 +58,42 @@ def merge_all(current: list[Message], new: list[Message]) -> list[Message]:
     return [merge(a, b) for a, b in zip(current, new, strict=True)]
 
 
+def _last_values(m: Message) -> dict[int, int | bytes]:
+    """Each field's value, the last occurrence winning (as protobuf reads scalars): one pass, then lookups."""
+    return {number: value for number, _, value in m.fields}
+
+
+def _int(values: dict[int, int | bytes], number: int) -> int:
+    v = values.get(number, 0)
+    if not isinstance(v, int):
+        raise ProtobufError(f"field {number}: expected a scalar, found a length-delimited value")
+    return v
+
+
+def _bytes(v: int | bytes | None) -> bytes | None:
+    if isinstance(v, int):
+        raise ProtobufError("expected a length-delimited field, found a scalar one")
+    return v
+
+
 def _merge_kind(
-    a: Message, b: Message, kind: int, merger: Callable[[Message, Message], Message | None]
-) -> Message | None:
-    """Merge one kind-specific part; a side with no values does not constrain the result."""
-    a_empty, b_empty = not a.uint(NUMBER_OF_VALUES, 0), not b.uint(NUMBER_OF_VALUES, 0)
-    pa_, pb = a.message(kind), b.message(kind)
+    a: bytes | None,
+    b: bytes | None,
+    a_empty: bool,
+    b_empty: bool,
+    merger: Callable[[Message, Message], Message | None],
+) -> bytes | None:
+    """Merge one kind-specific part (encoded); a side with no values does not constrain the result."""
     if a_empty and b_empty:
-        return pa_ if pa_ is not None else pb
+        return a if a is not None else b
     if a_empty:
-        return pb
+        return b
     if b_empty:
-        return pa_
-    if pa_ is None or pb is None:
+        return a
+    if a is None or b is None:
         return None
-    return merger(pa_, pb)
+    merged = merger(Message.decode(a), Message.decode(b))
+    return None if merged is None else merged.encode()
 
 
 def _pick(x: int | float | None, y: int | float | None, fn: Callable[..., int | float]) -> int | float | None:
@@ -69,14 +101,22 @@ def _pick(x: int | float | None, y: int | float | None, fn: Callable[..., int | 
 
 
 def _merge_int(a: Message, b: Message) -> Message:
-    out = Message()
-    lo, hi = _pick(a.sint(1), b.sint(1), min), _pick(a.sint(2), b.sint(2), max)
-    if lo is not None and hi is not None:
-        out.set_sint(1, int(lo)).set_sint(2, int(hi))
-    sa, sb = a.sint(3), b.sint(3)
+    """The common kind (every ACID column is an int): fields looked up once, not scanned per accessor."""
+    fa, fb = _last_values(a), _last_values(b)
+    fields: list[tuple[int, int, int | bytes]] = []
+    lows, highs = (_sint(fa, 1), _sint(fb, 1)), (_sint(fa, 2), _sint(fb, 2))
+    if None not in lows and None not in highs:
+        fields.append((1, VARINT, zigzag_encode(min(v for v in lows if v is not None))))
+        fields.append((2, VARINT, zigzag_encode(max(v for v in highs if v is not None))))
+    sa, sb = _sint(fa, 3), _sint(fb, 3)
     if sa is not None and sb is not None and _I64_MIN <= sa + sb <= _I64_MAX:
-        out.set_sint(3, sa + sb)
-    return out
+        fields.append((3, VARINT, zigzag_encode(sa + sb)))
+    return Message(fields)
+
+
+def _sint(values: dict[int, int | bytes], number: int) -> int | None:
+    v = values.get(number)
+    return None if v is None else zigzag_decode(_int(values, number))
 
 
 def _merge_double(a: Message, b: Message) -> Message:
