@@ -56,3 +56,50 @@ def test_dynamic_routing_keeps_every_row_once_in_input_order_in_hives_bucket(
             assert routed.partition_values == (region or DEFAULT_PARTITION_NAME,)
         seen.extend(positions)
     assert sorted(seen) == list(range(len(rows)))
+
+
+def route_regions(rows: list[tuple[str | None, str | None]]) -> dict[tuple[str, ...], list[int]]:
+    """Rows with two partition columns, unbucketed: each partition's row positions, checking each comes once."""
+    router = RowRouter(COLUMNS, [], 0, 2, static_values=None, num_partition_keys=2)
+    batch = pa.record_batch(
+        [
+            pa.array(range(len(rows)), pa.int32()),
+            pa.array([str(i) for i in range(len(rows))]),
+            pa.array([r[0] for r in rows], pa.string()),
+            pa.array([r[1] for r in rows], pa.string()),
+        ],
+        names=["id", "msg", "continent", "country"],
+    )
+    got: dict[tuple[str, ...], list[int]] = {}
+    for routed in router.route(batch):
+        assert routed.partition_values not in got  # one group per partition
+        got[routed.partition_values] = [int(m) for m in routed.rows.column("msg").to_pylist()]
+    return got
+
+
+def expected_regions(rows: list[tuple[str | None, str | None]]) -> dict[tuple[str, ...], list[int]]:
+    want: dict[tuple[str, ...], list[int]] = {}
+    for i, (a, b) in enumerate(rows):
+        want.setdefault((a or DEFAULT_PARTITION_NAME, b or DEFAULT_PARTITION_NAME), []).append(i)
+    return want
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["EU", "", None, "Asia", DEFAULT_PARTITION_NAME]),
+            st.sampled_from(["fr", "", None, DEFAULT_PARTITION_NAME, "in"]),
+        ),
+        min_size=1,
+        max_size=200,
+    )
+)
+def test_null_empty_and_the_default_name_are_one_partition(rows: list[tuple[str | None, str | None]]) -> None:
+    assert route_regions(rows) == expected_regions(rows)
+
+
+def test_many_partition_tuples_route_like_few() -> None:
+    """300 x 300 possible tuples: the codes are made dense by sorting, not by counting over their range."""
+    rows: list[tuple[str | None, str | None]] = [(f"a{i % 300}", f"b{(i * 7) % 300}") for i in range(900)]
+    rows += [(None, "b1"), ("", "b1"), ("a1", None)]
+    assert route_regions(rows) == expected_regions(rows)

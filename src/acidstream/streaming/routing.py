@@ -88,24 +88,39 @@ class RowRouter:
     def _partition_codes(
         part_columns: Sequence[pa.Array],
     ) -> tuple[np.ndarray, list[tuple[str, ...]]]:
-        """Dense code per row for its partition tuple; null/empty values become the default partition."""
+        """Dense code per row for its partition tuple; null/empty values become the default partition.
+
+        Each column is dictionary-encoded once and its (few) distinct values mapped to partition names in
+        Python; the combined codes are made dense with a count over their range when it is small (no sort).
+        """
         codes = np.zeros(len(part_columns[0]), dtype=np.int64)
-        dictionaries: list[list[str]] = []
+        names_per_column: list[list[str]] = []
         for col in part_columns:
-            filled = pc.if_else(
-                pc.or_kleene(pc.is_null(col), pc.equal(col, "")), DEFAULT_PARTITION_NAME, col
-            ).fill_null(DEFAULT_PARTITION_NAME)
-            encoded = pc.dictionary_encode(filled)
-            dictionary = encoded.dictionary.to_pylist()
-            dictionaries.append(dictionary)
-            codes = codes * len(dictionary) + encoded.indices.to_numpy(zero_copy_only=False)
-        unique_codes, dense = np.unique(codes, return_inverse=True)
+            encoded = pc.dictionary_encode(col)  # nulls stay null in the indices
+            names = [v if v else DEFAULT_PARTITION_NAME for v in encoded.dictionary.to_pylist()]
+            distinct = list(dict.fromkeys([*names, DEFAULT_PARTITION_NAME]))  # '' and the name itself: one
+            position = {name: i for i, name in enumerate(distinct)}
+            # index len(names) stands for null: the default partition too
+            remap = np.array(
+                [position[n] for n in names] + [position[DEFAULT_PARTITION_NAME]], dtype=np.int64
+            )
+            indices = pc.fill_null(encoded.indices, len(names)).to_numpy()
+            codes = codes * len(distinct) + remap[indices]
+            names_per_column.append(distinct)
+        space = int(np.prod([len(n) for n in names_per_column]))
+        if space <= max(1 << 16, 4 * len(codes)):
+            present = np.bincount(codes, minlength=space) > 0
+            used = np.flatnonzero(present)
+            dense_of = np.cumsum(present) - 1
+            dense = dense_of[codes]
+        else:
+            used, dense = np.unique(codes, return_inverse=True)
         values: list[tuple[str, ...]] = []
-        for code in unique_codes.tolist():
+        for code in used.tolist():
             parts: list[str] = []
-            for dictionary in reversed(dictionaries):
-                code, idx = divmod(code, len(dictionary))
-                parts.append(dictionary[idx])
+            for names in reversed(names_per_column):
+                code, idx = divmod(code, len(names))
+                parts.append(names[idx])
             values.append(tuple(reversed(parts)))
         return dense.astype(np.int64), values
 
