@@ -18,7 +18,6 @@ import io
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from _memory import peak_rss_mib
+from _subprocess import run_script
 
 
 def make_records(n: int) -> list[bytes]:
@@ -222,13 +222,7 @@ CASES = {
 
 
 def run_case(name: str, records: int, txns: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--case", name, "--records", str(records), "--txns", str(txns)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return run_script(__file__, ["--case", name, "--records", str(records), "--txns", str(txns)])
 
 
 def main() -> None:

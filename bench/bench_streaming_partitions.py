@@ -15,7 +15,6 @@ import io
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_streaming import _timed
+from _subprocess import run_script
+from bench_streaming import _table, _timed
 
 
 def make_records(n: int, partitions: int) -> list[bytes]:
@@ -31,16 +31,10 @@ def make_records(n: int, partitions: int) -> list[bytes]:
 
 
 def case_acidstream(root: Path, n: int, txns: int, partitions: int) -> dict[str, float]:
-    from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+    from acidstream import StreamingConnection, StrictDelimitedInputWriter
 
     records = make_records(n, partitions)
-    ms = Metastore.connect(f"sqlite:///{root / 'metastore.db'}", warehouse=str(root / "wh"))
-    ms.execute("CREATE DATABASE testing")
-    for name in ("alerts", "warmup"):
-        ms.execute(
-            f"CREATE TABLE testing.{name} (id int, msg string) PARTITIONED BY (continent string, country string) "
-            "CLUSTERED BY (id) INTO 5 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-        )
+    ms = _table(root)  # the same tables as bench_streaming's, written without static partition values
     per = n // txns
     writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
 
@@ -102,13 +96,7 @@ CASES = {"acidstream write() per record": case_acidstream, "deltalake append": c
 
 def run_case(name: str, records: int, txns: int, partitions: int) -> dict[str, float]:
     args = ["--case", name, "--records", str(records), "--txns", str(txns), "--partitions", str(partitions)]
-    out = subprocess.run(
-        [sys.executable, __file__, *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return run_script(__file__, args)
 
 
 def main() -> None:
