@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -182,9 +184,10 @@ def _spliced(
     stats: list[bytes] = []
     for info, theirs in zip(infos, their_stripe_stats, strict=True):
         n = _uint(info, STRIPE.NUMBER_OF_ROWS)
-        ints = _insert_columns(write_id, bucket_property, first_row_id + rows)
-        stats = [_struct_stats(n), *(c.statistics(n) for c in ints)]
-        stripe, info = _splice_stripe(raw, info, compression, block_size, ints, drop)
+        ours = _insert_columns(write_id, bucket_property, first_row_id + rows)
+        stats = [_struct_stats(n), *(_acid_statistics(c, n) for c in ours)]
+        streams = [_acid_stream(c, n, compression, block_size) for c in ours]
+        stripe, info = _splice_stripe(raw, info, compression, block_size, streams, drop)
         info.set_uint(STRIPE.OFFSET, offset)
         body.append(stripe)
         stripes.append(info)
@@ -196,7 +199,7 @@ def _spliced(
         keys.append((write_id, bucket_property, first_row_id + rows - 1))
     if len(stripes) > 1:  # else the one stripe's statistics are the chunk's
         stats = [_struct_stats(rows)]
-        stats += [c.statistics(rows) for c in _insert_columns(write_id, bucket_property, first_row_id)]
+        stats += [_acid_statistics(c, rows) for c in _insert_columns(write_id, bucket_property, first_row_id)]
     return EncodedEvents(body, stripes, stripe_stats, stats + list(their_file_stats[drop:]), keys, rows)
 
 
@@ -218,26 +221,20 @@ def _splice_stripe(
     info: Message,
     kind: CompressionKind,
     block: int,
-    ints: Sequence[_Constant | _Counter],
+    ours: Sequence[bytes],
     drop: int,
 ) -> tuple[bytes, Message]:
-    """Our data streams, then theirs (each compressed now), and a footer listing them in that order; their
-    first ``drop`` columns are left out. No index streams: the file declares no row index (stride 0), as
+    """Our data streams (``ours``, framed), then theirs (each compressed now), and a footer listing them in that
+    order; their first ``drop`` columns are left out. No index streams: the file declares no row index (stride 0), as
     Hive's streaming writer does, so pyarrow's are dropped."""
     fields = {number: value for number, _, value in info.fields}
-    start, index_len, data_len, footer_len, n = (
+    start, index_len, data_len, footer_len = (
         int(fields.get(k, 0))
-        for k in (
-            STRIPE.OFFSET,
-            STRIPE.INDEX_LENGTH,
-            STRIPE.DATA_LENGTH,
-            STRIPE.FOOTER_LENGTH,
-            STRIPE.NUMBER_OF_ROWS,
-        )
+        for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
     )
     footer_at = start + index_len + data_len
     footer = Message.decode(raw[footer_at : footer_at + footer_len])
-    parts = [_frame(kind, c.rle(n), block) for c in ints]
+    parts = list(ours)
     listed = [_DATA_STREAM[col] + encode_varint(len(b)) for col, b in enumerate(parts, start=1)]
     their_encodings: list[bytes] = []
     other: list[tuple[int, int, int | bytes]] = []
@@ -334,45 +331,58 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 # --- the ACID columns of an insert ----------------------------------------------------------------------
 
 
-def _insert_columns(
-    write_id: int, bucket_property: int, first_row_id: int
-) -> tuple[_Constant | _Counter, ...]:
+class _AcidColumn(NamedTuple):
+    """An ACID column of an insert: ``value`` in every row, or counting up from it (rowId)."""
+
+    counting: bool
+    value: int
+
+
+def _insert_columns(write_id: int, bucket_property: int, first_row_id: int) -> tuple[_AcidColumn, ...]:
     """operation, originalTransaction, bucket, rowId, currentTransaction."""
-    wid = _Constant(write_id)
-    return (_Constant(0), wid, _Constant(bucket_property), _Counter(first_row_id), wid)
+    wid = _AcidColumn(False, write_id)
+    return (
+        _AcidColumn(False, 0),
+        wid,
+        _AcidColumn(False, bucket_property),
+        _AcidColumn(True, first_row_id),
+        wid,
+    )
 
 
-class _Constant:
-    """One value in every row."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-        self._full_run = _delta(value, 0, RUN)
-
-    def rle(self, n: int) -> bytes:
-        full, rest = divmod(n, RUN)
-        return self._full_run * full + (_constant_tail(self.value, rest) if rest else b"")
-
-    def statistics(self, n: int) -> bytes:
-        return _int_stats(n, self.value, self.value, self.value * n)
+# A commit's files repeat a few (column, rows) pairs: the same write id and rows counted from 0 in every file,
+# five bucket properties, row counts close to each other. Cached, each costs a lookup instead of its encoding.
+_CACHED_COLUMNS = 4096
 
 
-class _Counter:
-    """``first``, ``first + 1``, ... (rowId)."""
+@lru_cache(maxsize=_CACHED_COLUMNS)
+def _acid_stream(column: _AcidColumn, n: int, kind: CompressionKind, block: int) -> bytes:
+    """The column's DATA stream for ``n`` rows, RLEv2-encoded and framed."""
+    return _frame(
+        kind, _counter_rle(column.value, n) if column.counting else _constant_rle(column.value, n), block
+    )
 
-    def __init__(self, first: int) -> None:
-        self.first = first
 
-    def rle(self, n: int) -> bytes:
-        full, rest = divmod(n, RUN)
-        runs = [_delta(self.first + i * RUN, 1, RUN) for i in range(full)]
-        if rest:
-            start = self.first + full * RUN
-            runs.append(_delta(start, 1, rest) if rest >= 4 else _direct(range(start, start + rest)))
-        return b"".join(runs)
+@lru_cache(maxsize=_CACHED_COLUMNS)
+def _acid_statistics(column: _AcidColumn, n: int) -> bytes:
+    first = column.value
+    if column.counting:
+        return _int_stats(n, first, first + n - 1, n * first + n * (n - 1) // 2)
+    return _int_stats(n, first, first, first * n)
 
-    def statistics(self, n: int) -> bytes:
-        return _int_stats(n, self.first, self.first + n - 1, n * self.first + n * (n - 1) // 2)
+
+def _constant_rle(value: int, n: int) -> bytes:
+    full, rest = divmod(n, RUN)
+    return _delta(value, 0, RUN) * full + (_constant_tail(value, rest) if rest else b"")
+
+
+def _counter_rle(first: int, n: int) -> bytes:
+    full, rest = divmod(n, RUN)
+    runs = [_delta(first + i * RUN, 1, RUN) for i in range(full)]
+    if rest:
+        start = first + full * RUN
+        runs.append(_delta(start, 1, rest) if rest >= 4 else _direct(range(start, start + rest)))
+    return b"".join(runs)
 
 
 # --- RLEv2, as ORC C++ chooses its sub-encodings for these sequences -----------------------------------
