@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Protocol
 
 from acidstream.acid.orc.compression import CompressionError, CompressionKind, compress, decompress
-from acidstream.acid.orc.protobuf import Message, ProtobufError
+from acidstream.acid.orc.protobuf import VARINT, Message, ProtobufError, encode_fields
 
 MAGIC = b"ORC"
 
@@ -187,14 +187,40 @@ def _check_layout(tail: OrcTail, content_end: int) -> None:
         raise TailError(f"{len(stats)} stripe statistics for {len(tail.stripes)} stripes")
 
 
-def build_tail(postscript: Message, footer: bytes, metadata: bytes) -> bytes:
+class PostscriptTemplate:
+    """A file's PostScript, encoded once but for the footer and metadata lengths, which every tail sets.
+
+    The lengths go where the PostScript has them (as ``Message.set_uint`` would put them), the other fields
+    stay as encoded: a writer writes a tail at every flush, and its PostScript never changes otherwise.
+    """
+
+    def __init__(self, postscript: Message) -> None:
+        self.compression = CompressionKind(postscript.uint(PS.COMPRESSION, 0) or 0)
+        self.block_size = postscript.uint(PS.COMPRESSION_BLOCK_SIZE, 256 * 1024) or 256 * 1024
+        placed = postscript.copy().set_uint(PS.FOOTER_LENGTH, 0).set_uint(PS.METADATA_LENGTH, 0)
+        self._parts: list[bytes | int] = []  # encoded runs of fields, and the numbers of the two lengths
+        run: list[tuple[int, int, int | bytes]] = []
+        for field in placed.fields:
+            if field[0] in (PS.FOOTER_LENGTH, PS.METADATA_LENGTH):
+                self._parts += [encode_fields(run), field[0]]
+                run = []
+            else:
+                run.append(field)
+        self._parts.append(encode_fields(run))
+
+    def encode(self, footer_length: int, metadata_length: int) -> bytes:
+        lengths = {PS.FOOTER_LENGTH: footer_length, PS.METADATA_LENGTH: metadata_length}
+        return b"".join(
+            part if isinstance(part, bytes) else encode_fields([(part, VARINT, lengths[part])])
+            for part in self._parts
+        )
+
+
+def build_tail(postscript: PostscriptTemplate, footer: bytes, metadata: bytes) -> bytes:
     """Serialise a tail from the encoded Footer and Metadata; the PostScript gets the compressed lengths."""
-    kind = CompressionKind(postscript.uint(PS.COMPRESSION, 0) or 0)
-    block = postscript.uint(PS.COMPRESSION_BLOCK_SIZE, 256 * 1024) or 256 * 1024
-    meta = compress(kind, metadata, block)
-    foot = compress(kind, footer, block)
-    ps = postscript.copy().set_uint(PS.FOOTER_LENGTH, len(foot)).set_uint(PS.METADATA_LENGTH, len(meta))
-    ps_bytes = ps.encode()
+    meta = compress(postscript.compression, metadata, postscript.block_size)
+    foot = compress(postscript.compression, footer, postscript.block_size)
+    ps_bytes = postscript.encode(len(foot), len(meta))
     if len(ps_bytes) > 255:
         raise ValueError("postscript longer than 255 bytes")
     return meta + foot + ps_bytes + bytes([len(ps_bytes)])

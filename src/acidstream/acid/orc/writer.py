@@ -45,7 +45,7 @@ from acidstream.acid.orc.stripes import (
     from_inserted_rows,
     from_shared_inserts,
 )
-from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, build_tail, read_tail
+from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, PostscriptTemplate, build_tail, read_tail
 from acidstream.acid.orc.timestamps import check_writable, has_timestamp
 from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
@@ -154,7 +154,7 @@ class _Layout:
     struct_columns: tuple[int, ...]  # row columns that need pyarrow work-arounds: most tables have none
     timestamp_columns: tuple[int, ...]
     # the parsed tail of an empty file: never mutated (writers copy what they change)
-    postscript: Message
+    postscript: PostscriptTemplate
     statistics: list[bytes]
     footer_types: bytes  # the footer's TYPES fields, encoded (char/varchar patched)
     footer_trailer: bytes  # its fields after STATISTICS (row index stride, writer, version), encoded
@@ -188,7 +188,7 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
             schema,
             tuple(i for i, f in enumerate(fields) if has_struct(f.type)),
             tuple(i for i, f in enumerate(fields) if has_timestamp(f.type)),
-            tail.postscript,
+            PostscriptTemplate(tail.postscript),
             tail.footer.repeated_bytes(FOOTER.STATISTICS),
             *_constant_footer_fields(tail.footer),
         )
@@ -310,7 +310,7 @@ class AcidWriter:
         self._counts = [0, 0, 0]  # inserts, updates, deletes
         self._insert_write_id: int | None = None
         self._next_row_id = 0
-        self._postscript = layout.postscript.copy()
+        self._postscript = layout.postscript
         self._footer_types, self._footer_trailer = layout.footer_types, layout.footer_trailer
         self._column_stats = layout.statistics  # encoded ColumnStatistics, replaced by merges
         self._files_pending: Future[None] | None = None
