@@ -126,9 +126,8 @@ def compress(kind: CompressionKind, data: bytes, block_size: int, smallest: int 
         return data
     if not 0 < block_size <= _MAX_CHUNK:
         raise ValueError(f"compression block size {block_size} out of range")
-    # one original chunk: the common case of tiny streams
-    if 0 < len(data) < smallest and len(data) <= block_size:
-        return ((len(data) << 1) | 1).to_bytes(3, "little") + data
+    if 0 < len(data) < smallest and len(data) <= block_size:  # the common case of tiny streams
+        return _original(data)
     out = bytearray()
     for start in range(0, len(data), block_size):
         chunk = data[start : start + block_size]
@@ -136,8 +135,13 @@ def compress(kind: CompressionKind, data: bytes, block_size: int, smallest: int 
         if len(packed) < len(chunk):
             out += (len(packed) << 1).to_bytes(3, "little") + packed
         else:
-            out += ((len(chunk) << 1) | 1).to_bytes(3, "little") + chunk
+            out += _original(chunk)
     return bytes(out)
+
+
+def _original(chunk: bytes) -> bytes:
+    """A chunk stored as it is: its 3-byte header has the "original" bit set."""
+    return ((len(chunk) << 1) | 1).to_bytes(3, "little") + chunk
 
 
 def decompress(kind: CompressionKind, data: bytes | memoryview, block_size: int) -> bytes:

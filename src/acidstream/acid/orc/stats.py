@@ -104,10 +104,9 @@ def _merge_int(a: Message, b: Message) -> Message:
     """The common kind (every ACID column is an int): fields looked up once, not scanned per accessor."""
     fa, fb = _last_values(a), _last_values(b)
     fields: list[tuple[int, int, int | bytes]] = []
-    lows, highs = (_sint(fa, 1), _sint(fb, 1)), (_sint(fa, 2), _sint(fb, 2))
-    if None not in lows and None not in highs:
-        fields.append((1, VARINT, zigzag_encode(min(v for v in lows if v is not None))))
-        fields.append((2, VARINT, zigzag_encode(max(v for v in highs if v is not None))))
+    lo, hi = _pick(_sint(fa, 1), _sint(fb, 1), min), _pick(_sint(fa, 2), _sint(fb, 2), max)
+    if lo is not None and hi is not None:
+        fields += [(1, VARINT, zigzag_encode(int(lo))), (2, VARINT, zigzag_encode(int(hi)))]
     sa, sb = _sint(fa, 3), _sint(fb, 3)
     if sa is not None and sb is not None and _I64_MIN <= sa + sb <= _I64_MAX:
         fields.append((3, VARINT, zigzag_encode(sa + sb)))

@@ -224,9 +224,9 @@ def _splice_stripe(
     ours: Sequence[bytes],
     drop: int,
 ) -> tuple[bytes, Message]:
-    """Our data streams (``ours``, framed), then theirs (each compressed now), and a footer listing them in that
-    order; their first ``drop`` columns are left out. No index streams: the file declares no row index (stride 0), as
-    Hive's streaming writer does, so pyarrow's are dropped."""
+    """Our data streams (``ours``, framed), then theirs (each compressed now), and a footer listing them in
+    that order; their first ``drop`` columns are left out. No index streams: the file declares no row index
+    (stride 0), as Hive's streaming writer does, so pyarrow's are dropped."""
     fields = {number: value for number, _, value in info.fields}
     start, index_len, data_len, footer_len = (
         int(fields.get(k, 0))

@@ -153,7 +153,7 @@ class _Layout:
     schema: pa.Schema  # the six event columns
     struct_columns: tuple[int, ...]  # row columns that need pyarrow work-arounds: most tables have none
     timestamp_columns: tuple[int, ...]
-    # the parsed tail of an empty file: never mutated (writers copy what they change)
+    # from the tail of an empty file: never mutated (writers copy what they change)
     postscript: PostscriptTemplate
     statistics: list[bytes]
     footer_types: bytes  # the footer's TYPES fields, encoded (char/varchar patched)
@@ -200,11 +200,16 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
 
 def _encode(table: pa.Table, options: WriterOptions, *, uncompressed: bool = False) -> pa.Buffer:
     sink = pa.BufferOutputStream()
+    po.write_table(table, sink, **_pyarrow_kwargs(options, uncompressed=uncompressed))
+    return sink.getvalue()
+
+
+def _pyarrow_kwargs(options: WriterOptions, *, uncompressed: bool) -> dict[str, object]:
+    """``uncompressed``: for rows whose streams the splice compresses itself."""
     kwargs = options.pyarrow_kwargs()
     if uncompressed:
         kwargs["compression"] = PYARROW_NAMES[CompressionKind.NONE]
-    po.write_table(table, sink, **kwargs)
-    return sink.getvalue()
+    return kwargs
 
 
 def encode_together(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[EncodedEvents]:
@@ -231,39 +236,37 @@ def _encode_shared(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[Enco
 
     With a one-byte stripe size pyarrow cuts a stripe after every write whose rows reached an output stream.
     Rows it still holds (a few ints wait in their RLE buffers) cannot be separated from the next write's, so
-    they end their file instead: the next insert starts another, as it does once a file reaches a stripe's size.
+    they end their file instead: the next insert starts another, as it does once a file reaches a stripe's
+    size.
     """
     first = items[0][0]
     options, nested = first._options, bool(first._struct_columns)
-    kwargs = {
-        **options.pyarrow_kwargs(),
-        "compression": PYARROW_NAMES[CompressionKind.NONE],
-        "stripe_size": 1,
-    }
+    kwargs = {**_pyarrow_kwargs(options, uncompressed=True), "stripe_size": 1}
     out: list[EncodedEvents | None] = []
-    inserts: list[Insert] = []
-    sink = pa.BufferOutputStream()
-    writer = po.ORCWriter(sink, **kwargs)
-    for i, (acid_writer, taken) in enumerate(items):
-        assert isinstance(taken, InsertedRows)
-        before = sink.tell()
-        writer.write(acid_writer._nested(taken.rows) if nested else taken.rows)
-        inserts.append(Insert(taken.rows.num_rows, taken.write_id, taken.bucket_property, taken.first_row_id))
-        written = sink.tell()
-        # the first write adds the header; a file of a stripe's size is enough to share (memory stays bounded)
-        if written <= max(before, len(MAGIC)) or written >= options.stripe_bytes or i == len(items) - 1:
-            writer.close()
-            encoded = from_shared_inserts(
-                sink.getvalue(),
-                inserts,
-                compression=kind_of(options.compression),
-                block_size=options.block_size,
-                nested=nested,
+    while len(out) < len(items):
+        sink = pa.BufferOutputStream()
+        writer = po.ORCWriter(sink, **kwargs)
+        inserts: list[Insert] = []
+        for acid_writer, taken in items[len(out) :]:
+            assert isinstance(taken, InsertedRows)
+            before = sink.tell()
+            writer.write(acid_writer._nested(taken.rows) if nested else taken.rows)
+            inserts.append(
+                Insert(taken.rows.num_rows, taken.write_id, taken.bucket_property, taken.first_row_id)
             )
-            out.extend(encoded if encoded is not None else [None] * len(inserts))
-            if i < len(items) - 1:
-                inserts, sink = [], pa.BufferOutputStream()
-                writer = po.ORCWriter(sink, **kwargs)
+            written = sink.tell()
+            # the first write adds the header; a stripe's size is enough for one file (memory stays bounded)
+            if written <= max(before, len(MAGIC)) or written >= options.stripe_bytes:
+                break
+        writer.close()
+        encoded = from_shared_inserts(
+            sink.getvalue(),
+            inserts,
+            compression=kind_of(options.compression),
+            block_size=options.block_size,
+            nested=nested,
+        )
+        out.extend(encoded if encoded is not None else [None] * len(inserts))
     return out
 
 
