@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready: Java 17 (for Spark), a Python >= 3.11 venv in .venv with the
-# project and its dev dependencies. Idempotent and quick when nothing changed (stamp on pyproject.toml).
+# project and its dev dependencies. Idempotent and quick when nothing changed (stamp on pyproject.toml and the C source).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -44,8 +44,19 @@ if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv || { apt_install python3-venv; "$py" -m venv .venv; }
 fi
 
+# The C part (write()'s per-record path) compiles if a C compiler and Python's headers are there; without
+# them the package installs and runs in pure Python, slower. Install them where apt can.
+has_headers() { .venv/bin/python -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
+if ! command -v cc >/dev/null 2>&1; then
+    apt_install gcc libc6-dev || log "no C compiler: acidstream runs without its C part (slower writes)"
+fi
+if ! has_headers && [[ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')" == /usr ]]; then
+    apt_install "python$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev" \
+        || log "no Python headers: acidstream runs without its C part (slower writes)"
+fi
+
 stamp=".venv/.acidstream-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml setup.py src/acidstream/streaming/records/_buffer.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies (first run downloads pyspark: a few minutes)"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null

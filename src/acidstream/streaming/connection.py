@@ -46,7 +46,8 @@ from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockResponse, LockType, OperationType, Table
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
-from acidstream.streaming.records import ParseResult, RecordParser, record_bytes, records_array, split_records
+from acidstream.streaming.records import ParseResult, RecordParser, record_bytes, split_records
+from acidstream.streaming.records.buffer import new_record_buffer
 from acidstream.streaming.routing import RowRouter
 from acidstream.streaming.state import TxnState
 from acidstream.streaming.stats import ConnectionStats
@@ -67,6 +68,7 @@ class StreamingConfig:
 
     max_buffered_bytes: int = 256 << 20  # auto-flush threshold over all open files of a batch
     parse_batch_records: int = 65536  # records buffered before a bulk parse
+    parse_batch_bytes: int = 64 << 20  # or record bytes, whichever fills first
     compression: str | None = None  # default: the table's ``orc.compress`` (ZLIB if unset), as in Hive
     heartbeat_interval: float | None = None  # default: metastore txn timeout / 2
     write_notifications: bool = True  # ACID_WRITE events for replication
@@ -78,6 +80,7 @@ class StreamingConfig:
         converters: dict[str, Any] = {
             "max_buffered_bytes": int,
             "parse_batch_records": int,
+            "parse_batch_bytes": int,
             "compression": lambda v: str(v).upper(),
             "heartbeat_interval": lambda v: None if v is None else float(v),
             "write_notifications": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true"),
@@ -204,14 +207,15 @@ class StreamingConnection:
         self._closed = False
         self._batch: _Batch | None = None
         self._used_unmanaged = False
-        self._pending: list[bytes] = []
+        # write()'s per-record path is the buffer's append, as this instance's attribute (it shadows the
+        # method below): no Python frame per record. Its room is 0 whenever the connection is closed or the
+        # current txn is not OPEN, so every record then goes to _write_slow, which says why it is refused.
+        self._pending = new_record_buffer(self._write_slow)
+        self.__dict__["write"] = self._pending.append
         self._txn_records = 0  # records handed to this txn so far (parsed or pending)
         self._txn_touched: dict[str, Destination] = {}
         self._destinations: dict[tuple[str, ...], Destination] = {}
         self._all_touched: dict[str, Destination] = {}
-        # Records write() may buffer without a check (one below the parse threshold); 0 whenever the
-        # connection is closed or the current txn is not OPEN, so write()'s common case is one comparison.
-        self._write_room = 0
         self._heartbeater: Heartbeater | None = None
         self._static_dest = self._resolve_static_destination()
         # Hive's per-txn lock: shared read on the static partition (or the table), agent info attached
@@ -320,28 +324,31 @@ class StreamingConnection:
             self._pending.clear()
             self._txn_records = 0
             self._txn_touched = {}
-            self._write_room = self.config.parse_batch_records - 1  # the last place is _write_slow's
+            self._open_write_room()
 
     def write(self, record: bytes | str) -> None:
-        """Buffer one record; parsing happens in bulk every ``parse_batch_records`` records and at commit."""
-        pending = self._pending
-        if type(record) is bytes and len(pending) < self._write_room:
-            pending.append(record)  # the per-record path: everything else is in _write_slow
-        else:
-            self._write_slow(record)
+        """Buffer one record; parsing happens in bulk every ``parse_batch_records`` records (or
+        ``parse_batch_bytes``) and at commit. (Each instance's ``write`` is its record buffer's append.)"""
+        self._pending.append(record)
 
     def _write_slow(self, record: bytes | str) -> None:
-        """Not plain bytes, the buffer's last free place, or a txn that is not writable (raises why)."""
+        """Not plain bytes, the record that fills the buffer, or a txn that is not writable (raises why)."""
         self._check_writable()
         if isinstance(record, str):
-            data = record.encode()
+            data: bytes | bytearray | memoryview = record.encode()
         elif isinstance(record, bytes | bytearray | memoryview):
-            data = bytes(record)  # a copy: the caller may reuse its buffer before the parse
+            data = record  # the buffer copies it: the caller may reuse its buffer before the parse
         else:
             raise TypeError(f"write() takes bytes or str, not {type(record).__name__}")
-        self._pending.append(data)
-        if len(self._pending) >= self.config.parse_batch_records:
+        pending = self._pending
+        pending.add(data)
+        if len(pending) >= self.config.parse_batch_records or pending.nbytes >= self.config.parse_batch_bytes:
             self._drain_pending()
+
+    def _open_write_room(self) -> None:
+        """write() takes records without a check up to one below the parse thresholds: the record that fills
+        the buffer goes through _write_slow, which parses it."""
+        self._pending.set_room(self.config.parse_batch_records - 1, self.config.parse_batch_bytes - 1)
 
     def write_stream(self, stream: BinaryIO, line_delimiter: str | None = None) -> None:
         """Write every record of a binary stream split on the record writer's delimiter pattern."""
@@ -396,7 +403,7 @@ class StreamingConnection:
             except Exception as exc:
                 self._mark_dead(batch, exc)
                 raise TransactionError(f"Unable to commit transaction txnid:{batch.txn_id}: {exc}") from exc
-            self._write_room = 0
+            self._pending.set_room(0, 0)
 
     def _commit_managed(
         self,
@@ -441,7 +448,7 @@ class StreamingConnection:
         with self._lock, self._gil:
             batch = self._require_open_txn()
             self._pending.clear()
-            self._write_room = 0
+            self._pending.set_room(0, 0)
             if self.is_managed:
                 try:
                     self._call(self._ms().abort_txn, batch.txn_id)
@@ -459,7 +466,7 @@ class StreamingConnection:
             if self._closed:
                 return
             self._closed = True
-            self._write_room = 0
+            self._pending.set_room(0, 0)
             errors: list[BaseException] = []
             if self._batch is not None:
                 try:
@@ -543,7 +550,7 @@ class StreamingConnection:
         if batch.dead is not None:
             return
         batch.dead = cause
-        self._write_room = 0
+        self._pending.set_room(0, 0)
         with contextlib.suppress(Exception):  # the original failure is what the caller needs to see
             self._close_batch(batch)
 
@@ -602,11 +609,10 @@ class StreamingConnection:
             return
         with self._lock, self._gil:
             self._check_writable()
-            records, self._pending = self._pending, []
             first = self._txn_records
-            self._txn_records += len(records)
-            array = records_array(records)
-            self._stats.bytes_written += record_bytes(array)
+            self._txn_records += len(self._pending)
+            self._stats.bytes_written += self._pending.nbytes
+            array = self._pending.take()
             self._accept(self.parser.parse_arrow(array, first_index=first))
 
     def _accept(self, result: ParseResult) -> None:
