@@ -91,6 +91,8 @@ def test_set_replaces_and_set_repeated_keeps_position() -> None:
     ]
     m.set_repeated(7, [b"z"])
     assert m.fields[-1] == (7, LENGTH_DELIMITED, b"z")
+    copied = m.copy().set_uint(4, 5)  # a copy's changes never reach the original
+    assert (copied.uint(4), m.uint(4)) == (5, 0)
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,15 @@ def test_lengths_missing_from_the_postscript_go_last_as_set_would_put_them() -> 
     assert PostscriptTemplate(bare).encode(300, 7) == expected
 
 
+@given(footer=LENGTHS, metadata=LENGTHS)
+def test_lengths_keep_their_places_whichever_comes_first(footer: int, metadata: int) -> None:
+    swapped = (
+        Message().set_uint(PS.METADATA_LENGTH, 1).set_uint(PS.COMPRESSION, 1).set_uint(PS.FOOTER_LENGTH, 2)
+    )
+    expected = swapped.copy().set_uint(PS.FOOTER_LENGTH, footer).set_uint(PS.METADATA_LENGTH, metadata)
+    assert PostscriptTemplate(swapped).encode(footer, metadata) == expected.encode()
+
+
 def test_built_tail_reads_back() -> None:
     """A tail built for an empty file's footer is what read_tail parses, lengths and codec included."""
     sink = pa.BufferOutputStream()

@@ -229,12 +229,14 @@ class Message:
 
     def set(self, number: int, wire: int, value: int | bytes) -> Message:
         """Replace every occurrence of a field by one value, keeping the position of the first occurrence."""
-        for i, f in enumerate(self.fields):
+        fields = self.fields
+        for i, f in enumerate(fields):
             if f[0] == number:
-                self.fields[i] = (number, wire, value)
-                self.fields = self.fields[: i + 1] + [g for g in self.fields[i + 1 :] if g[0] != number]
+                fields[i] = (number, wire, value)
+                if any(g[0] == number for g in fields[i + 1 :]):  # rare: a repeated scalar
+                    self.fields = fields[: i + 1] + [g for g in fields[i + 1 :] if g[0] != number]
                 return self
-        self.fields.append((number, wire, value))
+        fields.append((number, wire, value))
         return self
 
     def set_uint(self, number: int, value: int) -> Message:

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Protocol
 
 from acidstream.acid.orc.compression import CompressionError, CompressionKind, compress, decompress
-from acidstream.acid.orc.protobuf import VARINT, Message, ProtobufError, encode_fields
+from acidstream.acid.orc.protobuf import VARINT, Message, ProtobufError, encode_fields, encode_varint
 
 MAGIC = b"ORC"
 
@@ -198,22 +198,26 @@ class PostscriptTemplate:
         self.compression = CompressionKind(postscript.uint(PS.COMPRESSION, 0) or 0)
         self.block_size = postscript.uint(PS.COMPRESSION_BLOCK_SIZE, 256 * 1024) or 256 * 1024
         placed = postscript.copy().set_uint(PS.FOOTER_LENGTH, 0).set_uint(PS.METADATA_LENGTH, 0)
-        self._parts: list[bytes | int] = []  # encoded runs of fields, and the numbers of the two lengths
+        # encoded runs of fields around the two lengths: before, between and after them
+        self._runs: list[bytes] = []
+        self._footer_first = True
         run: list[tuple[int, int, int | bytes]] = []
         for field in placed.fields:
             if field[0] in (PS.FOOTER_LENGTH, PS.METADATA_LENGTH):
-                self._parts += [encode_fields(run), field[0]]
+                if not self._runs:
+                    self._footer_first = field[0] == PS.FOOTER_LENGTH
+                self._runs.append(encode_fields(run) + encode_varint(field[0] << 3 | VARINT))
                 run = []
             else:
                 run.append(field)
-        self._parts.append(encode_fields(run))
+        self._runs.append(encode_fields(run))
 
     def encode(self, footer_length: int, metadata_length: int) -> bytes:
-        lengths = {PS.FOOTER_LENGTH: footer_length, PS.METADATA_LENGTH: metadata_length}
-        return b"".join(
-            part if isinstance(part, bytes) else encode_fields([(part, VARINT, lengths[part])])
-            for part in self._parts
+        first, second = (
+            (footer_length, metadata_length) if self._footer_first else (metadata_length, footer_length)
         )
+        before, between, after = self._runs
+        return b"".join((before, encode_varint(first), between, encode_varint(second), after))
 
 
 def build_tail(postscript: PostscriptTemplate, footer: bytes, metadata: bytes) -> bytes:
