@@ -56,7 +56,7 @@ if ! has_headers && [[ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix
 fi
 
 stamp=".venv/.acidstream-installed"
-want="$(cat pyproject.toml setup.py src/acidstream/streaming/records/_buffer.c | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml setup.py src/acidstream/streaming/records/_native.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies (first run downloads pyspark: a few minutes)"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null

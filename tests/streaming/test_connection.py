@@ -32,6 +32,7 @@ from acidstream.errors import (
 from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
 from acidstream.streaming.records import buffer as buffer_module
+from acidstream.streaming.records import text_values
 from acidstream.streaming.state import TxnState
 
 DELIM = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
@@ -52,12 +53,14 @@ def ms(metastore_url: str, warehouse: Path) -> Iterator[Metastore]:
 
 
 @pytest.fixture(params=["c", "python"])
-def record_buffer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Connections made in the test buffer write()'s records in C, then in Python (as without the extension)."""
+def native(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test runs with the C extension's record buffer and split, then with their Python forms (as without
+    the extension)."""
     if request.param == "c" and buffer_module.C_RECORD_BUFFER is None:
         pytest.skip("the C extension is not built")
     if request.param == "python":
         monkeypatch.setattr(buffer_module, "C_RECORD_BUFFER", None)
+        monkeypatch.setattr(text_values, "native_split_uniform", None)
     return str(request.param)
 
 
@@ -163,7 +166,7 @@ def test_batch_of_ten_interleaved_commits_and_aborts_read_while_open(ms: Metasto
     assert [r["id"] for r in rows(ms)] == [1, 3, 4]
 
 
-def test_stats_count_records_and_their_bytes_however_they_arrive(ms: Metastore, record_buffer: str) -> None:
+def test_stats_count_records_and_their_bytes_however_they_arrive(ms: Metastore, native: str) -> None:
     import io
 
     with connect(ms) as conn:
@@ -220,7 +223,7 @@ def test_auto_roll_to_next_batch(ms: Metastore) -> None:
     assert len(rows(ms)) == 5
 
 
-def test_state_machine_errors_use_hive_messages(ms: Metastore, record_buffer: str) -> None:
+def test_state_machine_errors_use_hive_messages(ms: Metastore, native: str) -> None:
     conn = connect(ms)
     with pytest.raises(
         TransactionError, match=re.escape("Transaction batch is null. Missing beginTransaction?")
@@ -350,7 +353,7 @@ def test_json_and_regex_writers(ms: Metastore) -> None:
     assert rows(ms) == [{"id": 7, "msg": "seven"}]
 
 
-def test_bad_record_names_index_and_field_and_keeps_good_rows(ms: Metastore, record_buffer: str) -> None:
+def test_bad_record_names_index_and_field_and_keeps_good_rows(ms: Metastore, native: str) -> None:
     with connect(ms) as conn:
         conn.begin_transaction()
         conn.write(b"1,good")
@@ -366,7 +369,7 @@ def test_bad_record_names_index_and_field_and_keeps_good_rows(ms: Metastore, rec
     assert [(r["id"], r["ROW__ID"]["rowid"]) for r in rows(ms, with_row_id=True)] == [(1, 0), (3, 1), (4, 2)]
 
 
-def test_a_full_buffer_is_parsed_at_the_record_that_fills_it(ms: Metastore, record_buffer: str) -> None:
+def test_a_full_buffer_is_parsed_at_the_record_that_fills_it(ms: Metastore, native: str) -> None:
     with connect(ms, parse_batch_records=3) as conn:
         conn.begin_transaction()
         conn.write(b"1,a")
@@ -381,9 +384,7 @@ def test_a_full_buffer_is_parsed_at_the_record_that_fills_it(ms: Metastore, reco
     assert [r["id"] for r in rows(ms)] == [1, 3, 4, 5, 6, 7, 8, 9]
 
 
-def test_a_buffer_full_of_bytes_is_parsed_at_the_record_that_fills_it(
-    ms: Metastore, record_buffer: str
-) -> None:
+def test_a_buffer_full_of_bytes_is_parsed_at_the_record_that_fills_it(ms: Metastore, native: str) -> None:
     with connect(ms, parse_batch_bytes=12) as conn:
         conn.begin_transaction()
         conn.write(b"1,aaa")  # 5 bytes
@@ -398,7 +399,7 @@ def test_a_buffer_full_of_bytes_is_parsed_at_the_record_that_fills_it(
     assert [r["id"] for r in rows(ms)] == [1, 3, 4, 5]
 
 
-def test_write_copies_mutable_buffers_and_refuses_other_types(ms: Metastore, record_buffer: str) -> None:
+def test_write_copies_mutable_buffers_and_refuses_other_types(ms: Metastore, native: str) -> None:
     with connect(ms) as conn:
         conn.begin_transaction()
         buf = bytearray(b"1,first")
@@ -412,7 +413,7 @@ def test_write_copies_mutable_buffers_and_refuses_other_types(ms: Metastore, rec
     assert [(r["id"], r["msg"]) for r in rows(ms)] == [(1, "first"), (2, "reused"), (3, "view")]
 
 
-def test_rows_of_a_commit_that_failed_then_aborted_never_show(ms: Metastore, record_buffer: str) -> None:
+def test_rows_of_a_commit_that_failed_then_aborted_never_show(ms: Metastore, native: str) -> None:
     with connect(ms, batch=2) as conn:
         conn.begin_transaction()
         conn.write(b"1,doomed")

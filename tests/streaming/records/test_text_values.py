@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -259,6 +262,23 @@ def test_buffer_scans_only_skip_checks_that_would_change_nothing(
     assert fast.bad.tolist() == exact.bad.tolist()
 
 
+SPLITS = [
+    pytest.param(True, id="c"),
+    pytest.param(False, id="numpy"),
+]
+
+
+@contextmanager
+def split_in(native: bool) -> Iterator[None]:
+    """The uniform split in C (skipped if the extension is not built) or in numpy (as without it)."""
+    if native and text_values.native_split_uniform is None:
+        pytest.skip("the C extension is not built")
+    with pytest.MonkeyPatch.context() as m:
+        if not native:
+            m.setattr(text_values, "native_split_uniform", None)
+        yield
+
+
 def python_split(
     texts: list[str | None], separator: str, count: int
 ) -> tuple[list[list[str | None]], list[int]]:
@@ -274,11 +294,15 @@ def python_split(
     st.integers(min_value=1, max_value=4),
     st.integers(min_value=0, max_value=3),
 )
-def test_split_fields_is_str_split(texts: list[str | None], separator: str, count: int, skip: int) -> None:
+@pytest.mark.parametrize("native", SPLITS)
+def test_split_fields_is_str_split(
+    native: bool, texts: list[str | None], separator: str, count: int, skip: int
+) -> None:
     """Uniform records take the byte-level path (one-byte separator, no nulls, ``count`` fields each), the rest
     split_pattern; both must agree with str.split, on sliced arrays too."""
     array = pa.array(["pad"] * skip + texts, pa.large_string()).slice(skip)
-    fields, counts = split_fields(array, separator, count)
+    with split_in(native):
+        fields, counts = split_fields(array, separator, count)
     expected_fields, expected_counts = python_split(texts, separator, count)
     assert [f.to_pylist() for f in fields] == expected_fields
     assert counts.tolist() == expected_counts
@@ -296,17 +320,36 @@ def test_split_fields_is_str_split(texts: list[str | None], separator: str, coun
     ),
     st.integers(min_value=0, max_value=3),
 )
-def test_split_fields_of_uniform_records(records: tuple[int, list[list[str]]], skip: int) -> None:
+@pytest.mark.parametrize("native", SPLITS)
+def test_split_fields_of_uniform_records(
+    native: bool, records: tuple[int, list[list[str]]], skip: int
+) -> None:
     count, rows = records
     texts = ["\x01".join(r) for r in rows]
     array = pa.array(["pad"] * skip + texts, pa.large_string()).slice(skip)
-    fields, counts = split_fields(array, "\x01", count)
+    with split_in(native):
+        fields, counts = split_fields(array, "\x01", count)
     assert [f.to_pylist() for f in fields] == [list(column) for column in zip(*rows, strict=True)]
     assert counts.tolist() == [count] * len(rows)
 
 
-def test_split_fields_uniform_records_keep_empty_fields() -> None:
+@pytest.mark.parametrize("native", SPLITS)
+def test_split_fields_uniform_records_keep_empty_fields(native: bool) -> None:
     array = pa.array(["1,", ",2", ",", "3,4"], pa.large_string())
-    fields, counts = split_fields(array, ",", 2)
+    with split_in(native):
+        fields, counts = split_fields(array, ",", 2)
     assert [f.to_pylist() for f in fields] == [["1", "", "", "3"], ["", "2", "", "4"]]
     assert counts.tolist() == [2, 2, 2, 2]
+
+
+def test_native_split_refuses_offsets_that_leave_the_data() -> None:
+    if text_values.native_split_uniform is None:
+        pytest.skip("the C extension is not built")
+    split = text_values.native_split_uniform
+    with pytest.raises(ValueError, match="offsets"):
+        split(b"a,b", np.array([0, 9], dtype=np.int64), ord(","), 2)
+    with pytest.raises(ValueError, match="offsets"):
+        split(b"a,b", np.array([2, 1], dtype=np.int64), ord(","), 2)
+    with pytest.raises(ValueError, match="count"):
+        split(b"a,b", np.array([0, 3], dtype=np.int64), ord(","), 0)
+    assert split(b"", np.array([0], dtype=np.int64), ord(","), 2) == [(bytes(8), b""), (bytes(8), b"")]

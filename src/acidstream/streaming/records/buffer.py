@@ -3,7 +3,7 @@
 ``write()`` is called once per record, so its per-call cost bounds a connection's rate. The buffer's ``append``
 *is* the connection's ``write``: plain bytes are taken while the buffer has room, and everything else (other
 types, a full buffer, no open transaction) goes to an ``overflow`` callable, which checks, converts and stores
-the record with ``add`` or raises. Built from C (``_buffer.c``, ~25 ns a record, bytes copied at once into
+the record with ``add`` or raises. Built from C (``_native.c``, ~25 ns a record, bytes copied at once into
 one contiguous buffer) when the extension compiled; the same behaviour in Python otherwise.
 """
 
@@ -91,7 +91,7 @@ class PyRecordBuffer:
 def _c_buffer_class() -> type | None:
     """The C implementation as a :class:`RecordBuffer`, or None if the extension was not built."""
     try:
-        from acidstream.streaming.records._buffer import CRecordBuffer
+        from acidstream.streaming.records._native import CRecordBuffer
     except ImportError:
         return None
 

@@ -20,6 +20,12 @@ import pyarrow.compute as pc
 
 from acidstream.acid.types import HiveType
 
+native_split_uniform: Callable[..., list[tuple[bytes, bytes]] | None] | None
+try:
+    from acidstream.streaming.records._native import split_uniform as native_split_uniform
+except ImportError:  # the extension is not built: numpy does it
+    native_split_uniform = None
+
 #: LazySerDeParameters: levels 0..2 are field/collection/map-key delimiters, the deeper ones bytes 4, 5, ... 8.
 DEFAULT_SEPARATORS = ("\x01", "\x02", "\x03", "\x04", "\x05", "\x06", "\x07", "\x08")
 
@@ -123,24 +129,45 @@ def split_fields(text: pa.Array, separator: str, count: int) -> tuple[list[pa.Ar
 
 def _split_uniform(text: pa.Array, separator: str, count: int) -> list[pa.Array] | None:
     """The usual case, found on the raw bytes: a one-byte separator and exactly ``count`` fields in every
-    (non-null) string. None otherwise.
-
-    The strings are contiguous in the data buffer, so new offsets at every record start, separator and byte
-    after it cut the same buffer into fields and one-byte separators: field i of record r is element
-    ``r * (2 * count - 1) + 2 * i`` of that zero-copy array, gathered by one take per field. ``split_pattern``
-    builds a list array of every field instead, at three times the cost.
-    """
+    (non-null) string. None otherwise. In C when the extension is built (a memchr pass and a memcpy pass,
+    ~6x faster), else in numpy."""
     sep = separator.encode()
     n = len(text)
     if len(sep) != 1 or text.type != pa.large_string() or text.null_count or n == 0 or count < 1:
         return None
     _, offsets_buffer, data = text.buffers()
+    split = _split_uniform_native if native_split_uniform is not None else _split_uniform_numpy
+    return split(text, offsets_buffer, data, sep[0], count)
+
+
+def _split_uniform_native(
+    text: pa.Array, offsets_buffer: pa.Buffer, data: pa.Buffer | None, sep: int, count: int
+) -> list[pa.Array] | None:
+    """Each field's bytes copied out contiguously by the extension: one array per field, no take."""
+    assert native_split_uniform is not None
+    n = len(text)
+    offsets = memoryview(offsets_buffer)[text.offset * 8 : (text.offset + n + 1) * 8]
+    fields = native_split_uniform(data if data is not None else b"", offsets, sep, count)
+    if fields is None:
+        return None
+    return [pa.LargeStringArray.from_buffers(n, pa.py_buffer(o), pa.py_buffer(d)) for o, d in fields]
+
+
+def _split_uniform_numpy(
+    text: pa.Array, offsets_buffer: pa.Buffer, data: pa.Buffer | None, sep: int, count: int
+) -> list[pa.Array] | None:
+    """The strings are contiguous in the data buffer, so new offsets at every record start, separator and byte
+    after it cut the same buffer into fields and one-byte separators: field i of record r is element
+    ``r * (2 * count - 1) + 2 * i`` of that zero-copy array, gathered by one take per field. ``split_pattern``
+    builds a list array of every field instead, at three times the cost.
+    """
+    n = len(text)
     offsets = np.frombuffer(offsets_buffer, dtype=np.int64, count=n + 1, offset=text.offset * 8)
     low, high = int(offsets[0]), int(offsets[-1])
     raw = (
         np.frombuffer(data, dtype=np.uint8, count=high - low, offset=low) if data is not None else np.empty(0)
     )
-    found = np.flatnonzero(raw == sep[0]) + low
+    found = np.flatnonzero(raw == sep) + low
     k = count - 1
     if len(found) != n * k:
         return None
