@@ -11,7 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acidstream.acid.orc.protobuf import Message
-from acidstream.acid.orc.stats import BUCKET, DATE, DECIMAL, DOUBLE, INT, STRING, TIMESTAMP, merge, merge_all
+from acidstream.acid.orc.stats import (
+    BUCKET,
+    DATE,
+    DECIMAL,
+    DOUBLE,
+    INT,
+    STRING,
+    TIMESTAMP,
+    FileStatistics,
+    merge,
+    merge_all,
+)
 from acidstream.acid.orc.tail import read_tail
 
 
@@ -139,3 +150,68 @@ def test_truncated_string_bounds_stay_bounds() -> None:
         exact, Message().set_uint(1, 1).set_message(STRING, Message().set_bytes(4, b"b").set_bytes(5, b"bb"))
     ).message(STRING)
     assert s is not None and (s.bytes_(1), s.bytes_(2)) == (b"b", b"c")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.one_of(st.none(), st.integers(-(1 << 40), 1 << 40)),
+                st.one_of(st.none(), st.text(max_size=6)),
+            ),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_running_file_statistics_equal_merging_chunk_by_chunk(
+    chunks: list[list[tuple[object, object]]],
+) -> None:
+    """A transaction batch's file adds one chunk's statistics per commit to running totals: the encoded totals
+    must be what merging the encoded statistics pairwise gives, after every chunk."""
+    encoded = [
+        [
+            m.encode()
+            for m in file_stats(
+                pa.table(
+                    {
+                        "i": pa.array([i for i, _ in chunk], pa.int64()),
+                        "s": pa.array([s for _, s in chunk], pa.string()),
+                    }
+                )
+            )
+        ]
+        for chunk in chunks
+    ]
+    running = FileStatistics(encoded[0])
+    folded = [Message.decode(b) for b in encoded[0]]
+    for chunk in encoded[1:]:
+        running.add(chunk)
+        folded = merge_all(folded, [Message.decode(b) for b in chunk])
+        assert running.encoded() == [m.encode() for m in folded]
+    # and the totals are the statistics of all the rows (what pyarrow writes for them as one file)
+    rows = [row for chunk in chunks for row in chunk]
+    whole = file_stats(
+        pa.table(
+            {
+                "i": pa.array([i for i, _ in rows], pa.int64()),
+                "s": pa.array([s for _, s in rows], pa.string()),
+            }
+        )
+    )
+    totals = [Message.decode(b) for b in running.encoded()]
+    assert [generic(m) for m in totals] == [generic(m) for m in whole]
+    ints = [i for i, _ in rows if i is not None]
+    if ints:
+        part = totals[1].message(INT)
+        assert part is not None and (part.sint(1), part.sint(2), part.sint(3)) == (
+            min(ints),
+            max(ints),
+            sum(ints),
+        )
+    texts = [t for _, t in rows if t is not None]
+    if texts:
+        part = totals[2].message(STRING)
+        assert part is not None and (part.string(1), part.string(2)) == (min(texts), max(texts))

@@ -7,7 +7,7 @@ int sums that overflow are dropped; kind-specific parts of sides that hold no va
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 
 from acidstream.acid.orc.protobuf import (
@@ -32,23 +32,7 @@ _MAX_DECIMAL_DIGITS = 38
 
 def merge(a: Message, b: Message) -> Message:
     """Statistics of the union of the values ``a`` and ``b`` describe."""
-    fa, fb = _last_values(a), _last_values(b)
-    na, nb = _int(fa, NUMBER_OF_VALUES), _int(fb, NUMBER_OF_VALUES)
-    fields: list[tuple[int, int, int | bytes]] = [(NUMBER_OF_VALUES, VARINT, (na + nb) & _U64_MASK)]
-    for kind, merger in _KINDS.items():  # a column has one kind, if any
-        pa_, pb = fa.get(kind), fb.get(kind)
-        if pa_ is None and pb is None:
-            continue
-        part = _merge_kind(_bytes(pa_), _bytes(pb), not na, not nb, merger)
-        if part is not None:
-            fields.append((kind, LENGTH_DELIMITED, part))
-    if HAS_NULL in fa or HAS_NULL in fb:
-        fields.append((HAS_NULL, VARINT, int(bool(_int(fa, HAS_NULL)) or bool(_int(fb, HAS_NULL)))))
-    if BYTES_ON_DISK in fa and BYTES_ON_DISK in fb:
-        fields.append(
-            (BYTES_ON_DISK, VARINT, (_int(fa, BYTES_ON_DISK) + _int(fb, BYTES_ON_DISK)) & _U64_MASK)
-        )
-    return Message(fields)
+    return _Totals.of(a).merged(_Totals.of(b)).message()
 
 
 def merge_all(current: list[Message], new: list[Message]) -> list[Message]:
@@ -56,6 +40,91 @@ def merge_all(current: list[Message], new: list[Message]) -> list[Message]:
     if len(current) != len(new):
         raise ValueError(f"statistics for {len(new)} columns merged into {len(current)}")
     return [merge(a, b) for a, b in zip(current, new, strict=True)]
+
+
+class FileStatistics:
+    """A file's column statistics merged chunk by chunk, as ORC writers keep running statistics: the totals
+    stay decoded between chunks, so adding a chunk decodes only its own (a transaction batch's file gets one
+    chunk per commit, and each commit's footer needs the totals)."""
+
+    def __init__(self, encoded: Sequence[bytes]) -> None:
+        self._columns = [_Totals.of(Message.decode(b)) for b in encoded]
+
+    def add(self, encoded: Sequence[bytes]) -> None:
+        if len(encoded) != len(self._columns):
+            raise ValueError(f"statistics for {len(encoded)} columns merged into {len(self._columns)}")
+        self._columns = [
+            t.merged(_Totals.of(Message.decode(b))) for t, b in zip(self._columns, encoded, strict=True)
+        ]
+
+    def encoded(self) -> list[bytes]:
+        return [t.message().encode() for t in self._columns]
+
+
+class _Totals:
+    """One column's statistics with the kind-specific parts decoded: what a merge reads and writes."""
+
+    __slots__ = ("bytes_on_disk", "count", "has_null", "parts")
+
+    def __init__(
+        self, count: int, parts: dict[int, Message], has_null: int | None, bytes_on_disk: int | None
+    ) -> None:
+        self.count, self.parts, self.has_null, self.bytes_on_disk = count, parts, has_null, bytes_on_disk
+
+    @classmethod
+    def of(cls, m: Message) -> _Totals:
+        values = _last_values(m)
+        parts = {}
+        for kind in _KINDS:
+            part = _bytes(values.get(kind))
+            if part is not None:
+                parts[kind] = Message.decode(part)
+        return cls(
+            _int(values, NUMBER_OF_VALUES),
+            parts,
+            _int(values, HAS_NULL) if HAS_NULL in values else None,
+            _int(values, BYTES_ON_DISK) if BYTES_ON_DISK in values else None,
+        )
+
+    def merged(self, other: _Totals) -> _Totals:
+        """ORC Java's merge: a kind-specific part of a side without values does not constrain the result,
+        one that cannot be merged exactly is dropped."""
+        a_empty, b_empty = not self.count, not other.count
+        parts: dict[int, Message] = {}
+        for kind, merger in _KINDS.items():  # a column has one kind, if any
+            pa_, pb = self.parts.get(kind), other.parts.get(kind)
+            if pa_ is None and pb is None:
+                continue
+            if a_empty and b_empty:
+                part: Message | None = pa_ if pa_ is not None else pb
+            elif a_empty or b_empty:
+                part = pb if a_empty else pa_
+            elif pa_ is None or pb is None:
+                part = None
+            else:
+                part = merger(pa_, pb)
+            if part is not None:
+                parts[kind] = part
+        has_null = (
+            int(bool(self.has_null) or bool(other.has_null))
+            if self.has_null is not None or other.has_null is not None
+            else None
+        )
+        on_disk = (
+            (self.bytes_on_disk + other.bytes_on_disk) & _U64_MASK
+            if self.bytes_on_disk is not None and other.bytes_on_disk is not None
+            else None
+        )
+        return _Totals((self.count + other.count) & _U64_MASK, parts, has_null, on_disk)
+
+    def message(self) -> Message:
+        fields: list[tuple[int, int, int | bytes]] = [(NUMBER_OF_VALUES, VARINT, self.count)]
+        fields += [(kind, LENGTH_DELIMITED, part.encode()) for kind, part in self.parts.items()]
+        if self.has_null is not None:
+            fields.append((HAS_NULL, VARINT, self.has_null))
+        if self.bytes_on_disk is not None:
+            fields.append((BYTES_ON_DISK, VARINT, self.bytes_on_disk))
+        return Message(fields)
 
 
 def _last_values(m: Message) -> dict[int, int | bytes]:
@@ -74,26 +143,6 @@ def _bytes(v: int | bytes | None) -> bytes | None:
     if isinstance(v, int):
         raise ProtobufError("expected a length-delimited field, found a scalar one")
     return v
-
-
-def _merge_kind(
-    a: bytes | None,
-    b: bytes | None,
-    a_empty: bool,
-    b_empty: bool,
-    merger: Callable[[Message, Message], Message | None],
-) -> bytes | None:
-    """Merge one kind-specific part (encoded); a side with no values does not constrain the result."""
-    if a_empty and b_empty:
-        return a if a is not None else b
-    if a_empty:
-        return b
-    if b_empty:
-        return a
-    if a is None or b is None:
-        return None
-    merged = merger(Message.decode(a), Message.decode(b))
-    return None if merged is None else merged.encode()
 
 
 def _pick(x: int | float | None, y: int | float | None, fn: Callable[..., int | float]) -> int | float | None:

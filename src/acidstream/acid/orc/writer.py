@@ -37,7 +37,7 @@ from acidstream.acid.orc.events import (
 from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
-from acidstream.acid.orc.stats import merge_all
+from acidstream.acid.orc.stats import FileStatistics
 from acidstream.acid.orc.stripes import (
     EncodedEvents,
     Insert,
@@ -315,7 +315,8 @@ class AcidWriter:
         self._next_row_id = 0
         self._postscript = layout.postscript
         self._footer_types, self._footer_trailer = layout.footer_types, layout.footer_trailer
-        self._column_stats = layout.statistics  # encoded ColumnStatistics, replaced by merges
+        self._column_stats = layout.statistics  # encoded ColumnStatistics of the file's only chunk so far
+        self._file_stats: FileStatistics | None = None  # from its second chunk on, the running totals
         self._files_pending: Future[None] | None = None
         if create_in is None:
             self._create_files(side_file)
@@ -656,14 +657,13 @@ class AcidWriter:
         self._keys.extend(encoded.keys)
         self._stripe_stats.extend(encoded.stripe_statistics)
         # A file's first chunk: its statistics are the file's (merging with the empty template adds nothing),
-        # copied as encoded.
-        stats = encoded.statistics
-        if self._rows:
-            merged = merge_all(
-                [Message.decode(b) for b in self._column_stats], [Message.decode(b) for b in stats]
-            )
-            stats = [m.encode() for m in merged]
-        self._column_stats = stats
+        # copied as encoded. Later chunks add to running totals, encoded at each tail.
+        if not self._rows:
+            self._column_stats = encoded.statistics
+        else:
+            if self._file_stats is None:
+                self._file_stats = FileStatistics(self._column_stats)
+            self._file_stats.add(encoded.statistics)
         self._rows += encoded.rows
         self._offset += size
 
@@ -686,7 +686,7 @@ class AcidWriter:
                             for k, v in self._user_metadata()
                         ),
                         (FOOTER.NUMBER_OF_ROWS, VARINT, self._rows),
-                        *((FOOTER.STATISTICS, LENGTH_DELIMITED, s) for s in self._column_stats),
+                        *((FOOTER.STATISTICS, LENGTH_DELIMITED, s) for s in self._file_statistics()),
                     ]
                 ),
                 self._footer_trailer,
@@ -697,6 +697,9 @@ class AcidWriter:
         self._out.write(tail)
         self._offset += len(tail)
         self._tail_offset, self._tail_stripes = self._offset, len(self._stripes)
+
+    def _file_statistics(self) -> list[bytes]:
+        return self._column_stats if self._file_stats is None else self._file_stats.encoded()
 
     def _user_metadata(self) -> list[tuple[str, str]]:
         """Sorted by key, as ORC Java's TreeMap writes them; stats count every event accepted so far."""
