@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready: Java 17 (for Spark), a Python >= 3.11 venv in .venv with the
-# project and its dev dependencies. Idempotent and quick when nothing changed (stamp on pyproject.toml and the C source).
+# project and its dev dependencies. Idempotent and quick when nothing changed (stamp on pyproject.toml,
+# setup.py and the C source).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -44,8 +45,8 @@ if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv || { apt_install python3-venv; "$py" -m venv .venv; }
 fi
 
-# The C part (write()'s per-record path) compiles if a C compiler and Python's headers are there; without
-# them the package installs and runs in pure Python, slower. Install them where apt can.
+# The C part (write()'s per-record path, the delimited split) compiles if a C compiler and Python's headers
+# are there; without them the package installs and runs in pure Python, slower. Install them where apt can.
 has_headers() { .venv/bin/python -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
 if ! command -v cc >/dev/null 2>&1; then
     apt_install gcc libc6-dev || log "no C compiler: acidstream runs without its C part (slower writes)"
