@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -58,15 +59,27 @@ def test_dynamic_routing_keeps_every_row_once_in_input_order_in_hives_bucket(
     assert sorted(seen) == list(range(len(rows)))
 
 
-def route_regions(rows: list[tuple[str | None, str | None]]) -> dict[tuple[str, ...], list[int]]:
+def partition_column(values: list[str | None], dictionary: bool) -> pa.Array:
+    """Strings (as write_batch gives them) or dictionary-encoded as parsers give them, here with the worst
+    dictionary: one entry per row, so repeated values, '' and null entries."""
+    if not dictionary:
+        return pa.array(values, pa.string())
+    return pa.DictionaryArray.from_arrays(
+        pa.array(range(len(values)), pa.int32()), pa.array(values, pa.string())
+    )
+
+
+def route_regions(
+    rows: list[tuple[str | None, str | None]], dictionary: bool = False
+) -> dict[tuple[str, ...], list[int]]:
     """Rows with two partition columns, unbucketed: each partition's row positions, checking each comes once."""
     router = RowRouter(COLUMNS, [], 0, 2, static_values=None, num_partition_keys=2)
     batch = pa.record_batch(
         [
             pa.array(range(len(rows)), pa.int32()),
             pa.array([str(i) for i in range(len(rows))]),
-            pa.array([r[0] for r in rows], pa.string()),
-            pa.array([r[1] for r in rows], pa.string()),
+            partition_column([r[0] for r in rows], dictionary),
+            partition_column([r[1] for r in rows], dictionary),
         ],
         names=["id", "msg", "continent", "country"],
     )
@@ -94,8 +107,11 @@ def expected_regions(rows: list[tuple[str | None, str | None]]) -> dict[tuple[st
         max_size=200,
     )
 )
-def test_null_empty_and_the_default_name_are_one_partition(rows: list[tuple[str | None, str | None]]) -> None:
-    assert route_regions(rows) == expected_regions(rows)
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_null_empty_and_the_default_name_are_one_partition(
+    dictionary: bool, rows: list[tuple[str | None, str | None]]
+) -> None:
+    assert route_regions(rows, dictionary) == expected_regions(rows)
 
 
 def test_many_partition_tuples_route_like_few() -> None:

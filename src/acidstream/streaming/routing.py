@@ -96,7 +96,8 @@ class RowRouter:
         codes = np.zeros(len(part_columns[0]), dtype=np.int64)
         names_per_column: list[list[str]] = []
         for col in part_columns:
-            encoded = pc.dictionary_encode(col)  # nulls stay null in the indices
+            # parsers hand them dictionary-encoded already; write_batch's are strings. Nulls stay null.
+            encoded = col if isinstance(col, pa.DictionaryArray) else pc.dictionary_encode(col)
             names = [v if v else DEFAULT_PARTITION_NAME for v in encoded.dictionary.to_pylist()]
             distinct = list(dict.fromkeys([*names, DEFAULT_PARTITION_NAME]))  # '' and the name itself: one
             position = {name: i for i, name in enumerate(distinct)}

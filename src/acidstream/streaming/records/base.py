@@ -42,15 +42,27 @@ def bad_value(texts: pa.Array, column: Column) -> Callable[[int], str]:
     return message
 
 
-def output_schema(data: Sequence[Column], partitions: Sequence[Column]) -> pa.Schema:
-    """Data columns with their Arrow types, then one string column per dynamic partition key."""
-    return pa.schema([c.to_arrow() for c in data] + [pa.field(p.name, pa.string()) for p in partitions])
+#: Partition values as parsers return them: dictionary-encoded strings. Canonicalising them takes the distinct
+#: values anyway, and the router groups rows by these codes instead of encoding the strings again.
+PARSED_PARTITION_VALUES = pa.dictionary(pa.int32(), pa.string())
+
+
+def output_schema(
+    data: Sequence[Column], partitions: Sequence[Column], partition_type: pa.DataType
+) -> pa.Schema:
+    """Data columns with their Arrow types, then one column per dynamic partition key."""
+    return pa.schema([c.to_arrow() for c in data] + [pa.field(p.name, partition_type) for p in partitions])
 
 
 class RecordParser(ABC):
     """A record writer bound to a table's columns: turns raw records into Arrow rows of those columns."""
 
-    output_schema: pa.Schema
+    output_schema: pa.Schema  # what write_batch takes: partition values as strings
+    parsed_schema: pa.Schema  # what parsing returns: partition values as PARSED_PARTITION_VALUES
+
+    def _bind_schemas(self, data: Sequence[Column], partitions: Sequence[Column]) -> None:
+        self.output_schema = output_schema(data, partitions, pa.string())
+        self.parsed_schema = output_schema(data, partitions, PARSED_PARTITION_VALUES)
 
     def parse(self, records: Sequence[bytes], first_index: int = 0) -> ParseResult:
         """Parse records given one by one (see :meth:`parse_arrow`)."""

@@ -12,7 +12,6 @@ from acidstream.streaming.records.base import (
     ParseResult,
     RecordParser,
     RowErrors,
-    output_schema,
     texts_to_result,
 )
 from acidstream.streaming.records.text_values import TextFormat, levels_needed, split_fields
@@ -48,7 +47,7 @@ class DelimitedParser(RecordParser):
                 f"types nest {deepest} levels deep; LazySimpleSerDe has separators for {len(fmt.separators) - 1}"
             )
         self.data, self.partitions, self.fmt, self.lenient = list(data), list(partitions), fmt, lenient
-        self.output_schema = output_schema(data, partitions)
+        self._bind_schemas(data, partitions)
 
     def parse_arrow(self, records: pa.BinaryArray | pa.LargeBinaryArray, first_index: int = 0) -> ParseResult:
         errors = RowErrors(records, first_index)
@@ -68,5 +67,5 @@ class DelimitedParser(RecordParser):
             self.fmt,
             self.lenient,
             errors,
-            self.output_schema,
+            self.parsed_schema,
         )

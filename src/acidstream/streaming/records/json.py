@@ -25,7 +25,6 @@ from acidstream.streaming.records.base import (
     RowErrors,
     bad_value,
     finish,
-    output_schema,
     shown,
 )
 from acidstream.streaming.records.text_values import (
@@ -70,7 +69,7 @@ class JsonParser(RecordParser):
     def __init__(self, data: Sequence[Column], partitions: Sequence[Column], lenient: bool) -> None:
         self.data, self.partitions, self.lenient = list(data), list(partitions), lenient
         self.columns = self.data + self.partitions
-        self.output_schema = output_schema(data, partitions)
+        self._bind_schemas(data, partitions)
         fast = [(c.name, _fast_type(c.type, True)) for c in self.data]
         fast += [(p.name, _fast_type(p.type, True) if p.type.is_primitive else None) for p in self.partitions]
         self.fast_schema = None if any(t is None for _, t in fast) else pa.schema(fast)
@@ -115,7 +114,7 @@ class JsonParser(RecordParser):
             if column.type.name in _FROM_TEXT:
                 values = convert(values, column.type, TextFormat()).values
             arrays.append(canonical_partition_values(values, column.type))
-        return finish(arrays, errors, self.output_schema)
+        return finish(arrays, errors, self.parsed_schema)
 
     # --- record by record -------------------------------------------------------------------------------
 
@@ -135,7 +134,7 @@ class JsonParser(RecordParser):
         for column, values in zip(self.partitions, rows[len(self.data) :], strict=True):
             typed = convert(pa.array(values, pa.large_string()), column.type, TextFormat()).values
             arrays.append(canonical_partition_values(typed, column.type))
-        return finish(arrays, errors, self.output_schema)
+        return finish(arrays, errors, self.parsed_schema)
 
     def _record(self, raw: bytes) -> tuple[list[object], tuple[str | None, str] | None]:
         """One record's column values (None where bad) and its first problem (field, message), if any."""

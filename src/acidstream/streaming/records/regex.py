@@ -16,7 +16,6 @@ from acidstream.streaming.records.base import (
     ParseResult,
     RecordParser,
     RowErrors,
-    output_schema,
     texts_to_result,
 )
 from acidstream.streaming.records.delimited import records_as_text
@@ -84,7 +83,7 @@ class RegexParser(RecordParser):
         self.pattern = f"^(?:{named})$"
         self.data, self.partitions, self.lenient = list(data), list(partitions), lenient
         self.fmt = TextFormat()
-        self.output_schema = output_schema(data, partitions)
+        self._bind_schemas(data, partitions)
 
     def parse_arrow(self, records: pa.BinaryArray | pa.LargeBinaryArray, first_index: int = 0) -> ParseResult:
         errors = RowErrors(records, first_index)
@@ -102,5 +101,5 @@ class RegexParser(RecordParser):
             self.fmt,
             self.lenient,
             errors,
-            self.output_schema,
+            self.parsed_schema,
         )

@@ -515,10 +515,11 @@ def _format_partition(value: object, t: HiveType) -> str | None:
     return str(value) or None
 
 
-def canonical_partition_values(values: pa.Array, t: HiveType) -> pa.Array:
-    """Typed partition values → the strings Hive derives partition names from (null and '' → null)."""
+def canonical_partition_values(values: pa.Array, t: HiveType) -> pa.DictionaryArray:
+    """Typed partition values → the strings Hive derives partition names from (null and '' → null), kept
+    dictionary-encoded: each distinct value is formatted once, and the router groups rows by the codes."""
     if t.name == "timestamp":
         values = values.cast(pa.int64())
     encoded = values.dictionary_encode()
     strings = [_format_partition(v, t) for v in encoded.dictionary.to_pylist()]
-    return pa.array(strings, pa.string()).take(encoded.indices)
+    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(strings, pa.string()))
