@@ -407,10 +407,16 @@ def test_write_copies_mutable_buffers_and_refuses_other_types(ms: Metastore, nat
         buf[:] = b"2,reused"  # a caller reusing its buffer must not change the buffered record
         conn.write(buf)
         conn.write(memoryview(b"3,view"))
+        conn.write(memoryview(b"4x,xsxtxrxixdxexd")[::2])  # not contiguous: "4,strided"
         with pytest.raises(TypeError, match="write\\(\\) takes bytes or str, not int"):
             conn.write(4)  # type: ignore[arg-type]
         conn.commit_transaction()
-    assert [(r["id"], r["msg"]) for r in rows(ms)] == [(1, "first"), (2, "reused"), (3, "view")]
+    assert [(r["id"], r["msg"]) for r in rows(ms)] == [
+        (1, "first"),
+        (2, "reused"),
+        (3, "view"),
+        (4, "strided"),
+    ]
 
 
 def test_rows_of_a_commit_that_failed_then_aborted_never_show(ms: Metastore, native: str) -> None:

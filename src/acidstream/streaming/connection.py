@@ -336,8 +336,10 @@ class StreamingConnection:
         self._check_writable()
         if isinstance(record, str):
             data: bytes | bytearray | memoryview = record.encode()
-        elif isinstance(record, bytes | bytearray | memoryview):
+        elif isinstance(record, bytes | bytearray):
             data = record  # the buffer copies it: the caller may reuse its buffer before the parse
+        elif isinstance(record, memoryview):
+            data = bytes(record)  # its bytes in order, whatever its layout (a strided view included)
         else:
             raise TypeError(f"write() takes bytes or str, not {type(record).__name__}")
         pending = self._pending

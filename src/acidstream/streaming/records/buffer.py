@@ -31,7 +31,7 @@ class RecordBuffer(Protocol):
         """Buffer plain ``bytes`` while there is room; hand anything else to the overflow callable."""
 
     def add(self, record: bytes | bytearray | memoryview) -> None:
-        """Buffer a copy of a record whatever the room (the overflow callable's way in)."""
+        """Buffer a copy of a record (C-contiguous) whatever the room: the overflow callable's way in."""
 
     def set_room(self, records: int, nbytes: int) -> None:
         """``append`` takes plain bytes while fewer than ``records`` are buffered and the bytes with the new
