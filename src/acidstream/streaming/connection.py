@@ -423,11 +423,10 @@ class StreamingConnection:
         try:
             touched = sorted(self._txn_touched)
             dynamic = touched if self.dynamic else None
-            writes = (
-                [(name or None, batch.files.files_of(name)) for name in touched]
-                if self.config.write_notifications
-                else None
-            )
+            writes = None
+            if self.config.write_notifications:
+                files = batch.files.files_by_partition()
+                writes = [(name or None, files.get(name, [])) for name in touched]
             if batch.remaining == 0:
                 batch.files.close()
             self._call(

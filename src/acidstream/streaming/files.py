@@ -76,7 +76,8 @@ class BatchFiles:
         self.max_buffered_bytes = max_buffered_bytes
         self._writers: dict[tuple[str, int], AcidWriter] = {}
         self._paths: dict[tuple[str, int], str] = {}
-        self._unflushed: dict[tuple[str, int], int] = {}
+        self._unflushed: dict[tuple[str, int], int] = {}  # bytes inserted since the last flush, per file
+        self._unflushed_bytes = 0  # their sum (a commit to many partitions inserts into hundreds of files)
         self._ready_dirs: set[str] = set()  # delta directories made (with their version file) for this batch
         # A local file is made or closed in microseconds: inline (a hand-over to a pool thread costs more).
         # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
@@ -104,8 +105,10 @@ class BatchFiles:
         except OSError as exc:
             raise StreamingIOFailure(f"writing {self._paths[key]}: {exc}") from exc
         self.touched.setdefault(dest.name, dest)
-        self._unflushed[key] = self._unflushed.get(key, 0) + rows.nbytes
-        if sum(self._unflushed.values()) > self.max_buffered_bytes:
+        size = rows.nbytes
+        self._unflushed[key] = self._unflushed.get(key, 0) + size
+        self._unflushed_bytes += size
+        if self._unflushed_bytes > self.max_buffered_bytes:
             self.flush()
             self.auto_flushes += 1
 
@@ -143,6 +146,7 @@ class BatchFiles:
         """
         keys = [key for key in self._writers if self._unflushed.get(key)]
         self._unflushed.clear()
+        self._unflushed_bytes = 0
         taken = [(key, t) for key in keys if (t := self._writers[key].take_pending_events()) is not None]
         shards = _shards(taken, _ENCODE_THREADS)
         encodings = [
@@ -168,8 +172,12 @@ class BatchFiles:
                 "flushing batch files failed: " + self._describe(failures)
             ) from failures[0][1]
 
-    def files_of(self, partition_name: str) -> list[str]:
-        return [p for (name, _), p in self._paths.items() if name == partition_name]
+    def files_by_partition(self) -> dict[str, list[str]]:
+        """Each partition's files (by partition name, '' for the table itself)."""
+        by: dict[str, list[str]] = {}
+        for (name, _), path in self._paths.items():
+            by.setdefault(name, []).append(path)
+        return by
 
     @property
     def files(self) -> list[str]:
