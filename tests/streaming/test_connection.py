@@ -399,6 +399,16 @@ def test_a_buffer_full_of_bytes_is_parsed_at_the_record_that_fills_it(ms: Metast
     assert [r["id"] for r in rows(ms)] == [1, 3, 4, 5]
 
 
+def test_configuration_refuses_unknown_keys_and_values_out_of_range(ms: Metastore) -> None:
+    with pytest.raises(ConnectionError, match="unknown configuration keys \\['parse_batch'\\]"):
+        connect(ms, parse_batch=5)
+    for key, value in (("parse_batch_records", 0), ("parse_batch_bytes", -1), ("max_buffered_bytes", "x")):
+        with pytest.raises(ConnectionError, match=f"configuration '{key}'"):
+            connect(ms, **{key: value})
+    with connect(ms, parse_batch_records="2", parse_batch_bytes=1 << 10, max_buffered_bytes=0) as conn:
+        assert (conn.config.parse_batch_records, conn.config.max_buffered_bytes) == (2, 0)
+
+
 def test_write_copies_mutable_buffers_and_refuses_other_types(ms: Metastore, native: str) -> None:
     with connect(ms) as conn:
         conn.begin_transaction()

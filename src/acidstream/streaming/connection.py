@@ -78,9 +78,9 @@ class StreamingConfig:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StreamingConfig:
         converters: dict[str, Any] = {
-            "max_buffered_bytes": int,
-            "parse_batch_records": int,
-            "parse_batch_bytes": int,
+            "max_buffered_bytes": _at_least(0),
+            "parse_batch_records": _at_least(1),
+            "parse_batch_bytes": _at_least(1),
             "compression": lambda v: str(v).upper(),
             "heartbeat_interval": lambda v: None if v is None else float(v),
             "write_notifications": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true"),
@@ -98,6 +98,18 @@ class StreamingConfig:
             except (TypeError, ValueError) as exc:
                 raise ConnectionError(f"configuration {key!r} = {value!r}: {exc}") from exc
         return cls(**converted)
+
+
+def _at_least(low: int) -> Any:
+    """A converter to an int no smaller than ``low``."""
+
+    def convert(value: Any) -> int:
+        number = int(value)
+        if number < low:
+            raise ValueError(f"must be >= {low}")
+        return number
+
+    return convert
 
 
 def _switch_interval(value: Any) -> float | None:
