@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from acidstream.acid.orc.protobuf import (
     LENGTH_DELIMITED,
@@ -48,17 +49,22 @@ class FileStatistics:
     chunk per commit, and each commit's footer needs the totals)."""
 
     def __init__(self, encoded: Sequence[bytes]) -> None:
-        self._columns = [_Totals.of(Message.decode(b)) for b in encoded]
+        self._columns = [_decoded(b) for b in encoded]
 
     def add(self, encoded: Sequence[bytes]) -> None:
         if len(encoded) != len(self._columns):
             raise ValueError(f"statistics for {len(encoded)} columns merged into {len(self._columns)}")
-        self._columns = [
-            t.merged(_Totals.of(Message.decode(b))) for t, b in zip(self._columns, encoded, strict=True)
-        ]
+        self._columns = [t.merged(_decoded(b)) for t, b in zip(self._columns, encoded, strict=True)]
 
     def encoded(self) -> list[bytes]:
         return [t.message().encode() for t in self._columns]
+
+
+@lru_cache(maxsize=4096)
+def _decoded(encoded: bytes) -> _Totals:
+    """Totals are never changed in place, so one per encoding serves every file: an insert's ACID columns have
+    the same statistics in every file of a commit (and often across commits)."""
+    return _Totals.of(Message.decode(encoded))
 
 
 class _Totals:
