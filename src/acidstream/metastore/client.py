@@ -267,14 +267,24 @@ class Metastore:
         def open_batch(c: Connection) -> list[tuple[int, int]]:
             return txns.open_txns_with_write_ids(c, n, db, name, user=user, host=host, agent_info=agent_info)
 
-        def lock_first(c: Connection, txn_id: int) -> tuple[int, LockState, str | None]:
-            return locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
+        def lock_first(
+            c: Connection, txn_id: int, opened_with: tuple[str, str, int] | None = None
+        ) -> tuple[int, LockState, str | None]:
+            return locks.request(
+                c,
+                components,
+                txn_id=txn_id,
+                user=user,
+                host=host,
+                agent_info=agent_info,
+                opened_with=opened_with,
+            )
 
         if self.dialect == "sqlite":
 
             def both(c: Connection) -> tuple[list[tuple[int, int]], tuple[int, LockState, str | None]]:
                 pairs = open_batch(c)
-                return pairs, lock_first(c, pairs[0][0])
+                return pairs, lock_first(c, pairs[0][0], (db, name, pairs[0][1]))
 
             pairs, (lock_id, state, _blocker) = self._write(both)
         else:

@@ -71,19 +71,26 @@ def request(
     user: str | None,
     host: str | None,
     agent_info: str | None,
+    opened_with: tuple[str, str, int] | None = None,
 ) -> tuple[int, LockState, str | None]:
     """Queue the request, recording the txn's write components, and try to acquire it at once (Hive's
-    ``enqueueLock`` + ``checkLock``, in one database transaction); returns the lock id, state and blocker."""
+    ``enqueueLock`` + ``checkLock``, in one database transaction); returns the lock id, state and blocker.
+
+    ``opened_with`` (db, table, write id): the txn was opened in this same database transaction with that write
+    id, so it is open and that table transactional without asking again (a streaming batch's open).
+    """
     if not components:
         raise InvalidObjectException("a lock request needs at least one component")
     objects = [_normalise(c) for c in components]
-    if txn_id is not None:
+    if txn_id is not None and opened_with is None:
         txns.require_open(conn, txn_id, for_update=True)
     for (db, table, partition), comp in zip(objects, components, strict=True):
         if table is None:
             catalog.require_database(conn, db)
         elif txn_id is None or not comp.operation.writes or comp.is_dynamic_partition_write:
             catalog.require_table_id(conn, db, table)
+        elif opened_with is not None and opened_with[:2] == (db, table):
+            txns.record_components(conn, txn_id, db, table, [partition], comp.operation, opened_with[2])
         elif catalog.is_transactional_table(conn, db, table):  # raises for a missing table too
             txns.record_components(conn, txn_id, db, table, [partition], comp.operation)
     ext_id = take_ids(conn, s.next_lock_id)  # its row lock serialises every lock decision, as check's does

@@ -556,10 +556,19 @@ def show_txns(conn: Connection) -> list[TxnInfo]:
 
 
 def record_components(
-    conn: Connection, txn_id: int, db: str, table: str, partitions: Sequence[str | None], op: OperationType
+    conn: Connection,
+    txn_id: int,
+    db: str,
+    table: str,
+    partitions: Sequence[str | None],
+    op: OperationType,
+    write_id: int | None = None,
 ) -> None:
-    """TXN_COMPONENTS rows: where this txn wrote (the compactor's and cleaner's input)."""
-    _insert_components(conn, txn_id, db, table, get_write_id(conn, txn_id, db, table), partitions, op)
+    """TXN_COMPONENTS rows: where this txn wrote (the compactor's and cleaner's input). ``write_id``: the txn's
+    write id for the table when the caller knows it (else it is looked up)."""
+    if write_id is None:
+        write_id = get_write_id(conn, txn_id, db, table)
+    _insert_components(conn, txn_id, db, table, write_id, partitions, op)
 
 
 def _insert_components(
