@@ -1,8 +1,8 @@
 """Merge ORC ColumnStatistics exactly, to build file-level statistics from the stitched chunks' statistics.
 
 Readers prune files with these values (min/max, hasNull), so a merge may drop what it cannot compute
-exactly — never produce a wrong bound. ``merge`` follows ORC Java's ``ColumnStatisticsImpl.merge`` semantics:
-int sums that overflow are dropped; kind-specific parts of sides that hold no values are ignored.
+exactly — never produce a wrong bound. Merges follow ORC Java's ``ColumnStatisticsImpl.merge`` semantics: int
+sums that overflow are dropped; kind-specific parts of sides that hold no values are ignored.
 """
 
 from __future__ import annotations
@@ -29,18 +29,6 @@ COLLECTION = 12
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _U64_MASK = (1 << 64) - 1
 _MAX_DECIMAL_DIGITS = 38
-
-
-def merge(a: Message, b: Message) -> Message:
-    """Statistics of the union of the values ``a`` and ``b`` describe."""
-    return _Totals.of(a).merged(_Totals.of(b)).message()
-
-
-def merge_all(current: list[Message], new: list[Message]) -> list[Message]:
-    """Column-wise :func:`merge`; both lists describe the same column ids."""
-    if len(current) != len(new):
-        raise ValueError(f"statistics for {len(new)} columns merged into {len(current)}")
-    return [merge(a, b) for a, b in zip(current, new, strict=True)]
 
 
 class FileStatistics:
