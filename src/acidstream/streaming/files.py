@@ -76,8 +76,8 @@ class BatchFiles:
         self.max_buffered_bytes = max_buffered_bytes
         self._writers: dict[tuple[str, int], AcidWriter] = {}
         self._paths: dict[tuple[str, int], str] = {}
-        self._unflushed: dict[tuple[str, int], int] = {}  # bytes inserted since the last flush, per file
-        self._unflushed_bytes = 0  # their sum (a commit to many partitions inserts into hundreds of files)
+        self._unflushed: set[tuple[str, int]] = set()  # files with rows inserted since the last flush
+        self._unflushed_bytes = 0  # those rows' bytes
         self._ready_dirs: set[str] = set()  # delta directories made (with their version file) for this batch
         # A local file is made or closed in microseconds: inline (a hand-over to a pool thread costs more).
         # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
@@ -106,7 +106,8 @@ class BatchFiles:
             raise StreamingIOFailure(f"writing {self._paths[key]}: {exc}") from exc
         self.touched.setdefault(dest.name, dest)
         size = rows.nbytes
-        self._unflushed[key] = self._unflushed.get(key, 0) + size
+        if size:
+            self._unflushed.add(key)
         self._unflushed_bytes += size
         if self._unflushed_bytes > self.max_buffered_bytes:
             self.flush()
@@ -144,7 +145,7 @@ class BatchFiles:
         pool run beside the one this thread takes, then this thread stitches each encoded file in turn.
         Shards no worker has started run here too, from the back of the queue: this thread would only wait.
         """
-        keys = [key for key in self._writers if self._unflushed.get(key)]
+        keys = [key for key in self._writers if key in self._unflushed]
         self._unflushed.clear()
         self._unflushed_bytes = 0
         taken = [(key, t) for key in keys if (t := self._writers[key].take_pending_events()) is not None]
