@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from acidstream import metastore as _ms
-from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import ConnectionError
 from acidstream.read.scan import TableScan
 
@@ -26,7 +26,7 @@ class Table(_ms.Table):
         partition_filter: Mapping[str, Any] | pc.Expression | None = None,
         filter: pc.Expression | None = None,
         with_row_id: bool = False,
-        snapshot: ValidWriteIdList | str | None = None,
+        snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
     ) -> TableScan:
         """Rows visible at ``snapshot`` (default: committed now); see :class:`TableScan`."""
         if self.metastore is None:

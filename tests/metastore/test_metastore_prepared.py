@@ -15,6 +15,7 @@ from acidstream.metastore import (
     LockType,
     Metastore,
     OperationType,
+    TableWrite,
     catalog,
     counters,
     locks,
@@ -42,7 +43,7 @@ def streaming_cycles(ms: Metastore) -> None:
     for _ in range(2):
         pairs, _resp = ms.open_txns_with_write_ids_and_lock(2, "db.u", [lock], agent_info="test")
         ms.heartbeat_txn_range(pairs[0][0], pairs[-1][0])
-        ms.commit_txn(pairs[0][0], write_notifications=[(None, ["f"])])
+        ms.commit_txn(pairs[0][0], writes=[TableWrite("db.u", pairs[0][1], files={None: ["f"]})])
         ms.abort_txn(pairs[1][0])
 
 

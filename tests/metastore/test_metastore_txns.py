@@ -21,6 +21,7 @@ from acidstream.metastore import (
     LockType,
     Metastore,
     OperationType,
+    TableWrite,
     TxnState,
 )
 
@@ -301,8 +302,14 @@ def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) 
         txn,
         key="_meta.offset",
         value="7",
-        dynamic_partitions=["ds=a", "ds=b"],
-        write_notifications=[("ds=a", ["delta_1/bucket_00000"]), ("ds=b", ["delta_1/bucket_00001"])],
+        writes=[
+            TableWrite(
+                "db.t",
+                wid,
+                components={"ds=a": OperationType.INSERT, "ds=b": OperationType.INSERT},
+                files={"ds=a": ["delta_1/bucket_00000"], "ds=b": ["delta_1/bucket_00001"]},
+            )
+        ],
     )
     done = ms.completed_components("db.t")
     assert [(c.txn_id, c.partition, c.write_id) for c in done] == [(txn, "ds=a", wid), (txn, "ds=b", wid)]
@@ -314,26 +321,55 @@ def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) 
     ]
     assert events[0].message == {"files": ["delta_1/bucket_00000"]}
     assert events[2].message["partitions"] == ["db.t/ds=a", "db.t/ds=b"]
-    ms.commit_txn(txn, write_notifications=[(None, ["x"])])  # a repeated commit is a no-op
+    ms.commit_txn(txn, writes=[TableWrite("db.t", wid, files={None: ["x"]})])  # a repeated commit is a no-op
     assert ms.notifications(start + 3) == []
+
+
+def test_commit_records_writes_to_several_tables(ms: Metastore) -> None:
+    """A mutation txn writes several tables: each gets its components (with their operation) and events."""
+    [txn] = ms.open_txns(1)
+    [(_, wt)] = ms.allocate_table_write_ids([txn], "db.t")
+    [(_, wu)] = ms.allocate_table_write_ids([txn], "db.u")
+    start = ms.current_notification_event_id()
+    ms.commit_txn(
+        txn,
+        writes=[
+            TableWrite("db.t", wt, components={"ds=a": OperationType.UPDATE}, files={"ds=a": ["f1"]}),
+            TableWrite("db.u", wu, components={None: OperationType.DELETE}, files={None: ["f2"]}),
+        ],
+    )
+    assert [(c.table, c.partition, c.write_id, c.update_delete) for c in ms.completed_components("db.t")] == [
+        ("t", "ds=a", wt, True)
+    ]
+    assert [(c.table, c.partition, c.write_id) for c in ms.completed_components("db.u")] == [("u", None, wu)]
+    events = ms.notifications(start)
+    assert [(e.event_type, e.table, e.write_id) for e in events] == [
+        ("ACID_WRITE", "t", wt),
+        ("ACID_WRITE", "u", wu),
+        ("COMMIT_TXN", None, None),
+    ]
+    assert events[2].message["write_ids"] == {"db.t": wt, "db.u": wu}
 
 
 def test_commit_with_writes_fails_as_a_whole(ms: Metastore) -> None:
     a, b = ms.open_txns(2)
-    with pytest.raises(InvalidObjectException, match="exactly one table"):
-        ms.commit_txn(a, write_notifications=[(None, ["f"])])  # no write id anywhere
-    ms.allocate_table_write_ids([a], "db.t")
+    with pytest.raises(InvalidObjectException, match=r"has write id None on db\.t"):
+        ms.commit_txn(a, writes=[TableWrite("db.t", 1, files={None: ["f"]})])  # no write id anywhere
+    [(_, wid)] = ms.allocate_table_write_ids([a], "db.t")
     ms.allocate_table_write_ids([a], "db.u")
-    with pytest.raises(InvalidObjectException, match=r"\['db.t', 'db.u'\]"):
-        ms.commit_txn(a, dynamic_partitions=["ds=x"])
+    with pytest.raises(InvalidObjectException, match=rf"has write id {wid} on db\.t, not {wid + 5}"):
+        ms.commit_txn(a, writes=[TableWrite("db.t", wid + 5, components={"ds=x": OperationType.INSERT})])
     assert ms.get_txn_state(a) is TxnState.OPEN
-    ms.allocate_table_write_ids([b], "db.t")
+    [(_, bwid)] = ms.allocate_table_write_ids([b], "db.t")
     ms.abort_txn(b)
     start = ms.current_notification_event_id()
     with pytest.raises(TxnAbortedException):
-        ms.commit_txn(b, dynamic_partitions=["ds=x"], write_notifications=[("ds=x", ["f"])])
+        ms.commit_txn(
+            b,
+            writes=[TableWrite("db.t", bwid, components={"ds=x": OperationType.INSERT}, files={"ds=x": ["f"]})],
+        )
     with pytest.raises(NoSuchTxnException):
-        ms.commit_txn(99, write_notifications=[(None, ["f"])])
+        ms.commit_txn(99, writes=[TableWrite("db.t", 1, files={None: ["f"]})])
     assert ms.notifications(start) == []
     ms.commit_txn(a)
     assert ms.completed_components("db.t") == []  # the failed commits recorded no dynamic partition

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acidstream.acid.writeids import write_id_list_from_states
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList, write_id_list_from_states
 from acidstream.errors import MetaException, NoSuchTxnException, TxnAbortedException
 from acidstream.metastore import Metastore, TxnState
 
@@ -77,6 +77,7 @@ def test_write_id_lists_agree_with_model(shared_ms: Metastore, ops: list[tuple[A
         ms.execute(f"CREATE TABLE {t} (id int) TBLPROPERTIES ('transactional'='true')")
     model = Model(tables)
     mine: list[int] = []
+    past: list[tuple[ValidTxnList, dict[str, ValidWriteIdList]]] = []  # snapshots and what they showed
     for step in ops:
         if step[0] == "open":
             ids = ms.open_txns(step[1])
@@ -110,7 +111,19 @@ def test_write_id_lists_agree_with_model(shared_ms: Metastore, ops: list[tuple[A
                 else:
                     ms.abort_txn(txn)
                     model.state[txn] = TxnState.ABORTED
+        snapshot = ms.snapshot()
+        shown = {t: ms.get_valid_write_ids(t) for t in tables}
         for t in tables:
-            assert str(ms.get_valid_write_ids(t)) == model.expected_list(t)
+            assert str(shown[t]) == model.expected_list(t)
+            assert str(ms.get_valid_write_ids(t, snapshot=snapshot)) == model.expected_list(t)
+        past.append((snapshot, shown))
     for txn in mine:
         assert ms.get_txn_state(txn) is model.state[txn]
+    # A snapshot read later shows what it showed then: a txn open then stays invisible, whatever it did since
+    for snapshot, shown in past:
+        for t in tables:
+            later = ms.get_valid_write_ids(t, snapshot=snapshot)
+            top = max(later.high_watermark, shown[t].high_watermark)
+            assert [later.is_write_id_valid(w) for w in range(1, top + 1)] == [
+                shown[t].is_write_id_valid(w) for w in range(1, top + 1)
+            ]

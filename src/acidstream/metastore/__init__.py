@@ -22,6 +22,7 @@ from acidstream.metastore.models import (
     OperationType,
     Partition,
     Table,
+    TableWrite,
     TxnInfo,
     TxnState,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "OperationType",
     "Partition",
     "Table",
+    "TableWrite",
     "TxnInfo",
     "TxnState",
 ]

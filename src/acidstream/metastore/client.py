@@ -16,7 +16,7 @@ from acidstream.acid.location import table_filesystem
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import LockTimeoutException
-from acidstream.metastore import catalog, compaction, locks, notifications, txns
+from acidstream.metastore import catalog, compaction, locks, notifications, snapshots, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.engine import Database
@@ -33,6 +33,7 @@ from acidstream.metastore.models import (
     OperationType,
     Partition,
     Table,
+    TableWrite,
     TxnInfo,
     TxnState,
 )
@@ -303,22 +304,12 @@ class Metastore:
         *,
         key: str | None = None,
         value: str | None = None,
-        write_notifications: Sequence[tuple[str | None, Sequence[str]]] | None = None,
-        dynamic_partitions: Sequence[str] | None = None,
+        writes: Sequence[TableWrite] = (),
     ) -> None:
-        """Commit; ``write_notifications`` ((partition name or None, files) pairs) and ``dynamic_partitions``
-        are recorded for the txn's one written table first, in the same DB transaction, as
-        ``add_write_notification``/``add_dynamic_partitions`` would."""
-        conflict = self._write(
-            lambda c: txns.commit_txn(
-                c,
-                txn_id,
-                key,
-                value,
-                write_notifications=write_notifications or (),
-                dynamic_partitions=dynamic_partitions or (),
-            )
-        )
+        """Commit; ``writes`` (per table: partitions written with their operation, files written) are
+        recorded first, in the same DB transaction, as ``add_dynamic_partitions``/``add_write_notification``
+        would. A write conflict aborts the txn and raises :class:`WriteConflictException`."""
+        conflict = self._write(lambda c: txns.commit_txn(c, txn_id, key, value, writes=writes))
         if conflict is not None:
             raise conflict
 
@@ -337,17 +328,26 @@ class Metastore:
     def get_open_txns(self) -> ValidTxnList:
         return self._read(txns.get_open_txns)
 
-    def get_valid_write_ids(self, table_name: str, txn_id: int | None = None) -> ValidWriteIdList:
-        """The table's snapshot; with ``txn_id`` (which must be open) its own write id is an open exception."""
+    def get_valid_write_ids(
+        self, table_name: str, txn_id: int | None = None, *, snapshot: ValidTxnList | None = None
+    ) -> ValidWriteIdList:
+        """The table's snapshot: now, or at ``snapshot`` (see :meth:`snapshot`); with ``txn_id`` (which must be
+        open) its own write id is an open exception."""
         self._housekeep_if_due()
         db, name = catalog.split_name(table_name)
 
         def run(c: Connection) -> ValidWriteIdList:
             if txn_id is not None:
                 txns.require_open(c, txn_id)
+            if snapshot is not None:
+                return snapshots.valid_write_ids_at(c, db, name, snapshot)
             return txns.get_valid_write_ids(c, db, name)
 
         return self._read(run)
+
+    def snapshot(self) -> ValidTxnList:
+        """One point in time for every table: scans of several tables given it see the same commits."""
+        return self.get_open_txns()
 
     def get_txn_state(self, txn_id: int) -> TxnState:
         return self._read(lambda c: txns.get_txn_state(c, txn_id))

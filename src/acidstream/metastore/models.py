@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +144,21 @@ class CompactionInfo:
     @property
     def table_name(self) -> str:
         return f"{self.db}.{self.table}"
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """What a committing txn wrote to one table, recorded in the commit's DB transaction.
+
+    ``components``: partitions (name, None for an unpartitioned table) whose ``TXN_COMPONENTS`` rows the
+    commit adds with their operation (Hive's ``addDynamicPartitions``): writers that did not name them in a
+    lock request. ``files``: the data files written per partition, for ACID_WRITE events (replication).
+    """
+
+    table: str
+    write_id: int
+    components: Mapping[str | None, OperationType] = field(default_factory=dict)
+    files: Mapping[str | None, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from acidstream.metastore.models import (
     CompletedComponent,
     HeartbeatTxnRangeResponse,
     OperationType,
+    TableWrite,
     TxnInfo,
     TxnState,
 )
@@ -325,28 +326,31 @@ def _write_conflict(
 
 
 def _record_writes(
-    conn: Connection,
-    txn_id: int,
-    write_notifications: Sequence[tuple[str | None, Sequence[str]]],
-    dynamic_partitions: Sequence[str],
+    conn: Connection, txn_id: int, writes: Sequence[TableWrite]
 ) -> tuple[Sequence[Any], list[dict[str, Any]]]:
-    """What ``add_dynamic_partitions`` and ``add_write_notification`` record, for the txn's one written table.
+    """What ``add_dynamic_partitions`` and ``add_write_notification`` record, for each table written.
 
-    Returns the txn's write-id rows and its ACID_WRITE events, which the caller emits with its own.
+    Each table's write id must be the one allocated to the txn. Returns the txn's write-id rows and its
+    ACID_WRITE events, which the caller emits with its own.
     """
     written = _WRITE_IDS_OF.run(conn, {"txn_id": txn_id}).all()
-    if len(written) != 1:
-        tables = sorted(f"{r.t2w_database}.{r.t2w_table}" for r in written)
-        raise InvalidObjectException(
-            f"{txn_str(txn_id)} must have a write id on exactly one table to commit its writes, has {tables}"
+    allocated = {f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid for r in written}
+    events: list[dict[str, Any]] = []
+    for w in writes:
+        db, table = w.table.split(".", 1)
+        if allocated.get(w.table) != w.write_id:
+            raise InvalidObjectException(
+                f"{txn_str(txn_id)} has write id {allocated.get(w.table)} on {w.table}, not {w.write_id}"
+            )
+        by_op: dict[OperationType, list[str | None]] = {}
+        for partition, op in w.components.items():
+            by_op.setdefault(op, []).append(partition)
+        for op, partitions in by_op.items():
+            _insert_components(conn, txn_id, db, table, w.write_id, partitions, op)
+        events.extend(
+            _write_event(txn_id, w.write_id, db, table, partition, files)
+            for partition, files in w.files.items()
         )
-    db, table, write_id = written[0]
-    if dynamic_partitions:
-        _insert_components(conn, txn_id, db, table, write_id, dynamic_partitions, OperationType.INSERT)
-    events = [
-        _write_event(txn_id, write_id, db, table, partition, files)
-        for partition, files in write_notifications
-    ]
     return written, events
 
 
@@ -356,13 +360,12 @@ def commit_txn(
     key: str | None,
     value: str | None,
     *,
-    write_notifications: Sequence[tuple[str | None, Sequence[str]]] = (),
-    dynamic_partitions: Sequence[str] = (),
+    writes: Sequence[TableWrite] = (),
 ) -> WriteConflictException | None:
     """Commit; on a write conflict the txn is aborted in this DB transaction and the error is returned.
 
-    ``write_notifications``/``dynamic_partitions`` are recorded first, in the same DB transaction, saving
-    the streaming client a round trip each (Hive's ``addDynamicPartitions`` + ``addWriteNotificationLog``).
+    ``writes`` (components and files per table) are recorded first, in the same DB transaction, saving the
+    client a round trip each (Hive's ``addDynamicPartitions`` + ``addWriteNotificationLog``).
     """
     state = _state(conn, txn_id, for_update=True)
     if state is TxnState.COMMITTED:
@@ -371,8 +374,8 @@ def commit_txn(
         _raise_unexpected(state, txn_id)
     written: Sequence[Any] | None = None
     events: list[dict[str, Any]] = []
-    if write_notifications or dynamic_partitions:
-        written, events = _record_writes(conn, txn_id, write_notifications, dynamic_partitions)
+    if writes:
+        written, events = _record_writes(conn, txn_id, writes)
     components = [
         (r.tc_database, r.tc_table, r.tc_partition, r.tc_operation_type, r.tc_writeid)
         for r in _COMPONENTS.run(conn, {"txn_id": txn_id})

@@ -42,8 +42,9 @@ class TableScan:
     ``partition_filter``: ``{key: value}`` (values of the key's type or their text; None = the default
     partition) or an Arrow expression over typed partition keys; it prunes partitions before any listing.
     ``filter``: an Arrow expression over any column, ``ROW__ID`` included; columns it needs but ``columns``
-    lacks are read for it and dropped. ``snapshot``: a ValidWriteIdList of this table or its text (default:
-    what is committed now). ``batch_rows`` bounds every batch ``to_batches`` yields.
+    lacks are read for it and dropped. ``snapshot``: a ValidTxnList (``ms.snapshot()``: the same point in time
+    for every table scanned with it), a ValidWriteIdList of this table or its text (default: what is committed
+    now). ``batch_rows`` bounds every batch ``to_batches`` yields.
     """
 
     def __init__(
@@ -55,7 +56,7 @@ class TableScan:
         partition_filter: Mapping[str, Any] | pc.Expression | None = None,
         filter: pc.Expression | None = None,
         with_row_id: bool = False,
-        snapshot: ValidWriteIdList | str | None = None,
+        snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> None:
         self.metastore = metastore
@@ -77,11 +78,14 @@ class TableScan:
         self._plan: ScanPlan | None = None
 
     def _resolve_snapshot(
-        self, snapshot: ValidWriteIdList | str | None
+        self, snapshot: ValidWriteIdList | ValidTxnList | str | None
     ) -> tuple[ValidWriteIdList, ValidTxnList | None]:
-        """The scan's snapshot; a given one must belong to this table (no ValidTxnList: Hive 3 visibility)."""
+        """The scan's snapshot: a ValidTxnList (one point in time for several tables, ``ms.snapshot()``) or
+        this table's ValidWriteIdList (then no ValidTxnList: Hive 3 visibility)."""
         if snapshot is None:
-            return self.metastore.get_valid_write_ids(self.table.full_name), self.metastore.get_open_txns()
+            snapshot = self.metastore.snapshot()
+        if isinstance(snapshot, ValidTxnList):
+            return self.metastore.get_valid_write_ids(self.table.full_name, snapshot=snapshot), snapshot
         write_ids = ValidWriteIdList.parse(snapshot) if isinstance(snapshot, str) else snapshot
         if write_ids.table is not None and write_ids.table.lower() != self.table.full_name.lower():
             raise ValueError(f"snapshot {write_ids} is for {write_ids.table}, not {self.table.full_name}")

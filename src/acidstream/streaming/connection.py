@@ -43,7 +43,15 @@ from acidstream.errors import (
 )
 from acidstream.gil import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval
 from acidstream.metastore.identity import client_identity
-from acidstream.metastore.models import LockComponent, LockLevel, LockResponse, LockType, OperationType, Table
+from acidstream.metastore.models import (
+    LockComponent,
+    LockLevel,
+    LockResponse,
+    LockType,
+    OperationType,
+    Table,
+    TableWrite,
+)
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
 from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.streaming.records import ParseResult, RecordParser, record_bytes, split_records
@@ -434,11 +442,13 @@ class StreamingConnection:
         txn = batch.txn_id
         try:
             touched = sorted(self._txn_touched)
-            dynamic = touched if self.dynamic else None
-            writes = None
-            if self.config.write_notifications:
-                files = batch.files.files_by_partition()
-                writes = [(name or None, files.get(name, [])) for name in touched]
+            files = batch.files.files_by_partition() if self.config.write_notifications else {}
+            write = TableWrite(
+                self.table.full_name,
+                batch.write_id,
+                components=dict.fromkeys(touched, OperationType.INSERT) if self.dynamic else {},
+                files={name or None: files.get(name, []) for name in touched} if files else {},
+            )
             if batch.remaining == 0:
                 batch.files.close()
             self._call(
@@ -446,8 +456,7 @@ class StreamingConnection:
                 txn,
                 key=key,
                 value=value,
-                dynamic_partitions=dynamic,
-                write_notifications=writes,
+                writes=[write] if write.components or write.files else (),
             )
         except NoSuchTxnException as exc:
             raise TransactionError(f"Invalid transaction id : {txn}") from exc
