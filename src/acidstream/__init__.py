@@ -18,7 +18,7 @@ _LAZY = {
     "StrictDelimitedInputWriter": "acidstream.streaming.writers",
     "StrictJsonWriter": "acidstream.streaming.writers",
     "StrictRegexWriter": "acidstream.streaming.writers",
-    "TxnState": "acidstream.streaming.state",
+    "TxnState": "acidstream.txn.state",
 }
 
 __all__ = ["StreamingException", *_LAZY]

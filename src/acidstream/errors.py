@@ -128,9 +128,11 @@ class TxnOpenException(MetaException):
 
 
 class WriteConflictException(TxnAbortedException):
-    """First-committer-wins: a concurrent committed txn updated/deleted the same partition."""
+    """First-committer-wins: a concurrent committed txn updated/deleted the same partition.
 
-    retryable = True
+    Not retryable: this txn is aborted. The caller may redo the whole mutation in a new txn, reading the rows
+    again at its snapshot.
+    """
 
 
 class NoSuchLockException(MetaException):

@@ -366,7 +366,9 @@ def test_commit_with_writes_fails_as_a_whole(ms: Metastore) -> None:
     with pytest.raises(TxnAbortedException):
         ms.commit_txn(
             b,
-            writes=[TableWrite("db.t", bwid, components={"ds=x": OperationType.INSERT}, files={"ds=x": ["f"]})],
+            writes=[
+                TableWrite("db.t", bwid, components={"ds=x": OperationType.INSERT}, files={"ds=x": ["f"]})
+            ],
         )
     with pytest.raises(NoSuchTxnException):
         ms.commit_txn(99, writes=[TableWrite("db.t", 1, files={None: ["f"]})])

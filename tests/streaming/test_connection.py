@@ -33,7 +33,7 @@ from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
 from acidstream.streaming.records import buffer as buffer_module
 from acidstream.streaming.records import text_values
-from acidstream.streaming.state import TxnState
+from acidstream.txn.state import TxnState
 
 DELIM = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
 

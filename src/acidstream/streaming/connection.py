@@ -53,14 +53,14 @@ from acidstream.metastore.models import (
     TableWrite,
 )
 from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
-from acidstream.streaming.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.streaming.records import ParseResult, RecordParser, record_bytes, split_records
 from acidstream.streaming.records.buffer import new_record_buffer
 from acidstream.streaming.routing import RowRouter
-from acidstream.streaming.state import TxnState
 from acidstream.streaming.stats import ConnectionStats
 from acidstream.streaming.tabular import to_record_batch
 from acidstream.streaming.writers import RecordWriter
+from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
+from acidstream.txn.state import TxnState
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore

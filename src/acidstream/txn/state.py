@@ -1,4 +1,5 @@
-"""Transaction states of a streaming connection, with Hive's one-letter codes (``TxnStatus[CO]``)."""
+"""Client-side transaction states, with Hive's one-letter codes (``TxnStatus[CO]``): streaming batches and mutation
+transactions share them."""
 
 from __future__ import annotations
 
