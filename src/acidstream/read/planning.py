@@ -8,7 +8,7 @@ to other processes (Spark tasks) and read there without a metastore.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,8 @@ class ScanPlan:
     write_ids: ValidWriteIdList
     tasks: tuple[BucketTask, ...]
     obsolete: tuple[str, ...] = field(default=())
+    #: The scan's reader registration: whoever reads the tasks heartbeats it (``Metastore.heartbeat_readers``).
+    reader_id: int | None = None
 
 
 def plan_partition(
@@ -74,12 +76,14 @@ def plan_partition(
     txns: ValidTxnList | None,
     partition_values: tuple[str | None, ...],
     partition_name: str,
+    ignore: Collection[str] = (),
 ) -> tuple[list[BucketTask], AcidState | None]:
-    """Tasks for one partition (or unpartitioned table) directory; a missing directory has no rows."""
+    """Tasks for one partition (or unpartitioned table) directory; a missing directory has no rows.
+    ``ignore``: directory names to treat as absent (see ``get_acid_state``)."""
     info = fs.get_file_info(directory)
     if info.type != pafs.FileType.Directory:
         return [], None
-    state = get_acid_state(fs, directory, write_ids, txns)
+    state = get_acid_state(fs, directory, write_ids, txns, ignore=ignore)
     inserts: dict[int, list[FileSlice]] = defaultdict(list)
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
     dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
