@@ -534,14 +534,15 @@ class Metastore:
     def begin_publish(self, compaction_id: int, txn_id: int, meta: Mapping[str, Any]) -> int:
         return self._write(lambda c: compaction.begin_publish(c, compaction_id, txn_id, meta))
 
-    def mark_compacted(self, compaction_id: int) -> None:
-        self._write(lambda c: compaction.mark_compacted(c, compaction_id))
+    def mark_compacted(self, compaction_id: int, txn_id: int | None = None) -> None:
+        """``txn_id``: the worker's compactor txn, which must still own the entry (None: recovery)."""
+        self._write(lambda c: compaction.mark_compacted(c, compaction_id, txn_id))
 
-    def mark_refused(self, compaction_id: int, message: str) -> None:
-        self._write(lambda c: compaction.mark_refused(c, compaction_id, message))
+    def mark_refused(self, compaction_id: int, message: str, txn_id: int | None = None) -> None:
+        self._write(lambda c: compaction.mark_refused(c, compaction_id, message, txn_id))
 
-    def mark_failed(self, compaction_id: int, message: str) -> None:
-        self._write(lambda c: compaction.mark_failed(c, compaction_id, message))
+    def mark_failed(self, compaction_id: int, message: str, txn_id: int | None = None) -> None:
+        self._write(lambda c: compaction.mark_failed(c, compaction_id, message, txn_id))
 
     def revert_compaction(self, compaction_id: int, message: str, max_attempts: int) -> str:
         return self._write(lambda c: compaction.revert(c, compaction_id, message, max_attempts))

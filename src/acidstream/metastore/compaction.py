@@ -247,9 +247,21 @@ def begin_publish(conn: Connection, cq_id: int, txn_id: int, meta: Mapping[str, 
     return publish_id
 
 
-def mark_compacted(conn: Connection, cq_id: int) -> None:
-    """Published: ready for cleaning once the readers registered before now are gone; commits the worker's txn."""
+def _require_working(conn: Connection, cq_id: int, txn_id: int | None) -> Any:
+    """A working entry; with ``txn_id``, one still owned by that compactor txn (a worker whose entry was
+    reverted or rolled forward by someone else must not touch it)."""
     row = _require(conn, cq_id, ("w",))
+    if txn_id is not None and row.cq_txn_id != txn_id:
+        raise InvalidObjectException(f"compaction {cq_id} is no longer worked on by txnid:{txn_id}")
+    return row
+
+
+def mark_compacted(conn: Connection, cq_id: int, txn_id: int | None = None) -> None:
+    """Published: ready for cleaning once the readers registered before now are gone; commits the worker's txn.
+
+    ``txn_id``: the calling worker's compactor txn (None: recovery rolling a dead worker's entry forward).
+    """
+    row = _require_working(conn, cq_id, txn_id)
     if row.cq_publish_id is None:
         raise InvalidObjectException(f"compaction {cq_id} has published no output: it cannot be compacted")
     conn.execute(
@@ -277,18 +289,23 @@ def _finish(conn: Connection, row: Any, state: str, message: str | None) -> None
     conn.execute(delete(s.compaction_queue).where(CQ.cq_id == row.cq_id))
 
 
-def mark_refused(conn: Connection, cq_id: int, message: str) -> None:
+def mark_refused(conn: Connection, cq_id: int, message: str, txn_id: int | None = None) -> None:
     """Nothing to compact and nothing to clean (Hive 4's "refused"): no file changed."""
-    row = _require(conn, cq_id, ("w",))
+    row = _require_working(conn, cq_id, txn_id)
     if row.cq_publish_id is not None:
         raise InvalidObjectException(f"compaction {cq_id} already published its output")
     _end_txn(conn, row.cq_txn_id, commit=True)
     _finish(conn, row, "c", message)
 
 
-def mark_failed(conn: Connection, cq_id: int, message: str) -> None:
-    """Failed before publishing (nothing changed on disk), or while cleaning (the output stays in place)."""
-    row = _require(conn, cq_id, ("i", "w", "r"))
+def mark_failed(conn: Connection, cq_id: int, message: str, txn_id: int | None = None) -> None:
+    """Failed before publishing (nothing changed on disk), or while cleaning (the output stays in place).
+    ``txn_id``: the calling worker's compactor txn, which must still own the (working) entry."""
+    row = (
+        _require_working(conn, cq_id, txn_id)
+        if txn_id is not None
+        else _require(conn, cq_id, ("i", "w", "r"))
+    )
     if row.cq_state == "w" and row.cq_publish_id is not None:
         raise InvalidObjectException(
             f"compaction {cq_id} is publishing its output: it must be completed, not failed"

@@ -107,7 +107,7 @@ def plan_partition(
             (deletes if acid_dir.is_delete_delta else inserts)[ref.bucket_id].append(piece)
     for original in state.original_files:
         parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
-        bucket = parsed_bucket[0] if parsed_bucket else _original_bucket(original.path)
+        bucket = parsed_bucket[0] if parsed_bucket else original_bucket(original.path)
         inserts[bucket].append(FileSlice(original.path, original.length, bucket, 0, 0, None, original=True))
     tasks = [
         BucketTask(
@@ -122,7 +122,7 @@ def plan_partition(
     return tasks, state
 
 
-def _original_bucket(path: str) -> int:
+def original_bucket(path: str) -> int:
     """Bucket id of an original file ``000001_0[_copy_N]``: the number before the first underscore."""
     name = path.rsplit("/", 1)[-1]
     head = name.split("_", 1)[0]

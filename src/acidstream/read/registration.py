@@ -40,7 +40,9 @@ class _KeepAlive:
         with self._lock:
             self._ids.add(reader_id)
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="acidstream-reader-heartbeat", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="acidstream-reader-heartbeat", daemon=True
+                )
                 self._thread.start()
 
     def drop(self, reader_id: int) -> None:
