@@ -19,6 +19,7 @@ from acidstream.errors import (
 )
 from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, TxnState
 from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
+from support.readers import age_reader
 
 
 def publish(ms: Metastore, cq_id: int, *, outputs: tuple[str, ...] = ("base_0000001",)) -> int:
@@ -140,23 +141,6 @@ def test_readers_registered_before_publication_hold_the_cleaner(ms: Metastore) -
     assert {r[0] for r in ms.active_readers()} == {after.reader_id, other.reader_id}
 
 
-def _age_reader(ms: Metastore, reader_id: int, seconds: float) -> None:
-    """Pretend the reader last heartbeated ``seconds`` ago (no sleeping in tests)."""
-    from sqlalchemy import update
-
-    from acidstream.metastore import schema as s
-    from acidstream.metastore.counters import now_ms
-
-    sr = s.snapshot_readers.c
-    ms._write(
-        lambda c: c.execute(
-            update(s.snapshot_readers)
-            .where(sr.sr_id == reader_id)
-            .values(sr_last_heartbeat=now_ms() - int(seconds * 1000))
-        )
-    )
-
-
 def test_silent_readers_stop_holding_the_cleaner(ms: Metastore) -> None:
     reader = ms.register_reader("db.u")
     cq = ms.compact("db.u")
@@ -164,11 +148,11 @@ def test_silent_readers_stop_holding_the_cleaner(ms: Metastore) -> None:
     publish(ms, cq)
     ms.mark_compacted(cq)
     assert ms.find_ready_to_clean(retention=0) == []
-    _age_reader(ms, reader.reader_id, ms.txn_timeout + 1)
+    age_reader(ms, reader.reader_id, ms.txn_timeout + 1)
     assert [c.id for c in ms.find_ready_to_clean(retention=0)] == [cq]
     assert ms.heartbeat_readers([reader.reader_id]) == []  # alive again: waited for again
     assert ms.find_ready_to_clean(retention=0) == []
-    _age_reader(ms, reader.reader_id, ms.txn_timeout + 1)
+    age_reader(ms, reader.reader_id, ms.txn_timeout + 1)
     ms.perform_timeouts()
     assert ms.heartbeat_readers([reader.reader_id]) == [reader.reader_id]
     assert ms.active_readers() == []

@@ -176,7 +176,11 @@ class Worker:
     def _fail(self, ci: CompactionInfo, txn_id: int, exc: Exception) -> None:
         message = f"{type(exc).__name__}: {exc}"
         try:
-            info = self.ms.get_compaction(ci.id)
+            try:
+                info = self.ms.get_compaction(ci.id)
+            except NoSuchObjectException:  # the table was dropped, and its queue entries with it
+                self.ms.abort_txn(txn_id)
+                return
             if info.state != "working" or info.txn_id != txn_id:
                 return  # recovered (reverted or rolled forward) by someone else meanwhile
             if info.publish_id is not None:
