@@ -19,7 +19,9 @@ def txns(n: int, commit: bool = True, start: int = 0) -> list[tuple[dict[str, li
 
 def big_base(ms: Metastore, table: str, compactor: Compactor, rows: int = 20000, **kw: object) -> None:
     """A table whose major compaction left a base much larger than a small delta."""
-    stream(ms, table, [({"id": list(range(rows)), "msg": [f"row {i} " * 4 for i in range(rows)]}, True)], **kw)
+    stream(
+        ms, table, [({"id": list(range(rows)), "msg": [f"row {i} " * 4 for i in range(rows)]}, True)], **kw
+    )
     stream(ms, table, txns(1), **kw)
     partition = {"ds": kw["static"][0]} if "static" in kw else None  # type: ignore[index]
     assert compactor.compact(f"db.{table}", partition, "major").info.state == "ready for cleaning"
@@ -61,7 +63,9 @@ def test_many_deltas_after_a_base_is_minor(ms: Metastore, compactor: Compactor, 
     assert requested(initiator.run_once()) == [(None, "minor")]
 
 
-def test_deltas_large_against_the_base_are_major(ms: Metastore, compactor: Compactor, initiator: Initiator) -> None:
+def test_deltas_large_against_the_base_are_major(
+    ms: Metastore, compactor: Compactor, initiator: Initiator
+) -> None:
     create(ms, "t", "id int, msg string")
     big_base(ms, "t", compactor, rows=50)
     stream(ms, "t", txns(2))
@@ -69,7 +73,9 @@ def test_deltas_large_against_the_base_are_major(ms: Metastore, compactor: Compa
     assert decision.kind == "major" and "more than 0.1 of base size" in decision.reason
 
 
-def test_small_deltas_against_a_big_base_wait(ms: Metastore, compactor: Compactor, initiator: Initiator) -> None:
+def test_small_deltas_against_a_big_base_wait(
+    ms: Metastore, compactor: Compactor, initiator: Initiator
+) -> None:
     create(ms, "t", "id int, msg string")
     big_base(ms, "t", compactor)
     stream(ms, "t", txns(1))
@@ -141,7 +147,10 @@ def test_dynamic_partitioning_table_entries_are_skipped(ms: Metastore, initiator
     create(ms, "t", "id int, msg string", "PARTITIONED BY (ds string)")
     txn = ms.open_txns(1)[0]
     ms.allocate_table_write_ids([txn], "db.t")
-    ms.lock([LockComponent(LockType.SHARED_READ, LockLevel.TABLE, "db", "t", None, OperationType.INSERT)], txn_id=txn)
+    ms.lock(
+        [LockComponent(LockType.SHARED_READ, LockLevel.TABLE, "db", "t", None, OperationType.INSERT)],
+        txn_id=txn,
+    )
     ms.commit_txn(txn)
     [decision] = initiator.run_once()
     assert decision.partition is None and "dynamic partitioning" in decision.reason

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 from compactorhelpers import dirs, rows_with_ids
-from read.readhelpers import create, delete_rows, stream
 
 from acidstream import Metastore
 from acidstream.compactor import Compactor, worker
 from acidstream.compactor.publish import move_into_place
+from read.readhelpers import create, delete_rows, stream
 
 
 def txns(*ids: int) -> list[tuple[dict[str, list[object]], bool]]:

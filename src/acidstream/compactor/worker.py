@@ -19,6 +19,8 @@ import contextlib
 import itertools
 import logging
 import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
     from acidstream.metastore import Metastore
 
 log = logging.getLogger(__name__)
+
+#: Comma-separated stages (``written``, ``published``, ``moved``) at which a worker stops and waits to be killed:
+#: lets crash tests kill -9 a worker at a chosen point. Each pause is announced on stderr.
+PAUSE_ENV = "ACIDSTREAM_COMPACTOR_PAUSE"
 
 #: Runs bucket jobs (in threads here, as Spark tasks in ``acidstream.spark.compact``); results in job order.
 JobRunner = Callable[[Sequence[BucketJob]], list[BucketResult]]
@@ -170,6 +176,7 @@ class Worker:
                 self.ms.mark_refused(ci.id, REFUSED, txn_id)
             return ()
         results = tuple(self.run_jobs(plan.jobs))
+        _pause("written")
         publish(self.ms, ci, txn_id, target, plan, meta)
         return results
 
@@ -204,7 +211,10 @@ def publish(
     outputs = finish_outputs(target.fs, tmp, plan.outputs)
     check_free(target.fs, target.path, outputs)
     ms.begin_publish(ci.id, txn_id, {**meta, "outputs": outputs, "inputs": list(plan.inputs)})
-    move_into_place(target.fs, tmp, target.path, outputs)
+    _pause("published")
+    for name in outputs:
+        move_into_place(target.fs, tmp, target.path, [name])
+        _pause("moved")
     try:
         ms.mark_compacted(ci.id, txn_id)
     except InvalidObjectException:
@@ -212,6 +222,12 @@ def publish(
             raise
         # rolled forward by recovery while this worker was renaming: the same outcome
     discard(target.fs, tmp)
+
+
+def _pause(stage: str) -> None:
+    if stage in os.environ.get(PAUSE_ENV, "").split(","):
+        print(f"acidstream-compactor-paused {stage}", file=sys.stderr, flush=True)
+        threading.Event().wait()
 
 
 def recover(ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> str:
