@@ -107,6 +107,100 @@ class Outcome:
         return sum(r.rows_written for r in self.results)
 
 
+class Claimed:
+    """One claimed request, heartbeated while in use (``with``): plan it, have its jobs run, publish or fail.
+
+    The in-process worker and the Spark driver (``acidstream.spark.compact``) drive it the same way; only
+    where the bucket jobs run differs.
+    """
+
+    def __init__(self, ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> None:
+        assert ci.txn_id is not None, "a claimed request has a compactor txn"
+        self.ms, self.ci, self.config = ms, ci, config
+        self.txn_id: int = ci.txn_id
+        self._beat = Heartbeater(
+            heartbeat_interval(ms.txn_timeout), lambda: ms.heartbeat(self.txn_id), f"compactor-{ci.id}"
+        )
+        self._target: Target | None = None
+        self._meta: dict[str, str] = {}
+
+    def __enter__(self) -> Claimed:
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._beat.stop()
+
+    def plan(self) -> PartitionPlan | None:
+        """The bucket jobs to run; None when the request is already finished (refused, or published with
+        nothing to merge because only the cleaner has work)."""
+        ci, ms, txn_id = self.ci, self.ms, self.txn_id
+        target = self._target = resolve_target(ms, ci)
+        write_ids = ms.get_valid_write_ids(ci.table_name).for_compactor()
+        tmp = new_tmp_dir(target.path)
+        self._meta = {"location": target.location, "tmp": tmp}
+        ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=self._meta)
+        if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
+            ms.mark_refused(ci.id, f"{REFUSED} ({target.path} holds no files)", txn_id)
+            return None
+        state = get_acid_state(target.fs, target.path, write_ids)
+        plan = plan_partition(
+            target.fs,
+            target.location,
+            target.path,
+            tmp,
+            ci.kind,
+            state,
+            write_ids,
+            target.table,
+            self.config.batch_rows,
+        )
+        if plan is None:
+            if needs_cleaning(state):  # nothing to merge, but the cleaner has work: publish nothing
+                obsolete = top_level_names(target.path, state.obsolete)
+                ms.begin_publish(ci.id, txn_id, {**self._meta, "outputs": [], "inputs": list(obsolete)})
+                ms.mark_compacted(ci.id, txn_id)
+            else:
+                ms.mark_refused(ci.id, REFUSED, txn_id)
+        return plan
+
+    def publish(self, plan: PartitionPlan) -> None:
+        """Once every job of ``plan`` has written its files: steps 3 and 4."""
+        _pause("written")
+        assert self._target is not None
+        publish(self.ms, self.ci, self.txn_id, self._target, plan, self._meta)
+
+    def fail(self, exc: BaseException) -> None:
+        """Record a failure (removing ``_tmp``), or complete a publication that had begun."""
+        log.error(
+            "compaction %d of %s failed: %s", self.ci.id, self.ci.full_partition_name, exc, exc_info=exc
+        )
+        ci, ms, txn_id = self.ci, self.ms, self.txn_id
+        message = f"{type(exc).__name__}: {exc}"
+        try:
+            try:
+                info = ms.get_compaction(ci.id)
+            except NoSuchObjectException:  # the table was dropped, and its queue entries with it
+                ms.abort_txn(txn_id)
+                return
+            if info.state != "working" or info.txn_id != txn_id:
+                return  # recovered (reverted or rolled forward) by someone else meanwhile
+            if info.publish_id is not None:
+                recover(ms, info, self.config)  # published in part: complete it
+                return
+            location = info.meta.get("location")
+            if location:
+                discard(table_filesystem(location)[0], info.meta.get("tmp"))
+            ms.mark_failed(ci.id, message, txn_id)
+        except StreamingException:
+            # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery
+            # (any compactor's) reverts or completes the request.
+            log.exception("could not record the failure of compaction %d", ci.id)
+
+    def outcome(self, results: Sequence[BucketResult] = ()) -> Outcome:
+        return Outcome(self.ms.get_compaction(self.ci.id), tuple(results))
+
+
 class Worker:
     """Claims and runs compaction requests; ``run_jobs`` executes the bucket jobs (threads by default)."""
 
@@ -130,77 +224,17 @@ class Worker:
 
     def run(self, ci: CompactionInfo) -> Outcome:
         """Run a claimed request to ready-for-cleaning, refused or failed; errors are recorded, not raised."""
-        assert ci.txn_id is not None
-        txn_id = ci.txn_id
-        beat = Heartbeater(
-            heartbeat_interval(self.ms.txn_timeout), lambda: self.ms.heartbeat(txn_id), f"compactor-{ci.id}"
-        )
-        beat.start()
-        try:
-            results = self._compact(ci, txn_id)
-        except Exception as exc:
-            log.exception("compaction %d of %s failed", ci.id, ci.full_partition_name)
-            self._fail(ci, txn_id, exc)
-            results = ()
-        finally:
-            beat.stop()
-        return Outcome(self.ms.get_compaction(ci.id), results)
-
-    def _compact(self, ci: CompactionInfo, txn_id: int) -> tuple[BucketResult, ...]:
-        target = resolve_target(self.ms, ci)
-        write_ids = self.ms.get_valid_write_ids(ci.table_name).for_compactor()
-        tmp = new_tmp_dir(target.path)
-        meta = {"location": target.location, "tmp": tmp}
-        self.ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=meta)
-        if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
-            self.ms.mark_refused(ci.id, f"{REFUSED} ({target.path} holds no files)", txn_id)
-            return ()
-        state = get_acid_state(target.fs, target.path, write_ids)
-        plan = plan_partition(
-            target.fs,
-            target.location,
-            target.path,
-            tmp,
-            ci.kind,
-            state,
-            write_ids,
-            target.table,
-            self.config.batch_rows,
-        )
-        if plan is None:
-            if needs_cleaning(state):  # nothing to merge, but the cleaner has work: publish nothing
-                obsolete = top_level_names(target.path, state.obsolete)
-                self.ms.begin_publish(ci.id, txn_id, {**meta, "outputs": [], "inputs": list(obsolete)})
-                self.ms.mark_compacted(ci.id, txn_id)
-            else:
-                self.ms.mark_refused(ci.id, REFUSED, txn_id)
-            return ()
-        results = tuple(self.run_jobs(plan.jobs))
-        _pause("written")
-        publish(self.ms, ci, txn_id, target, plan, meta)
-        return results
-
-    def _fail(self, ci: CompactionInfo, txn_id: int, exc: Exception) -> None:
-        message = f"{type(exc).__name__}: {exc}"
-        try:
+        with Claimed(self.ms, ci, self.config) as claimed:
+            results: tuple[BucketResult, ...] = ()
             try:
-                info = self.ms.get_compaction(ci.id)
-            except NoSuchObjectException:  # the table was dropped, and its queue entries with it
-                self.ms.abort_txn(txn_id)
-                return
-            if info.state != "working" or info.txn_id != txn_id:
-                return  # recovered (reverted or rolled forward) by someone else meanwhile
-            if info.publish_id is not None:
-                recover(self.ms, info, self.config)  # published in part: complete it
-                return
-            location = info.meta.get("location")
-            if location:
-                discard(table_filesystem(location)[0], info.meta.get("tmp"))
-            self.ms.mark_failed(ci.id, message, txn_id)
-        except StreamingException:
-            # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery
-            # (any compactor's) reverts or completes the request.
-            log.exception("could not record the failure of compaction %d", ci.id)
+                plan = claimed.plan()
+                if plan is not None:
+                    results = tuple(self.run_jobs(plan.jobs))
+                    claimed.publish(plan)
+            except Exception as exc:
+                claimed.fail(exc)
+                results = ()
+            return claimed.outcome(results)
 
 
 def publish(
