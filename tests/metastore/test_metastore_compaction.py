@@ -113,6 +113,8 @@ def test_full_life_cycle_consumes_the_initiator_input(ms: Metastore) -> None:
     assert info.meta["inputs"] == ["delta_0000001_0000001"]
     assert [c.id for c in ms.find_ready_to_clean(retention=0)] == [cq]
     assert ms.find_ready_to_clean(retention=3600) == []
+    assert ms.claim_cleaning(cq) and not ms.claim_cleaning(cq)  # one cleaner at a time
+    assert ms.find_ready_to_clean(retention=0) == []
     ms.mark_cleaned(cq)
     assert ms.get_compaction(cq).state == "succeeded"
     assert [c.write_id for c in ms.completed_components("db.u")] == [later]

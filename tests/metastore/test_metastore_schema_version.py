@@ -105,7 +105,16 @@ def test_version_1_is_upgraded_keeping_its_events(metastore_url: str, warehouse:
     engine.dispose()
 
 
-_V3_COLUMNS = ("txn_id", "initiator_id", "attempts", "publish_id", "next_reader_id", "commit_time", "meta_info")
+_V3_COLUMNS = (
+    "txn_id",
+    "initiator_id",
+    "attempts",
+    "publish_id",
+    "next_reader_id",
+    "commit_time",
+    "meta_info",
+    "cleaner_start",
+)
 
 
 def _make_v2(url: str) -> None:

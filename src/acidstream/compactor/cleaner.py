@@ -48,8 +48,12 @@ class Cleaner:
     config: CompactorConfig = field(default_factory=CompactorConfig)
 
     def run_once(self) -> list[CleanOutcome]:
-        """Clean every request that is ready now."""
-        return [self.clean(ci) for ci in self.ms.find_ready_to_clean(self.config.retention)]
+        """Clean every request that is ready now (and that no other cleaner took meanwhile)."""
+        return [
+            self.clean(ci)
+            for ci in self.ms.find_ready_to_clean(self.config.retention)
+            if self.ms.claim_cleaning(ci.id)
+        ]
 
     def clean(self, ci: CompactionInfo) -> CleanOutcome:
         try:
@@ -86,12 +90,15 @@ class Cleaner:
         for name in sorted(doomed):
             target = f"{path}/{name}"
             info = fs.get_file_info(target)
-            if info.type == pafs.FileType.Directory:
-                fs.delete_dir(target)
-            elif info.type == pafs.FileType.File:
-                fs.delete_file(target)
-            else:
-                continue
+            try:
+                if info.type == pafs.FileType.Directory:
+                    fs.delete_dir(target)
+                elif info.type == pafs.FileType.File:
+                    fs.delete_file(target)
+                else:
+                    continue
+            except FileNotFoundError:
+                continue  # another cleaner (of another request on this partition) got there first
             removed.append(name)
         return removed, _forgettable(fs, path, write_ids, highest, set(ci.meta.get("outputs", ())))
 

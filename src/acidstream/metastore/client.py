@@ -556,6 +556,11 @@ class Metastore:
             lambda c: compaction.find_ready_to_clean(c, int(retention * 1000), int(self.txn_timeout * 1000))
         )
 
+    def claim_cleaning(self, compaction_id: int) -> bool:
+        """Take a ready request for cleaning (False: another cleaner has it); the claim lapses after
+        ``txn_timeout``."""
+        return self._write(lambda c: compaction.claim_cleaning(c, compaction_id, int(self.txn_timeout * 1000)))
+
     def blocking_readers(self, compaction_id: int) -> list[int]:
         return self._read(
             lambda c: compaction.blocking_readers(c, compaction_id, int(self.txn_timeout * 1000))

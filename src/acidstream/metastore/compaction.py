@@ -353,7 +353,8 @@ def find_abandoned(conn: Connection) -> list[CompactionInfo]:
 
 
 def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: int) -> list[CompactionInfo]:
-    """Entries published at least ``retention_ms`` ago with no live reader registered before their publication.
+    """Entries published at least ``retention_ms`` ago with no live reader registered before their publication,
+    and no cleaner at work on them (a cleaner's claim lapses after ``reader_timeout_ms``).
 
     The retention covers readers that do not register (Hive's own, other engines); registered readers are
     waited for as long as they heartbeat within ``reader_timeout_ms``.
@@ -371,10 +372,30 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
     )
     rows = conn.execute(
         select(s.compaction_queue)
-        .where(CQ.cq_state == "r", CQ.cq_commit_time <= now - retention_ms, ~blocking)
+        .where(
+            CQ.cq_state == "r",
+            CQ.cq_commit_time <= now - retention_ms,
+            _cleaner_free(now, reader_timeout_ms),
+            ~blocking,
+        )
         .order_by(CQ.cq_id)
     ).all()
     return [_info(r, "cq") for r in rows]
+
+
+def _cleaner_free(now: int, lease_ms: int) -> Any:
+    return or_(CQ.cq_cleaner_start.is_(None), CQ.cq_cleaner_start < now - lease_ms)
+
+
+def claim_cleaning(conn: Connection, cq_id: int, lease_ms: int) -> bool:
+    """Take entry ``cq_id`` for cleaning unless another cleaner holds it (compactors on several hosts)."""
+    now = now_ms()
+    claimed = conn.execute(
+        update(s.compaction_queue)
+        .where(CQ.cq_id == cq_id, CQ.cq_state == "r", _cleaner_free(now, lease_ms))
+        .values(cq_cleaner_start=now)
+    ).rowcount
+    return bool(claimed)
 
 
 def blocking_readers(conn: Connection, cq_id: int, reader_timeout_ms: int) -> list[int]:

@@ -256,6 +256,7 @@ def _compaction_columns_v3(prefix: str) -> list[Column[object]]:
     ``next_reader_id`` is Hive's ``CQ_NEXT_TXN_ID`` for snapshot readers: readers registered below it may
     still read what the compaction replaced. ``publish_id`` marks the start of moving its output into place.
     ``meta_info`` (JSON): the ``_tmp`` directory, the output directories and the input directories.
+    ``cleaner_start``: when a cleaner claimed the entry (Hive 4's ``CQ_CLEANER_START``).
     """
     return [
         Column(f"{prefix}_txn_id", BigInteger),
@@ -265,6 +266,7 @@ def _compaction_columns_v3(prefix: str) -> list[Column[object]]:
         Column(f"{prefix}_next_reader_id", BigInteger),
         Column(f"{prefix}_commit_time", BigInteger),
         Column(f"{prefix}_meta_info", Text),
+        Column(f"{prefix}_cleaner_start", BigInteger),
     ]
 
 
