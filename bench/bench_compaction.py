@@ -25,8 +25,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _memory import peak_rss_mib
-from bench_read import TABLE, _metastore, add_deletes, build
+from bench_read import TABLE, _metastore, add_deletes, build, run_cases
 
 
 def _location(root: Path) -> Path:
@@ -115,25 +113,10 @@ def case(root: Path, name: str) -> dict[str, float]:
     return {"rows": rows, "seconds": seconds, "cpu": cpu, "rss_mib": peak_rss_mib()}
 
 
-def run_cases(root: Path, names: list[str], repeat: int) -> dict[str, dict[str, float]]:
-    """Each case in a fresh subprocess, cases interleaved ``repeat`` times; per case the fastest run."""
-    best: dict[str, dict[str, float]] = {}
-    for _ in range(repeat):
-        for name in names:
-            out = subprocess.run(
-                [sys.executable, __file__, "--case", name, "--dir", str(root)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            run = json.loads(out.stdout.strip().splitlines()[-1])
-            if name not in best or run["seconds"] < best[name]["seconds"]:
-                best[name] = run
-    return best
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--txns", type=int, default=100)
     parser.add_argument("--delete-pct", type=float, default=5.0)
@@ -155,7 +138,7 @@ def main() -> None:
     )
     snapshot(root)
     before_counts = counts(root)
-    results = run_cases(root, ["raw", "major", "scan before"], args.repeat)
+    results = run_cases(root, ["raw", "major", "scan before"], args.repeat, __file__)
     restore(root)
     from acidstream.compactor import Compactor, CompactorConfig
 
@@ -165,7 +148,7 @@ def main() -> None:
     assert all(c.state == "succeeded" for c in compactor.clean())
     ms.close()
     after_counts = counts(root)
-    results.update(run_cases(root, ["scan after", "pyarrow after"], args.repeat))
+    results.update(run_cases(root, ["scan after", "pyarrow after"], args.repeat, __file__))
     print(
         f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, best of {args.repeat}; worker parallelism "
@@ -185,7 +168,9 @@ def main() -> None:
         )
     scan_vs_pyarrow = results["pyarrow after"]["seconds"] / results["scan after"]["seconds"]
     print(f"\nscan after vs pyarrow after (same files): {scan_vs_pyarrow:.0%}")
-    print(f"directories/files before: {before_counts[0]}/{before_counts[1]}, after: {after_counts[0]}/{after_counts[1]}")
+    print(
+        f"directories/files before: {before_counts[0]}/{before_counts[1]}, after: {after_counts[0]}/{after_counts[1]}"
+    )
 
 
 if __name__ == "__main__":

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from click.testing import CliRunner
 
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
-from acidstream.cli import cli
 
-Run = Callable[..., tuple[int, str, str]]
+Run = Callable[..., tuple[int, str, str]]  # the ``run`` fixture (conftest.py)
 
 
 @pytest.fixture
@@ -39,19 +37,6 @@ def ms(warehouse: Path) -> Iterator[Metastore]:
                     conn.write_batch(pa.table({"id": [i], "msg": [f"m{i}"]}))
                     conn.commit_transaction()
         yield m
-
-
-@pytest.fixture
-def run(warehouse: Path) -> Run:
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        result = runner.invoke(
-            cli, list(args), env={"ACIDSTREAM_WAREHOUSE": str(warehouse), "ACIDSTREAM_METASTORE": ""}
-        )
-        return result.exit_code, result.stdout, result.stderr
-
-    return invoke
 
 
 def test_compact_enqueues_or_waits(ms: Metastore, run: Run) -> None:

@@ -17,11 +17,11 @@ from compactorhelpers import dirs, hidden, rows_with_ids
 
 import acidstream.spark
 from acidstream import Metastore
-from acidstream.acid.writeids import LONG_MAX, ValidWriteIdList
+from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor import Compactor, CompactorConfig, CompactorDaemon
 from acidstream.spark.compact import spark_runner
 from read.readhelpers import connect, create, delete_rows
-from support.hivejvm import HiveJvm
+from support.hivejvm import HiveJvm, hive_txns
 
 COLS = [("id", "int"), ("msg", "string")]
 
@@ -29,13 +29,6 @@ COLS = [("id", "int"), ("msg", "string")]
 @pytest.fixture(scope="module")
 def hive(spark: Any) -> HiveJvm:
     return HiveJvm(spark)
-
-
-def hive_txns(snapshot: ValidWriteIdList) -> str:
-    """Hive 2.3's ``ValidReadTxnList`` text for a write-id snapshot (it reads file-name ids as txn ids)."""
-    exceptions = snapshot.invalid_write_ids()
-    min_open = snapshot.open_ids[0] if snapshot.open_ids else LONG_MAX
-    return ":".join(str(v) for v in (snapshot.high_watermark, min_open, *exceptions))
 
 
 def hive_rows(hive: HiveJvm, ms: Metastore, table: str, snapshot: ValidWriteIdList) -> list[Any]:

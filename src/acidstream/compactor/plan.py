@@ -15,19 +15,16 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from acidstream.acid.names import (
-    ParsedDelta,
     base_dir,
     bucket_file,
     delete_delta_dir,
     delta_dir,
-    parse_bucket_file,
 )
-from acidstream.acid.selection import AcidDir, AcidState, list_bucket_files
-from acidstream.acid.sidefile import logical_extent
+from acidstream.acid.selection import AcidDir, AcidState
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.jobs import BucketJob
 from acidstream.metastore.models import Table
-from acidstream.read.planning import FileSlice, original_bucket
+from acidstream.read.planning import FileSlice, dir_slices, original_slice
 
 REFUSED = "None of the compaction thresholds met, compaction request is refused!"
 
@@ -103,25 +100,11 @@ def plan_partition(
     inserts: dict[int, list[FileSlice]] = defaultdict(list)
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
     for d in dirs:
-        parsed = d.parsed if isinstance(d.parsed, ParsedDelta) else None
-        for ref in list_bucket_files(fs, d.path):
-            length, _ = logical_extent(fs, ref.path, parsed, ref.physical_length)
-            if length == 0:
-                continue
-            piece = FileSlice(
-                ref.path,
-                length,
-                ref.bucket_id,
-                d.min_write_id,
-                d.max_write_id,
-                d.statement_id,
-                base=d.is_base,
-            )
-            (deletes if d.is_delete_delta else inserts)[ref.bucket_id].append(piece)
+        for piece in dir_slices(fs, d):
+            (deletes if d.is_delete_delta else inserts)[piece.bucket_id].append(piece)
     for original in originals:
-        parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
-        bucket = parsed_bucket[0] if parsed_bucket else original_bucket(original.path)
-        inserts[bucket].append(FileSlice(original.path, original.length, bucket, 0, 0, None, original=True))
+        piece = original_slice(original)
+        inserts[piece.bucket_id].append(piece)
     buckets = sorted(set(inserts) | (set() if major else set(deletes)))
     rows_view = row_filter(write_ids)
     jobs = tuple(

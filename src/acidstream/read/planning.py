@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.names import ParsedDelta, parse_bucket_file
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME
-from acidstream.acid.selection import AcidState, get_acid_state, list_bucket_files
+from acidstream.acid.selection import AcidDir, AcidState, FileRef, get_acid_state, list_bucket_files
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
@@ -88,27 +88,11 @@ def plan_partition(
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
     dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
     for acid_dir in dirs:
-        parsed = acid_dir.parsed
-        for ref in list_bucket_files(fs, acid_dir.path):
-            delta = parsed if isinstance(parsed, ParsedDelta) else None
-            length, side_file = logical_extent(fs, ref.path, delta, ref.physical_length)
-            if length == 0:
-                continue
-            piece = FileSlice(
-                ref.path,
-                length,
-                ref.bucket_id,
-                acid_dir.min_write_id,
-                acid_dir.max_write_id,
-                acid_dir.statement_id,
-                open_batch=side_file,
-                base=acid_dir.is_base,
-            )
-            (deletes if acid_dir.is_delete_delta else inserts)[ref.bucket_id].append(piece)
+        for piece in dir_slices(fs, acid_dir):
+            (deletes if acid_dir.is_delete_delta else inserts)[piece.bucket_id].append(piece)
     for original in state.original_files:
-        parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
-        bucket = parsed_bucket[0] if parsed_bucket else original_bucket(original.path)
-        inserts[bucket].append(FileSlice(original.path, original.length, bucket, 0, 0, None, original=True))
+        piece = original_slice(original)
+        inserts[piece.bucket_id].append(piece)
     tasks = [
         BucketTask(
             partition_values,
@@ -122,7 +106,36 @@ def plan_partition(
     return tasks, state
 
 
-def original_bucket(path: str) -> int:
+def dir_slices(fs: pafs.FileSystem, acid_dir: AcidDir) -> list[FileSlice]:
+    """The readable bucket files of one base/delta directory (logical lengths; empty ones left out)."""
+    parsed = acid_dir.parsed if isinstance(acid_dir.parsed, ParsedDelta) else None
+    out = []
+    for ref in list_bucket_files(fs, acid_dir.path):
+        length, side_file = logical_extent(fs, ref.path, parsed, ref.physical_length)
+        if length:
+            out.append(
+                FileSlice(
+                    ref.path,
+                    length,
+                    ref.bucket_id,
+                    acid_dir.min_write_id,
+                    acid_dir.max_write_id,
+                    acid_dir.statement_id,
+                    open_batch=side_file,
+                    base=acid_dir.is_base,
+                )
+            )
+    return out
+
+
+def original_slice(original: FileRef) -> FileSlice:
+    """An original (non-ACID) file, in the bucket its name says."""
+    parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
+    bucket = parsed_bucket[0] if parsed_bucket else _original_bucket(original.path)
+    return FileSlice(original.path, original.length, bucket, 0, 0, None, original=True)
+
+
+def _original_bucket(path: str) -> int:
     """Bucket id of an original file ``000001_0[_copy_N]``: the number before the first underscore."""
     name = path.rsplit("/", 1)[-1]
     head = name.split("_", 1)[0]
