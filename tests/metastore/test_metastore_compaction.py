@@ -26,7 +26,9 @@ def publish(ms: Metastore, cq_id: int, *, outputs: tuple[str, ...] = ("base_0000
     info = ms.get_compaction(cq_id)
     assert info.txn_id is not None
     ms.update_compaction(cq_id, info.txn_id, highest_write_id=1, meta={"tmp": "/x/_tmp_1"})
-    return ms.begin_publish(cq_id, info.txn_id, {"outputs": list(outputs), "inputs": ["delta_0000001_0000001"]})
+    return ms.begin_publish(
+        cq_id, info.txn_id, {"outputs": list(outputs), "inputs": ["delta_0000001_0000001"]}
+    )
 
 
 def write(ms: Metastore, table: str, partition: str | None, *, commit: bool = True) -> int:
@@ -237,7 +239,9 @@ def test_aborted_write_ids_are_forgotten_per_partition(ms: Metastore) -> None:
     [(_, w_both)] = ms.allocate_table_write_ids([both], "db.t")
     ms.lock(
         [
-            LockComponent(LockType.SHARED_READ, LockLevel.PARTITION, "db", "t", f"ds={ds}", OperationType.INSERT)
+            LockComponent(
+                LockType.SHARED_READ, LockLevel.PARTITION, "db", "t", f"ds={ds}", OperationType.INSERT
+            )
             for ds in ("1", "2")
         ],
         txn_id=both,

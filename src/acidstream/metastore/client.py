@@ -559,7 +559,9 @@ class Metastore:
     def claim_cleaning(self, compaction_id: int) -> bool:
         """Take a ready request for cleaning (False: another cleaner has it); the claim lapses after
         ``txn_timeout``."""
-        return self._write(lambda c: compaction.claim_cleaning(c, compaction_id, int(self.txn_timeout * 1000)))
+        return self._write(
+            lambda c: compaction.claim_cleaning(c, compaction_id, int(self.txn_timeout * 1000))
+        )
 
     def blocking_readers(self, compaction_id: int) -> list[int]:
         return self._read(
