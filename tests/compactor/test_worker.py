@@ -17,7 +17,7 @@ from compactorhelpers import dirs, hidden, rows_with_ids
 
 from acidstream import Metastore
 from acidstream.acid.codec import BucketCodec
-from acidstream.compactor import Compactor
+from acidstream.compactor import Compactor, CompactorConfig
 from acidstream.errors import InvalidObjectException
 from read.readhelpers import connect, create, delete_rows, stream
 
@@ -276,7 +276,6 @@ def test_a_failing_compaction_changes_nothing(ms: Metastore, compactor: Compacto
 def test_memory_stays_bounded_by_batches(ms: Metastore) -> None:
     """Each bucket streams through the merge in batches: with 1-row batches no step holds more than one row
     per overlapping input (here the inputs do not overlap: one row at a time)."""
-    from acidstream.compactor import CompactorConfig
     from acidstream.compactor import merge as merge_module
 
     create(ms, "t", "id int, msg string")
@@ -299,3 +298,19 @@ def test_memory_stays_bounded_by_batches(ms: Metastore) -> None:
         jobs.merge_sorted = original  # type: ignore[assignment]
     assert seen and max(seen) == 1 and sum(seen) == 10
     assert rows_with_ids(ms, "db.t") == before
+
+
+def test_compaction_on_both_metastore_backends(metastore_url: str, warehouse: Path) -> None:
+    with Metastore.connect(metastore_url, warehouse=str(warehouse)) as m:
+        m.execute("CREATE DATABASE db")
+        create(m, "t", "id int, msg string", "PARTITIONED BY (ds string) CLUSTERED BY (id) INTO 2 BUCKETS")
+        stream(m, "t", txns(1, 2, 3) + txns(4, commit=False), static=["x"], batch=2)
+        victim = rows_with_ids(m, "db.t")[0][0]
+        delete_rows(m, "t", [victim], partition_dir=f"{m.table('db.t').location}/ds=x")
+        before = rows_with_ids(m, "db.t")
+        compactor = Compactor(m, CompactorConfig(retention=0))
+        assert compactor.compact("db.t", "ds=x", "minor").info.state == "ready for cleaning"
+        assert compactor.compact("db.t", "ds=x", "major").info.state == "ready for cleaning"
+        assert [c.state for c in compactor.clean()] == ["succeeded", "succeeded"]
+        assert dirs(m, "db.t", "ds=x") == ["base_0000005"]
+        assert rows_with_ids(m, "db.t") == before
