@@ -131,14 +131,16 @@ def case(root: Path, name: str) -> dict[str, float]:
     return {"rows": rows, "seconds": seconds, "cpu": cpu, "rss_mib": peak_rss_mib()}
 
 
-def run_cases(root: Path, names: list[str], repeat: int) -> dict[str, dict[str, float]]:
-    """Each case in a fresh subprocess, cases interleaved ``repeat`` times (so load from other processes
-    hits them alike); per case the fastest run."""
+def run_cases(
+    root: Path, names: list[str], repeat: int, script: str = __file__
+) -> dict[str, dict[str, float]]:
+    """Each case in a fresh subprocess (``script --case NAME --dir ROOT``), cases interleaved ``repeat`` times
+    (so load from other processes hits them alike); per case the fastest run."""
     best: dict[str, dict[str, float]] = {}
     for _ in range(repeat):
         for name in names:
             out = subprocess.run(
-                [sys.executable, __file__, "--case", name, "--dir", str(root)],
+                [sys.executable, script, "--case", name, "--dir", str(root)],
                 check=True,
                 capture_output=True,
                 text=True,

@@ -45,7 +45,8 @@ class Table(_ms.Table):
 
 
 class Metastore(_ms.Metastore):
-    """``acidstream.metastore.Metastore`` whose ``table()`` handles have ``scan()``."""
+    """``acidstream.metastore.Metastore`` whose ``table()`` handles have ``scan()``, and which compacts in this
+    process what it waits for (``compact(..., wait=True)``, ``ALTER TABLE ... COMPACT ... AND WAIT``)."""
 
     table_class = Table
 
@@ -53,3 +54,12 @@ class Metastore(_ms.Metastore):
         handle = super().table(table_name)
         assert isinstance(handle, Table)
         return handle
+
+    def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> _ms.CompactionInfo:
+        """Run request ``compaction_id`` here now; if a compactor daemon's worker took it first, wait for it."""
+        from acidstream.compactor import Worker
+
+        outcome = Worker(self).run_next(compaction_id)
+        if outcome is not None:
+            return outcome.info
+        return super().wait_for_compaction(compaction_id, timeout)

@@ -6,28 +6,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from acidstream.cli import cli, exit_code_for
 from acidstream.errors import MetaException
 from acidstream.metastore import Metastore
 
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(warehouse: Path) -> Run:
-    """Invoke the CLI with the test warehouse (and its default SQLite metastore) from the environment."""
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        result = runner.invoke(
-            cli, list(args), env={"ACIDSTREAM_WAREHOUSE": str(warehouse), "ACIDSTREAM_METASTORE": ""}
-        )
-        return result.exit_code, result.stdout, result.stderr
-
-    return invoke
+Run = Callable[..., tuple[int, str, str]]  # the ``run`` fixture (conftest.py)
 
 
 def test_init_sql_show(run: Run, warehouse: Path) -> None:

@@ -103,3 +103,47 @@ def test_version_1_is_upgraded_keeping_its_events(metastore_url: str, warehouse:
         assert conn.execute(text("SELECT version FROM acidstream_version")).scalar_one() == SCHEMA_VERSION
         assert {i["name"] for i in inspect(conn).get_indexes("write_set")} == {"ix_ws_commit"}
     engine.dispose()
+
+
+_V3_COLUMNS = (
+    "txn_id",
+    "initiator_id",
+    "attempts",
+    "publish_id",
+    "next_reader_id",
+    "commit_time",
+    "meta_info",
+    "cleaner_start",
+)
+
+
+def _make_v2(url: str) -> None:
+    """Turn a fresh database back into version 2: no compactor columns, no reader registrations."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE snapshot_readers"))
+        conn.execute(text("DROP TABLE next_reader_id"))
+        conn.execute(text("DROP INDEX ix_cq_table"))
+        conn.execute(text("DROP INDEX ix_cc_target"))
+        for table, prefix in (("compaction_queue", "cq"), ("completed_compactions", "cc")):
+            for column in _V3_COLUMNS:
+                conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {prefix}_{column}"))
+        conn.execute(text("UPDATE acidstream_version SET version = 2"))
+    engine.dispose()
+
+
+def test_version_2_is_upgraded_for_the_compactor(metastore_url: str, warehouse: Path) -> None:
+    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    _make_v2(metastore_url)
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+        ms.execute("CREATE TABLE t (a int) TBLPROPERTIES ('transactional'='true')")
+        cq = ms.compact("t")
+        info = ms.find_next_compaction("w-1-1")
+        assert info is not None and info.id == cq and info.txn_id is not None
+        assert ms.register_reader("t").reader_id == 1
+    engine = create_engine(metastore_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM acidstream_version")).scalar_one() == SCHEMA_VERSION
+        columns = {c["name"] for c in inspect(conn).get_columns("completed_compactions")}
+        assert {f"cc_{c}" for c in _V3_COLUMNS} <= columns
+    engine.dispose()

@@ -27,8 +27,8 @@ from readhelpers import connect, create
 from acidstream import Metastore, StrictDelimitedInputWriter
 from acidstream.acid.names import base_dir, bucket_file
 from acidstream.acid.orc import AcidWriter, WriterOptions
-from acidstream.acid.writeids import LONG_MAX, ValidWriteIdList
-from support.hivejvm import HiveJvm
+from acidstream.acid.writeids import ValidWriteIdList
+from support.hivejvm import HiveJvm, hive_txns
 
 COLS = [("id", "int"), ("msg", "string")]
 RowId = tuple[int, int, int]
@@ -37,13 +37,6 @@ RowId = tuple[int, int, int]
 @pytest.fixture(scope="module")
 def hive(spark: Any) -> HiveJvm:
     return HiveJvm(spark)
-
-
-def hive_txns(snapshot: ValidWriteIdList) -> str:
-    """The Hive 2.3 ``ValidReadTxnList`` text of a snapshot whose write ids are txn ids."""
-    exceptions = snapshot.invalid_write_ids()
-    min_open = snapshot.open_ids[0] if snapshot.open_ids else LONG_MAX
-    return ":".join(str(v) for v in (snapshot.high_watermark, min_open, *exceptions))
 
 
 def ours_with_ids(

@@ -430,6 +430,14 @@ class HiveJvm:
         return JavaWriteIdList(self._jvm.org.apache.hadoop.hive.common.ValidReaderWriteIdList(text))
 
 
+def hive_txns(snapshot: Any) -> str:
+    """The Hive 2.3 ``ValidReadTxnList`` text of a write-id snapshot (a ``ValidWriteIdList``): Hive 2.3 reads
+    the ids in file names as txn ids, so the snapshot's write ids stand for them."""
+    exceptions = snapshot.invalid_write_ids()
+    min_open = snapshot.open_ids[0] if snapshot.open_ids else 9223372036854775807
+    return ":".join(str(v) for v in (snapshot.high_watermark, min_open, *exceptions))
+
+
 def _bucket_count(table_dir: str) -> int:
     numbers = [
         int(m.group(1))

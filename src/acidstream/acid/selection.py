@@ -9,6 +9,7 @@ id is the reader's job; this module only picks directories.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
@@ -268,13 +269,19 @@ def _not_enough_history(write_ids: ValidWriteIdList, oldest: AcidDir) -> NotEnou
 
 
 def get_acid_state(
-    fs: pafs.FileSystem, directory: str, write_ids: ValidWriteIdList, txns: ValidTxnList | None = None
+    fs: pafs.FileSystem,
+    directory: str,
+    write_ids: ValidWriteIdList,
+    txns: ValidTxnList | None = None,
+    *,
+    ignore: Collection[str] = (),
 ) -> AcidState:
     """Choose base, deltas and originals of ``directory`` for the snapshot ``write_ids``.
 
     ``txns`` is the snapshot's ValidTxnList; with it, directories carrying a ``_vT`` suffix are used only
     once compactor txn T is committed (Hive 4). Without it every directory counts as visible (Hive 3
-    behaviour), which is only right when no compaction can be in flight.
+    behaviour). ``ignore``: child names to treat as absent (Hive 3 style compactor output still being moved
+    into place, which the directories it replaces stand for until it is complete).
     Raises NotEnoughHistory when only compacted bases newer than the snapshot allows exist.
     """
     directory = directory.rstrip("/") or "/"
@@ -282,7 +289,7 @@ def get_acid_state(
     children = sorted(fs.get_file_info(pafs.FileSelector(directory)), key=lambda i: i.path)
     for info in children:
         name = info.base_name
-        if is_hidden(name):
+        if is_hidden(name) or name in ignore:
             continue
         if info.type == pafs.FileType.File:
             walk.originals.append(FileRef(info.path, info.size))

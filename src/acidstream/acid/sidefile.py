@@ -53,8 +53,9 @@ def logical_extent(
     Files outside a delta that may carry a side file, and files whose side file is absent (the writer closed
     the file, which deletes it), are used whole. Otherwise the last recorded offset counts; an empty side
     file (created but its first long not yet flushed) raises SideFileNotReadable, as Hive throws "found but
-    is not readable": readers should retry shortly. An offset beyond the physical length means the data
-    file lost bytes the writer had published: CorruptFileError.
+    is not readable": readers should retry shortly. An offset beyond the physical length (the file is looked
+    at again: a listing may predate the writer's last flush) means the data file lost bytes the writer had
+    published: CorruptFileError.
     """
     if parsed_delta is None or not parsed_delta.may_contain_side_file:
         return physical_length, False
@@ -65,6 +66,8 @@ def logical_extent(
     if not lengths:
         raise SideFileNotReadable(side, _NOT_READABLE)
     last = lengths[-1]
+    if last > physical_length:  # listed before the writer's latest flush? Its data precedes its side entry
+        physical_length = fs.get_file_info(data_path).size or 0
     if last > physical_length:
         raise CorruptFileError(
             data_path, f"side file records flush length {last} beyond the physical length {physical_length}"

@@ -13,10 +13,11 @@ from typing import Any, ClassVar, Self, TypeVar
 from sqlalchemy import Connection, select
 
 from acidstream.acid.location import table_filesystem
+from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import LockTimeoutException
-from acidstream.metastore import catalog, compaction, locks, notifications, snapshots, txns
+from acidstream.metastore import catalog, compaction, locks, notifications, readers, snapshots, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.engine import Database
@@ -32,6 +33,9 @@ from acidstream.metastore.models import (
     NotificationEvent,
     OperationType,
     Partition,
+    PotentialCompaction,
+    Publication,
+    ReaderRegistration,
     Table,
     TableWrite,
     TxnInfo,
@@ -382,8 +386,15 @@ class Metastore:
         )
 
     def perform_timeouts(self) -> list[int]:
-        """One housekeeper pass: abort txns silent for longer than ``txn_timeout``; returns their ids."""
-        return self._write(lambda c: txns.perform_timeouts(c, int(self.txn_timeout * 1000)))
+        """One housekeeper pass: abort txns silent for longer than ``txn_timeout`` (returns their ids) and forget
+        reader registrations as silent."""
+        timeout_ms = int(self.txn_timeout * 1000)
+
+        def run(c: Connection) -> list[int]:
+            readers.purge(c, timeout_ms)
+            return txns.perform_timeouts(c, timeout_ms)
+
+        return self._write(run)
 
     def completed_components(self, table_name: str, since_txn: int = 0) -> list[CompletedComponent]:
         db, name = catalog.split_name(table_name)
@@ -455,24 +466,177 @@ class Metastore:
 
     # --- compaction ------------------------------------------------------------------------------------------------
 
-    def compact(self, table_name: str, partition_name: str | None = None, kind: str = "major") -> int:
+    def compact(
+        self,
+        table_name: str,
+        partition: str | Mapping[str, Any] | None = None,
+        kind: str = "major",
+        *,
+        wait: bool = False,
+        initiator_id: str | None = None,
+    ) -> int:
+        """Queue a ``major``/``minor`` compaction of a table or (required for partitioned tables) one partition,
+        given as ``"k=v/k2=v2"`` or ``{"k": v}``; returns the request id (an initiated or working request for
+        the same target is returned instead of a second one). ``wait``: return once a worker has finished it
+        (see :meth:`wait_for_compaction`)."""
         db, name = catalog.split_name(table_name)
-        return self._write(lambda c: compaction.enqueue(c, db, name, partition_name, kind))
+        part = _partition_name(partition)
+        if initiator_id is None:
+            _, host = _identify(None, None)
+            initiator_id = f"{host}-manual"
+        cq_id = self._write(
+            lambda c: compaction.enqueue(c, db, name, part, kind.lower(), initiator_id=initiator_id)
+        )
+        if wait:
+            self.wait_for_compaction(cq_id)
+        return cq_id
+
+    def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> CompactionInfo:
+        """Poll until request ``compaction_id`` is no longer initiated or working (compactor daemons do the work:
+        ``acidstream.catalog.Metastore`` runs it in this process instead); raises LockTimeoutException after
+        ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            info = self.get_compaction(compaction_id)
+            if info.state not in ("initiated", "working"):
+                return info
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LockTimeoutException(
+                    f"compaction {compaction_id} still {info.state} after {timeout:g}s"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+    def get_compaction(self, compaction_id: int) -> CompactionInfo:
+        return self._read(lambda c: compaction.get(c, compaction_id))
 
     def show_compactions(self) -> list[CompactionInfo]:
         return self._read(compaction.show)
 
-    def find_next_compaction(self, worker_id: str) -> CompactionInfo | None:
-        return self._write(lambda c: compaction.claim_next(c, worker_id))
+    def find_next_compaction(self, worker_id: str, compaction_id: int | None = None) -> CompactionInfo | None:
+        """Claim the oldest initiated request (or ``compaction_id``) for ``worker_id``: it becomes working and
+        gets a compactor txn (``CompactionInfo.txn_id``) that the worker must heartbeat."""
+        user, host = _identify(None, None)
+        return self._write(
+            lambda c: compaction.claim(c, worker_id, cq_id=compaction_id, user=user, host=host)
+        )
 
-    def mark_compacted(self, compaction_id: int, highest_write_id: int | None = None) -> None:
-        self._write(lambda c: compaction.mark_compacted(c, compaction_id, highest_write_id))
+    def update_compaction(
+        self, compaction_id: int, txn_id: int, *, highest_write_id: int, meta: Mapping[str, Any]
+    ) -> None:
+        self._write(
+            lambda c: compaction.update_work(
+                c, compaction_id, txn_id, highest_write_id=highest_write_id, meta=meta
+            )
+        )
 
-    def mark_cleaned(self, compaction_id: int) -> None:
-        self._write(lambda c: compaction.mark_cleaned(c, compaction_id))
+    def begin_publish(self, compaction_id: int, txn_id: int, meta: Mapping[str, Any]) -> int:
+        return self._write(lambda c: compaction.begin_publish(c, compaction_id, txn_id, meta))
 
-    def mark_failed(self, compaction_id: int, message: str) -> None:
-        self._write(lambda c: compaction.mark_failed(c, compaction_id, message))
+    def mark_compacted(self, compaction_id: int, txn_id: int | None = None) -> None:
+        """``txn_id``: the worker's compactor txn, which must still own the entry (None: recovery)."""
+        self._write(lambda c: compaction.mark_compacted(c, compaction_id, txn_id))
+
+    def mark_refused(self, compaction_id: int, message: str, txn_id: int | None = None) -> None:
+        self._write(lambda c: compaction.mark_refused(c, compaction_id, message, txn_id))
+
+    def mark_failed(self, compaction_id: int, message: str, txn_id: int | None = None) -> None:
+        self._write(lambda c: compaction.mark_failed(c, compaction_id, message, txn_id))
+
+    def revert_compaction(self, compaction_id: int, message: str, max_attempts: int) -> str:
+        return self._write(lambda c: compaction.revert(c, compaction_id, message, max_attempts))
+
+    def find_abandoned_compactions(self) -> list[CompactionInfo]:
+        return self._read(compaction.find_abandoned)
+
+    def find_ready_to_clean(self, retention: float) -> list[CompactionInfo]:
+        """Published compactions at least ``retention`` s old that no registered reader can still need."""
+        return self._read(
+            lambda c: compaction.find_ready_to_clean(c, int(retention * 1000), int(self.txn_timeout * 1000))
+        )
+
+    def claim_cleaning(self, compaction_id: int) -> bool:
+        """Take a ready request for cleaning (False: another cleaner has it); the claim lapses after
+        ``txn_timeout``."""
+        return self._write(
+            lambda c: compaction.claim_cleaning(c, compaction_id, int(self.txn_timeout * 1000))
+        )
+
+    def blocking_readers(self, compaction_id: int) -> list[int]:
+        return self._read(
+            lambda c: compaction.blocking_readers(c, compaction_id, int(self.txn_timeout * 1000))
+        )
+
+    def mark_cleaned(self, compaction_id: int, forget_write_ids: Sequence[int] = ()) -> None:
+        self._write(lambda c: compaction.mark_cleaned(c, compaction_id, forget_write_ids))
+
+    def find_potential_compactions(self, aborted_threshold: int) -> list[PotentialCompaction]:
+        return self._read(lambda c: compaction.find_potential(c, aborted_threshold))
+
+    def too_many_failed_compactions(
+        self, table_name: str, partition: str | None, threshold: int, retry_after: float
+    ) -> bool:
+        db, name = catalog.split_name(table_name)
+        return self._read(
+            lambda c: compaction.too_many_failures(c, db, name, partition, threshold, int(retry_after * 1000))
+        )
+
+    def record_compaction_not_initiated(
+        self, table_name: str, partition: str | None, message: str, *, initiator_id: str | None = None
+    ) -> int:
+        db, name = catalog.split_name(table_name)
+        return self._write(
+            lambda c: compaction.record_not_initiated(
+                c, db, name, partition, message, initiator_id=initiator_id
+            )
+        )
+
+    def purge_compaction_history(self) -> int:
+        return self._write(compaction.purge_history)
+
+    # --- snapshot readers --------------------------------------------------------------------------------------------
+
+    def register_reader(
+        self, table_name: str, agent_info: str | None = None, *, snapshot: ValidTxnList | None = None
+    ) -> ReaderRegistration:
+        """Register a scan of ``table_name`` and take its snapshot (or derive the table's from ``snapshot``, see
+        :meth:`snapshot`), in one DB transaction.
+
+        Until :meth:`unregister_reader` (or ``txn_timeout`` without :meth:`heartbeat_readers`) no compaction
+        published after this registration has its replaced files deleted, so the scan can read every file its
+        listing found.
+        """
+        self._housekeep_if_due()
+        db, name = catalog.split_name(table_name)
+        user, host = _identify(None, None)
+
+        def run(c: Connection) -> ReaderRegistration:
+            reader_id = readers.register(c, db, name, user=user, host=host, agent_info=agent_info)
+            at = snapshot if snapshot is not None else txns.get_open_txns(c)
+            return ReaderRegistration(reader_id, snapshots.valid_write_ids_at(c, db, name, at), at)
+
+        return self._write(run)
+
+    def heartbeat_readers(self, reader_ids: Sequence[int]) -> list[int]:
+        """Keep registrations alive; returns those that had already expired."""
+        return self._write(lambda c: readers.heartbeat(c, reader_ids))
+
+    def unregister_reader(self, reader_id: int) -> None:
+        self._write(lambda c: readers.unregister(c, [reader_id]))
+
+    def active_readers(self, table_name: str | None = None) -> list[tuple[int, str, str]]:
+        """(reader id, db, table) of the live registrations, oldest first."""
+        if table_name is None:
+            return self._read(readers.active)
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: readers.active(c, db, name))
+
+    def unfinished_publications(self, table_name: str, baseline: int) -> list[Publication]:
+        """Compactions of ``table_name`` whose output may have been moving into place during a directory listing
+        made after ``baseline`` (``ReaderRegistration.baseline``): the listing must ignore their outputs."""
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: compaction.unfinished_publications(c, db, name, baseline))
 
     # --- notifications ----------------------------------------------------------------------------------------------
 
@@ -494,6 +658,14 @@ def _delete_table_data(locations: Sequence[str]) -> None:
         fs, path = table_filesystem(location)
         with contextlib.suppress(FileNotFoundError):
             fs.delete_dir(path)
+
+
+def _partition_name(partition: str | Mapping[str, Any] | None) -> str | None:
+    """A partition given as ``{"k": v}`` as its name ``k=v`` (keys in the mapping's order; the queue checks
+    them against the table's); a name passes through."""
+    if partition is None or isinstance(partition, str):
+        return partition
+    return make_part_name(list(partition), [None if v is None else str(v) for v in partition.values()])
 
 
 def _identify(user: str | None, host: str | None) -> tuple[str | None, str]:

@@ -15,6 +15,7 @@ from acidstream.errors import DdlSyntaxError, InvalidObjectException
 
 if TYPE_CHECKING:
     from acidstream.metastore.client import Metastore
+    from acidstream.metastore.models import CompactionInfo
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<ident>`[^`]*`|[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)"
@@ -313,10 +314,7 @@ def _show(ms: Metastore, p: Parser) -> Result:
         ]
     if p.accept("compactions"):
         p.finish()
-        return [
-            (c.id, c.db, c.table, c.partition, c.kind, c.state, c.worker_id, c.enqueue_time, c.start, c.end)
-            for c in ms.show_compactions()
-        ]
+        return [compaction_row(c) for c in ms.show_compactions()]
     raise p.error("expected DATABASES, TABLES, PARTITIONS, TRANSACTIONS, LOCKS or COMPACTIONS after SHOW")
 
 
@@ -352,8 +350,90 @@ def _describe(ms: Metastore, p: Parser) -> Result:
 def _alter(ms: Metastore, p: Parser) -> Result:
     p.expect("table")
     name = p.table_name()
+    if p.tok.word in ("partition", "compact"):
+        return _compact(ms, p, name)
     p.expect("set", "tblproperties")
     props = p.properties()
     p.finish()
     ms.alter_table_properties(name, props)
     return None
+
+
+def _compact(ms: Metastore, p: Parser, name: str) -> Result:
+    """``ALTER TABLE t [PARTITION (k='v', ...)] COMPACT 'major'|'minor' [AND WAIT]``: one row (id, state)."""
+    partition: dict[str, str] | None = None
+    if p.accept("partition"):
+        p.expect_punct("(")
+        partition = {}
+        while True:
+            key = p.ident("a partition key")
+            p.expect_punct("=")
+            if p.tok.kind == "num":
+                partition[key] = str(p.number("a partition value"))
+            else:
+                partition[key] = p.string("a partition value")
+            if not p.accept_punct(","):
+                break
+        p.expect_punct(")")
+    p.expect("compact")
+    kind_tok = p.tok
+    kind = p.string("the compaction type 'major' or 'minor'").lower()
+    if kind not in ("major", "minor"):
+        raise DdlSyntaxError(f"compaction type must be 'major' or 'minor', not {kind!r}", p.sql, kind_tok.pos)
+    wait = p.accept("and", "wait")
+    p.finish()
+    cq_id = ms.compact(name, partition, kind, wait=wait)
+    return [(cq_id, ms.get_compaction(cq_id).state)]
+
+
+#: SHOW COMPACTIONS columns, Hive 4's (``ShowCompactionsOperation``); "Next TxnId" holds the publication's
+#: reader bound, acidstream's equivalent of Hive's ``CQ_NEXT_TXN_ID``.
+SHOW_COMPACTIONS_COLUMNS = (
+    "CompactionId",
+    "Database",
+    "Table",
+    "Partition",
+    "Type",
+    "State",
+    "Worker host",
+    "Worker",
+    "Enqueue Time",
+    "Start Time",
+    "Duration(ms)",
+    "HadoopJobId",
+    "Error message",
+    "Initiator host",
+    "Initiator",
+    "Pool name",
+    "TxnId",
+    "Next TxnId",
+    "Commit Time",
+    "Highest WriteId",
+)
+
+
+def compaction_row(c: CompactionInfo) -> tuple[Any, ...]:
+    """One SHOW COMPACTIONS row (``SHOW_COMPACTIONS_COLUMNS``); absent values are None."""
+    initiator_host = None if c.initiator_id is None else c.initiator_id.rsplit("-", 1)[0]
+    return (
+        c.id,
+        c.db,
+        c.table,
+        c.partition,
+        c.type,
+        c.state,
+        c.worker_host,
+        c.worker_id,
+        c.enqueue_time,
+        c.start,
+        c.duration_ms,
+        None,
+        c.error_message,
+        initiator_host,
+        c.initiator_id,
+        "default",
+        c.txn_id,
+        c.next_reader_id,
+        c.commit_time,
+        c.highest_write_id,
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acidstream.acid.types import Column
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 
 if TYPE_CHECKING:
     from acidstream.metastore.client import Metastore
@@ -126,7 +127,12 @@ class NotificationEvent:
 
 @dataclass(frozen=True)
 class CompactionInfo:
-    """A compaction request, queued or completed; ``state`` is Hive's SHOW COMPACTIONS text."""
+    """A compaction request, queued or completed; ``state`` is Hive's SHOW COMPACTIONS text.
+
+    ``txn_id`` is the worker's compactor txn (heartbeated while it works: a worker whose txn is no longer
+    open is dead). ``publish_id``/``next_reader_id`` order the publication of its output against snapshot
+    readers' registrations; ``meta`` holds the ``_tmp`` directory, the output and the input directories.
+    """
 
     id: int
     db: str
@@ -140,6 +146,75 @@ class CompactionInfo:
     end: int | None
     highest_write_id: int | None
     error_message: str | None
+    txn_id: int | None = None
+    initiator_id: str | None = None
+    attempts: int = 0
+    publish_id: int | None = None
+    next_reader_id: int | None = None
+    commit_time: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def table_name(self) -> str:
+        return f"{self.db}.{self.table}"
+
+    @property
+    def full_partition_name(self) -> str:
+        """``db.table`` or ``db.table/k=v``, as Hive names compaction targets in its logs."""
+        return self.table_name + (f"/{self.partition}" if self.partition else "")
+
+    @property
+    def type(self) -> str:
+        """``MAJOR`` or ``MINOR`` (Hive's ``CompactionType`` name)."""
+        return self.kind.upper()
+
+    @property
+    def worker_host(self) -> str | None:
+        """The host part of a worker id ``host-pid-n`` (host names may contain dashes)."""
+        return None if self.worker_id is None else self.worker_id.rsplit("-", 2)[0]
+
+    @property
+    def duration_ms(self) -> int | None:
+        """Working time: from the worker's claim to the end of work (or of cleaning, once finished)."""
+        if self.start is None:
+            return None
+        finish = self.end if self.end is not None else self.commit_time
+        return None if finish is None else finish - self.start
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A compaction moving its output into a partition: a scan listing that partition meanwhile ignores
+    ``outputs`` (directory names) and reads the directories they replace, which stay until it is done."""
+
+    partition: str | None
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReaderRegistration:
+    """A scan's registration (see ``Metastore.register_reader``) and the snapshot taken with it.
+
+    ``baseline``: directory listings made after the registration see every publication numbered below it.
+    """
+
+    reader_id: int
+    write_ids: ValidWriteIdList
+    txns: ValidTxnList
+
+    @property
+    def baseline(self) -> int:
+        return self.reader_id + 1
+
+
+@dataclass(frozen=True)
+class PotentialCompaction:
+    """An initiator candidate: a table/partition written since its last compaction, or with many aborts."""
+
+    db: str
+    table: str
+    partition: str | None
+    too_many_aborts: bool
 
     @property
     def table_name(self) -> str:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from acidstream.errors import SchemaVersionError
 
 #: Bump when the schema changes and register the step in ``UPGRADES``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -246,11 +246,60 @@ def _compaction_columns(prefix: str) -> list[Column[object]]:
         Column(f"{prefix}_run_as", String(NAME)),
         Column(f"{prefix}_highest_write_id", BigInteger),
         Column(f"{prefix}_error_message", Text),
+        *_compaction_columns_v3(prefix),
     ]
 
 
-compaction_queue = Table("compaction_queue", metadata, *_compaction_columns("cq"))
-completed_compactions = Table("completed_compactions", metadata, *_compaction_columns("cc"))
+def _compaction_columns_v3(prefix: str) -> list[Column[object]]:
+    """Columns schema version 3 added: the worker's txn, its publication and what the cleaner must delete.
+
+    ``next_reader_id`` is Hive's ``CQ_NEXT_TXN_ID`` for snapshot readers: readers registered below it may
+    still read what the compaction replaced. ``publish_id`` marks the start of moving its output into place.
+    ``meta_info`` (JSON): the ``_tmp`` directory, the output directories and the input directories.
+    ``cleaner_start``: when a cleaner claimed the entry (Hive 4's ``CQ_CLEANER_START``).
+    """
+    return [
+        Column(f"{prefix}_txn_id", BigInteger),
+        Column(f"{prefix}_initiator_id", String(NAME)),
+        Column(f"{prefix}_attempts", Integer),
+        Column(f"{prefix}_publish_id", BigInteger),
+        Column(f"{prefix}_next_reader_id", BigInteger),
+        Column(f"{prefix}_commit_time", BigInteger),
+        Column(f"{prefix}_meta_info", Text),
+        Column(f"{prefix}_cleaner_start", BigInteger),
+    ]
+
+
+compaction_queue = Table(
+    "compaction_queue", metadata, *_compaction_columns("cq"), Index("ix_cq_table", "cq_database", "cq_table")
+)
+completed_compactions = Table(
+    "completed_compactions",
+    metadata,
+    *_compaction_columns("cc"),
+    Index("ix_cc_target", "cc_database", "cc_table", "cc_partition"),
+)
+
+# --- snapshot readers ----------------------------------------------------------------------------------------------
+
+#: Ids of reader registrations, and the clock that orders them against compactions' publications.
+next_reader_id = Table("next_reader_id", metadata, Column("nr_next", BigInteger, nullable=False))
+
+#: Scans in progress (Hive 3's MIN_HISTORY_LEVEL idea for readers without a txn): the cleaner keeps every file
+#: a compaction replaced until the readers registered before its publication are gone.
+snapshot_readers = Table(
+    "snapshot_readers",
+    metadata,
+    Column("sr_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("sr_database", String(NAME), nullable=False),
+    Column("sr_table", String(NAME), nullable=False),
+    Column("sr_started", BigInteger, nullable=False),
+    Column("sr_last_heartbeat", BigInteger, nullable=False),
+    Column("sr_user", String(NAME)),
+    Column("sr_host", String(NAME)),
+    Column("sr_agent_info", Text),
+    Index("ix_sr_table", "sr_database", "sr_table"),
+)
 
 # --- notifications ---------------------------------------------------------------------------------------------------
 
@@ -289,7 +338,7 @@ aux_table = Table(
     Column("mt_value", BigInteger, nullable=False),
 )
 
-COUNTERS = (next_txn_id, next_lock_id, next_compaction_queue_id, notification_sequence)
+COUNTERS = (next_txn_id, next_lock_id, next_compaction_queue_id, notification_sequence, next_reader_id)
 
 _NL_COLUMNS = "event_time, event_type, db_name, tbl_name, partition, txn_id, write_id, message"
 
@@ -317,8 +366,28 @@ def _upgrade_v1(conn: Connection) -> None:
         )
 
 
+def _upgrade_v2(conn: Connection) -> None:
+    """v3 adds the compactor's columns, the reader registrations and their counter (each only if missing)."""
+    inspector = inspect(conn)
+    existing = set(inspector.get_table_names())
+    for table, prefix in ((compaction_queue, "cq"), (completed_compactions, "cc")):
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in _compaction_columns_v3(prefix):
+            if column.name not in have:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
+    for index in (*compaction_queue.indexes, *completed_compactions.indexes):
+        if index.name not in {i["name"] for i in inspector.get_indexes(index.table.name)}:  # type: ignore[union-attr]
+            index.create(conn)
+    for table in (next_reader_id, snapshot_readers):
+        if table.name not in existing:
+            table.create(conn)
+            if table is next_reader_id:
+                conn.execute(insert(next_reader_id).values(nr_next=1))
+
+
 #: Upgrade steps: ``UPGRADES[v]`` migrates a version-``v`` database to ``v + 1`` inside the caller's transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_v1}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_v1, 2: _upgrade_v2}
 
 
 def ensure_schema(conn: Connection, now_ms: int) -> None:

@@ -8,7 +8,7 @@ to other processes (Spark tasks) and read there without a metastore.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.names import ParsedDelta, parse_bucket_file
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME
-from acidstream.acid.selection import AcidState, get_acid_state, list_bucket_files
+from acidstream.acid.selection import AcidDir, AcidState, FileRef, get_acid_state, list_bucket_files
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
@@ -65,6 +65,8 @@ class ScanPlan:
     write_ids: ValidWriteIdList
     tasks: tuple[BucketTask, ...]
     obsolete: tuple[str, ...] = field(default=())
+    #: The scan's reader registration: whoever reads the tasks heartbeats it (``Metastore.heartbeat_readers``).
+    reader_id: int | None = None
 
 
 def plan_partition(
@@ -74,37 +76,23 @@ def plan_partition(
     txns: ValidTxnList | None,
     partition_values: tuple[str | None, ...],
     partition_name: str,
+    ignore: Collection[str] = (),
 ) -> tuple[list[BucketTask], AcidState | None]:
-    """Tasks for one partition (or unpartitioned table) directory; a missing directory has no rows."""
+    """Tasks for one partition (or unpartitioned table) directory; a missing directory has no rows.
+    ``ignore``: directory names to treat as absent (see ``get_acid_state``)."""
     info = fs.get_file_info(directory)
     if info.type != pafs.FileType.Directory:
         return [], None
-    state = get_acid_state(fs, directory, write_ids, txns)
+    state = get_acid_state(fs, directory, write_ids, txns, ignore=ignore)
     inserts: dict[int, list[FileSlice]] = defaultdict(list)
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
     dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
     for acid_dir in dirs:
-        parsed = acid_dir.parsed
-        for ref in list_bucket_files(fs, acid_dir.path):
-            delta = parsed if isinstance(parsed, ParsedDelta) else None
-            length, side_file = logical_extent(fs, ref.path, delta, ref.physical_length)
-            if length == 0:
-                continue
-            piece = FileSlice(
-                ref.path,
-                length,
-                ref.bucket_id,
-                acid_dir.min_write_id,
-                acid_dir.max_write_id,
-                acid_dir.statement_id,
-                open_batch=side_file,
-                base=acid_dir.is_base,
-            )
-            (deletes if acid_dir.is_delete_delta else inserts)[ref.bucket_id].append(piece)
+        for piece in dir_slices(fs, acid_dir):
+            (deletes if acid_dir.is_delete_delta else inserts)[piece.bucket_id].append(piece)
     for original in state.original_files:
-        parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
-        bucket = parsed_bucket[0] if parsed_bucket else _original_bucket(original.path)
-        inserts[bucket].append(FileSlice(original.path, original.length, bucket, 0, 0, None, original=True))
+        piece = original_slice(original)
+        inserts[piece.bucket_id].append(piece)
     tasks = [
         BucketTask(
             partition_values,
@@ -116,6 +104,35 @@ def plan_partition(
         for bucket in sorted(inserts)
     ]
     return tasks, state
+
+
+def dir_slices(fs: pafs.FileSystem, acid_dir: AcidDir) -> list[FileSlice]:
+    """The readable bucket files of one base/delta directory (logical lengths; empty ones left out)."""
+    parsed = acid_dir.parsed if isinstance(acid_dir.parsed, ParsedDelta) else None
+    out = []
+    for ref in list_bucket_files(fs, acid_dir.path):
+        length, side_file = logical_extent(fs, ref.path, parsed, ref.physical_length)
+        if length:
+            out.append(
+                FileSlice(
+                    ref.path,
+                    length,
+                    ref.bucket_id,
+                    acid_dir.min_write_id,
+                    acid_dir.max_write_id,
+                    acid_dir.statement_id,
+                    open_batch=side_file,
+                    base=acid_dir.is_base,
+                )
+            )
+    return out
+
+
+def original_slice(original: FileRef) -> FileSlice:
+    """An original (non-ACID) file, in the bucket its name says."""
+    parsed_bucket = parse_bucket_file(original.path.rsplit("/", 1)[-1])
+    bucket = parsed_bucket[0] if parsed_bucket else _original_bucket(original.path)
+    return FileSlice(original.path, original.length, bucket, 0, 0, None, original=True)
 
 
 def _original_bucket(path: str) -> int:

@@ -1,7 +1,9 @@
 """``TableScan``: the rows of an ACID table visible at one snapshot, as Arrow.
 
 The snapshot is taken once when the scan is planned (default: everything committed now), so a scan of a table
-being streamed into sees a consistent state, whatever commits happen while it reads.
+being streamed into sees a consistent state, whatever commits happen while it reads. The scan is registered as a
+snapshot reader in the metastore while it may read the files it listed (see ``read/registration.py``), so
+compaction never deletes them under it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from acidstream.acid.location import table_filesystem
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.gil import ShortSwitchInterval, each_in
+from acidstream.metastore.models import ReaderRegistration
 from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
 from acidstream.read.planning import (
     BucketTask,
@@ -24,6 +27,7 @@ from acidstream.read.planning import (
     plan_partition,
     select_partitions,
 )
+from acidstream.read.registration import ScanRegistration
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,6 +77,7 @@ class TableScan:
             raise InvalidObjectException(f"{table.full_name} has no columns {unknown}")
         self.columns = wanted
         self.filter_fields = filter_only_fields(self._all_fields(), self.schema, filter)
+        self._registration: ScanRegistration | None = None
         with _SHORT_SWITCH:
             self.write_ids, self.txns = self._resolve_snapshot(snapshot)
         self._plan: ScanPlan | None = None
@@ -81,15 +86,50 @@ class TableScan:
         self, snapshot: ValidWriteIdList | ValidTxnList | str | None
     ) -> tuple[ValidWriteIdList, ValidTxnList | None]:
         """The scan's snapshot: a ValidTxnList (one point in time for several tables, ``ms.snapshot()``) or
-        this table's ValidWriteIdList (then no ValidTxnList: Hive 3 visibility)."""
-        if snapshot is None:
-            snapshot = self.metastore.snapshot()
-        if isinstance(snapshot, ValidTxnList):
-            return self.metastore.get_valid_write_ids(self.table.full_name, snapshot=snapshot), snapshot
-        write_ids = ValidWriteIdList.parse(snapshot) if isinstance(snapshot, str) else snapshot
-        if write_ids.table is not None and write_ids.table.lower() != self.table.full_name.lower():
-            raise ValueError(f"snapshot {write_ids} is for {write_ids.table}, not {self.table.full_name}")
+        this table's ValidWriteIdList (then no ValidTxnList: Hive 3 visibility). The scan registers as a
+        reader either way (see ``read.registration``)."""
+        write_ids = None
+        if snapshot is not None and not isinstance(snapshot, ValidTxnList):
+            write_ids = ValidWriteIdList.parse(snapshot) if isinstance(snapshot, str) else snapshot
+            if write_ids.table is not None and write_ids.table.lower() != self.table.full_name.lower():
+                raise ValueError(f"snapshot {write_ids} is for {write_ids.table}, not {self.table.full_name}")
+        registered = self._register(snapshot if isinstance(snapshot, ValidTxnList) else None)
+        if write_ids is None:
+            return registered.write_ids, registered.txns
         return write_ids, None
+
+    def _register(self, snapshot: ValidTxnList | None) -> ReaderRegistration:
+        self._registration = ScanRegistration(
+            self.metastore, self.table.full_name, agent_info="scan", snapshot=snapshot
+        )
+        return self._registration.registration
+
+    @property
+    def reader_id(self) -> int | None:
+        """The id of the scan's current registration (None once released)."""
+        held = self._registration
+        return None if held is None or held.released else held.reader_id
+
+    def close(self) -> None:
+        """Release the registration: compaction may now delete files this scan listed (idempotent)."""
+        if self._registration is not None:
+            self._registration.release()
+
+    def detach_registration(self) -> ScanPlan:
+        """The plan, and its registration handed to whoever reads its tasks (a Spark job): they heartbeat
+        ``plan.reader_id``; it expires once they stop for longer than the metastore's txn timeout."""
+        plan = self.plan_files()
+        assert self._registration is not None
+        self._registration.detach()
+        self._registration = None
+        self._plan = None
+        return plan
+
+    def __enter__(self) -> TableScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _all_fields(self) -> pa.Schema:
         """Every column a filter may name: data, partition keys and ROW__ID."""
@@ -106,10 +146,13 @@ class TableScan:
         return pa.schema(fields)
 
     def plan_files(self) -> ScanPlan:
-        """Directory selection for every selected partition, at this scan's snapshot (computed once)."""
-        if self._plan is not None:
+        """Directory selection for every selected partition, at this scan's snapshot (computed once per
+        registration: after a release the scan registers and lists again)."""
+        if self._plan is not None and self.reader_id is not None:
             return self._plan
         with _SHORT_SWITCH:
+            if self.reader_id is None:
+                self._register(None)
             self._plan = self._planned()
         return self._plan
 
@@ -126,8 +169,23 @@ class TableScan:
                 for p in self.metastore.list_partitions(self.table.full_name)
             ]
             targets = select_partitions(self.table.partition_keys, parts, self.partition_filter)
-        for values, name, location in targets:
-            part_tasks, state = plan_partition(fs, location, self.write_ids, self.txns, values, name)
+        planned = {
+            name: plan_partition(fs, location, self.write_ids, self.txns, values, name)
+            for values, name, location in targets
+        }
+        assert self._registration is not None
+        ignored: dict[str, frozenset[str]] = {}
+        while True:  # until no compaction may have moved output in while a partition was listed
+            found = self._registration.ignored_outputs(planned.keys())
+            if found == ignored:
+                break
+            ignored = {k: found.get(k, frozenset()) | ignored.get(k, frozenset()) for k in {*found, *ignored}}
+            for values, name, location in targets:
+                if name in found:
+                    planned[name] = plan_partition(
+                        fs, location, self.write_ids, self.txns, values, name, ignore=ignored[name]
+                    )
+        for part_tasks, state in planned.values():
             tasks.extend(part_tasks)
             if state is not None:
                 obsolete.extend(state.obsolete)
@@ -138,6 +196,7 @@ class TableScan:
             self.write_ids,
             tuple(tasks),
             tuple(obsolete),
+            self._registration.reader_id,
         )
 
     def _readers(self) -> Iterator[BucketReader]:
@@ -170,7 +229,10 @@ class TableScan:
             )
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
-        return each_in(_SHORT_SWITCH, (b for reader in self._readers() for b in reader.batches()))
+        try:
+            yield from each_in(_SHORT_SWITCH, (b for reader in self._readers() for b in reader.batches()))
+        finally:
+            self.close()
 
     def to_batches(self) -> pa.RecordBatchReader:
         """A streaming reader of batches of at most ``batch_rows`` rows: memory stays bounded by one
@@ -185,8 +247,11 @@ class TableScan:
 
     def count(self) -> int:
         """Visible rows; without a filter only the ACID columns needed for visibility are decoded."""
-        with _SHORT_SWITCH:
-            return sum(reader.count() for reader in self._readers())
+        try:
+            with _SHORT_SWITCH:
+                return sum(reader.count() for reader in self._readers())
+        finally:
+            self.close()
 
 
 def filter_only_fields(

@@ -1,18 +1,20 @@
 """PySpark integration: the only package that imports pyspark.
 
 ``register(spark)`` makes ``format("acidstream")`` available (reads, ``mode("append")`` batch writes and a
-streaming sink); :func:`read_table` reads bulk data with Spark's JVM ORC reader; :func:`session` builds a local
-SparkSession configured the way these need.
+streaming sink); :func:`read_table` reads bulk data with Spark's JVM ORC reader; :func:`compact` compacts a table
+with one Spark task per (partition, bucket); :func:`session` builds a local SparkSession configured the way these
+need.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from acidstream.spark.compact import compact
 from acidstream.spark.read import read_table, register_views
 from acidstream.spark.session import session
 
-__all__ = ["read_table", "register", "register_views", "session"]
+__all__ = ["compact", "read_table", "register", "register_views", "session"]
 
 
 def register(spark: SparkSession) -> SparkSession:

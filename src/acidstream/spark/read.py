@@ -114,6 +114,7 @@ class ReadPiece:
 
     tasks: tuple[BucketTask, ...]
     write_ids: ValidWriteIdList
+    reader_id: int | None = None  # the scan's registration, heartbeated while the task reads
 
 
 def pack_tasks(
@@ -136,13 +137,13 @@ def pack_tasks(
     return [tuple(g) for g in groups]
 
 
-def encode_tasks(tasks: Sequence[BucketTask], write_ids: ValidWriteIdList) -> str:
-    return base64.b64encode(pickle.dumps((tuple(tasks), write_ids))).decode()
+def encode_tasks(tasks: Sequence[BucketTask], write_ids: ValidWriteIdList, reader_id: int | None) -> str:
+    return base64.b64encode(pickle.dumps((tuple(tasks), write_ids, reader_id))).decode()
 
 
-def decode_tasks(text: str) -> tuple[tuple[BucketTask, ...], ValidWriteIdList]:
-    tasks, write_ids = pickle.loads(base64.b64decode(text))
-    return tasks, write_ids
+def decode_tasks(text: str) -> tuple[tuple[BucketTask, ...], ValidWriteIdList, int | None]:
+    tasks, write_ids, reader_id = pickle.loads(base64.b64decode(text))
+    return tasks, write_ids, reader_id
 
 
 class AcidReader(DataSourceReader):
@@ -181,12 +182,12 @@ class AcidReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         if self.tasks is not None:
-            tasks, write_ids = decode_tasks(self.tasks)
+            tasks, write_ids, reader_id = decode_tasks(self.tasks)
         else:
             plan = self._plan()
-            tasks, write_ids = plan.tasks, plan.write_ids
+            tasks, write_ids, reader_id = plan.tasks, plan.write_ids, plan.reader_id
         groups = pack_tasks(tasks, self.target_bytes) or [()]
-        return [InputPartition(ReadPiece(group, write_ids)) for group in groups]
+        return [InputPartition(ReadPiece(group, write_ids, reader_id)) for group in groups]
 
     def _plan(self) -> ScanPlan:
         ms = self.target.metastore()
@@ -197,15 +198,24 @@ class AcidReader(DataSourceReader):
             with_row_id=self.with_row_id,
             snapshot=self.snapshot,
         )
-        plan: ScanPlan = scan.plan_files()
+        plan: ScanPlan = scan.detach_registration()  # the tasks' reads keep it alive
         return plan
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from acidstream.read.registration import heartbeating
+
         piece: ReadPiece = partition.value
-        for task in piece.tasks:
-            yield from read_piece(
+        batches = (
+            batch
+            for task in piece.tasks
+            for batch in read_piece(
                 self.target, task, piece.write_ids, self.columns, self.with_row_id, self.batch_rows
             )
+        )
+        if piece.reader_id is None:
+            yield from batches
+        else:
+            yield from heartbeating(self.target.metastore(), piece.reader_id, batches)
 
 
 def read_piece(
@@ -283,7 +293,7 @@ def read_table(
     scan = handle.scan(
         columns=columns, partition_filter=partition_filter, with_row_id=with_row_id, snapshot=snapshot
     )
-    plan = scan.plan_files()
+    plan = scan.detach_registration()  # expires txn_timeout after the Python-side tasks' last heartbeat
     closed, still_open = split_for_jvm(plan)
     frame = read_plan(spark, closed, columns=scan.columns, with_row_id=with_row_id)
     if not still_open:
@@ -293,7 +303,7 @@ def read_table(
         .options(**options)
         .option("columns", ",".join(scan.columns))
         .option("withRowId", str(with_row_id).lower())
-        .option(TASKS_OPTION, encode_tasks(still_open, plan.write_ids))
+        .option(TASKS_OPTION, encode_tasks(still_open, plan.write_ids, plan.reader_id))
         .load(handle.full_name)
     )
     return frame.unionByName(side)

@@ -1,0 +1,144 @@
+"""The cleaner: delete what a published compaction replaced, once no reader can still need it (Hive's ``Cleaner``).
+
+A request is ready once the retention delay has passed since its publication (for readers that do not register)
+and every scan registered before the publication has ended or expired (``Metastore.find_ready_to_clean``). The
+cleaner then deletes the directories the compaction recorded as replaced, its leftover ``_tmp`` directory, and
+the directories of aborted writes up to the compaction's highest write id; before deleting it checks that none of
+them is still part of the table's current state. Finally the aborted write ids no remaining file can hold stop
+being snapshot exceptions (``mark_cleaned``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow.fs as pafs
+
+from acidstream.acid.location import table_filesystem
+from acidstream.acid.names import ParsedDelta, parse_dir_name
+from acidstream.acid.selection import AcidState, get_acid_state
+from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.compactor.config import CompactorConfig
+from acidstream.compactor.plan import top_level_names
+from acidstream.compactor.publish import discard
+from acidstream.errors import AcidFormatError, NoSuchObjectException, StreamingException
+from acidstream.metastore.models import CompactionInfo
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CleanOutcome:
+    compaction_id: int
+    state: str
+    removed: tuple[str, ...] = ()
+    forgotten_write_ids: tuple[int, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class Cleaner:
+    ms: Metastore
+    config: CompactorConfig = field(default_factory=CompactorConfig)
+
+    def run_once(self) -> list[CleanOutcome]:
+        """Clean every request that is ready now (and that no other cleaner took meanwhile)."""
+        return [
+            self.clean(ci)
+            for ci in self.ms.find_ready_to_clean(self.config.retention)
+            if self.ms.claim_cleaning(ci.id)
+        ]
+
+    def clean(self, ci: CompactionInfo) -> CleanOutcome:
+        try:
+            removed, forgotten = self._clean(ci)
+        except (StreamingException, OSError) as exc:
+            log.exception("cleaning after compaction %d of %s failed", ci.id, ci.full_partition_name)
+            message = f"cleaning failed: {type(exc).__name__}: {exc}"
+            with contextlib.suppress(StreamingException):
+                self.ms.mark_failed(ci.id, message)
+            return CleanOutcome(ci.id, "failed", error=message)
+        self.ms.mark_cleaned(ci.id, forgotten)
+        return CleanOutcome(ci.id, "succeeded", tuple(removed), tuple(forgotten))
+
+    def _clean(self, ci: CompactionInfo) -> tuple[list[str], list[int]]:
+        location = ci.meta.get("location")
+        try:
+            self.ms.table(ci.table_name)
+        except NoSuchObjectException:
+            return [], []  # dropped with its files
+        if not location:
+            return [], []
+        fs, path = table_filesystem(location)
+        if fs.get_file_info(path).type != pafs.FileType.Directory:
+            return [], []  # partition dropped
+        discard(fs, ci.meta.get("tmp"))
+        write_ids = self.ms.get_valid_write_ids(ci.table_name)
+        state = get_acid_state(fs, path, write_ids)
+        highest = ci.highest_write_id if ci.highest_write_id is not None else -1
+        doomed = set(ci.meta.get("inputs", ())) | {
+            name for name in top_level_names(path, state.aborted) if _max_write_id(name) <= highest
+        }
+        _check_not_current(path, state, doomed)
+        removed = []
+        for name in sorted(doomed):
+            target = f"{path}/{name}"
+            info = fs.get_file_info(target)
+            try:
+                if info.type == pafs.FileType.Directory:
+                    fs.delete_dir(target)
+                elif info.type == pafs.FileType.File:
+                    fs.delete_file(target)
+                else:
+                    continue
+            except FileNotFoundError:
+                continue  # another cleaner (of another request on this partition) got there first
+            removed.append(name)
+        return removed, _forgettable(fs, path, write_ids, highest, set(ci.meta.get("outputs", ())))
+
+
+def _max_write_id(name: str) -> int:
+    parsed = parse_dir_name(name)
+    if parsed is None:
+        return -1
+    return parsed.max_write_id if isinstance(parsed, ParsedDelta) else parsed.write_id
+
+
+def _check_not_current(path: str, state: AcidState, doomed: set[str]) -> None:
+    """Never delete what the table's current snapshot reads: that would lose committed rows."""
+    current = {d.name for d in state.deltas} | {f.path for f in state.original_files}
+    if state.base is not None:
+        current.add(state.base.name)
+    live = doomed & set(top_level_names(path, [f"{path}/{n}" for n in current]))
+    if live:
+        raise AcidFormatError(
+            f"{path}: refusing to delete {sorted(live)}: the current snapshot still reads them"
+        )
+
+
+def _forgettable(
+    fs: pafs.FileSystem, path: str, write_ids: ValidWriteIdList, highest: int, outputs: set[str]
+) -> list[int]:
+    """Aborted write ids up to ``highest`` that no remaining delta of the partition covers (so no file holds
+    their rows), below the lowest open write id (no open batch can still write them). The compaction's own
+    ``outputs`` do not count: it dropped aborted rows."""
+    candidates = [w for w in write_ids.aborted_ids if w <= highest and w < write_ids.min_open_write_id]
+    if not candidates:
+        return []
+    ranges = []
+    for info in fs.get_file_info(pafs.FileSelector(path)):
+        if info.type != pafs.FileType.Directory:
+            continue
+        try:
+            parsed = parse_dir_name(info.base_name)
+        except AcidFormatError:
+            continue
+        if isinstance(parsed, ParsedDelta) and info.base_name not in outputs:
+            ranges.append((parsed.min_write_id, parsed.max_write_id))
+    return [w for w in candidates if not any(lo <= w <= hi for lo, hi in ranges)]

@@ -1,0 +1,127 @@
+"""What a worker compacts in one partition: the input directories, the output names, one job per bucket.
+
+Hive's rules (``Worker.isEnoughToCompact``, ``CompactorMR``): a major compaction reads the base (or the original
+files), every current delta and delete delta, and writes ``base_N`` (N = the highest write id it covers) with only
+live rows; a minor one reads the current deltas only and writes ``delta_min_max`` and ``delete_delta_min_max``
+(no statement id, no ``_v`` suffix: Hive 3 names). Only deltas whose whole write-id range lies below the lowest
+open write id are current for the compactor, so an open transaction batch holds its delta back.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from acidstream.acid.names import (
+    base_dir,
+    bucket_file,
+    delete_delta_dir,
+    delta_dir,
+)
+from acidstream.acid.selection import AcidDir, AcidState
+from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.compactor.jobs import BucketJob
+from acidstream.metastore.models import Table
+from acidstream.read.planning import FileSlice, dir_slices, original_slice
+
+REFUSED = "None of the compaction thresholds met, compaction request is refused!"
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """``outputs``: directory names to publish, in order (a minor compaction's delete delta is dropped again
+    when no delete event survives); ``inputs``: top-level names they replace (plus obsolete leftovers),
+    which the cleaner deletes."""
+
+    kind: str
+    outputs: tuple[str, ...]
+    inputs: tuple[str, ...]
+    jobs: tuple[BucketJob, ...]
+    highest_write_id: int
+
+
+def row_filter(write_ids: ValidWriteIdList) -> ValidWriteIdList:
+    """The compactor's snapshot as a reader's: the same valid write ids, but a range holding an aborted one is
+    "some valid" (the compactor's own list answers "all" for any resolved range: it selects directories, the
+    rows inside still need their aborted events dropped)."""
+    return ValidWriteIdList(write_ids.high_watermark, (), write_ids.aborted_ids, table=write_ids.table)
+
+
+def is_enough_to_compact(kind: str, state: AcidState) -> bool:
+    """``Worker.isEnoughToCompact``: major needs originals or two directories (base included); minor needs
+    two deltas, not just the insert/delete pair of one range."""
+    deltas = state.deltas
+    if kind == "major":
+        return bool(state.original_files) or len(deltas) + (state.base is not None) > 1
+    if len(deltas) == 2:
+        return deltas[0].is_delete_delta == deltas[1].is_delete_delta
+    return len(deltas) > 1
+
+
+def needs_cleaning(state: AcidState) -> bool:
+    """Obsolete or aborted directories the cleaner could remove (Hive's ``needsCleaning``)."""
+    return bool(state.obsolete or state.aborted)
+
+
+def top_level_names(path: str, paths: list[str]) -> tuple[str, ...]:
+    """The children of ``path`` that hold ``paths`` (an original file in a subdirectory names the subdirectory)."""
+    prefix = path.rstrip("/") + "/"
+    return tuple(sorted({p[len(prefix) :].split("/", 1)[0] for p in paths if p.startswith(prefix)}))
+
+
+def plan_partition(
+    fs: pafs.FileSystem,
+    location: str,
+    path: str,
+    tmp: str,
+    kind: str,
+    state: AcidState,
+    write_ids: ValidWriteIdList,
+    table: Table,
+    batch_rows: int,
+) -> PartitionPlan | None:
+    """The compaction of one partition directory at ``path`` (``location`` as the metastore names it), writing
+    under ``tmp``; None when there is not enough to compact."""
+    if not is_enough_to_compact(kind, state):
+        return None
+    major = kind == "major"
+    dirs: list[AcidDir] = ([state.base] if major and state.base is not None else []) + list(state.deltas)
+    originals = list(state.original_files) if major and state.base is None else []
+    if major:
+        top = max((d.max_write_id for d in dirs), default=write_ids.high_watermark)
+        outputs: tuple[str, ...] = (base_dir(top),)
+        insert_dir, delete_dir = outputs[0], None
+    else:
+        lo, top = min(d.min_write_id for d in dirs), max(d.max_write_id for d in dirs)
+        insert_dir, delete_dir = delta_dir(lo, top), delete_delta_dir(lo, top)
+        outputs = (delete_dir, insert_dir)  # published in this order
+    inserts: dict[int, list[FileSlice]] = defaultdict(list)
+    deletes: dict[int, list[FileSlice]] = defaultdict(list)
+    for d in dirs:
+        for piece in dir_slices(fs, d):
+            (deletes if d.is_delete_delta else inserts)[piece.bucket_id].append(piece)
+    for original in originals:
+        piece = original_slice(original)
+        inserts[piece.bucket_id].append(piece)
+    buckets = sorted(set(inserts) | (set() if major else set(deletes)))
+    rows_view = row_filter(write_ids)
+    jobs = tuple(
+        BucketJob(
+            location=location,
+            bucket_id=b,
+            inserts=tuple(inserts.get(b, ())),
+            deletes=tuple(deletes.get(b, ())),
+            write_ids=rows_view,
+            major=major,
+            insert_path=f"{tmp}/{insert_dir}/{bucket_file(b)}",
+            delete_path=None if delete_dir is None else f"{tmp}/{delete_dir}/{bucket_file(b)}",
+            columns=table.columns,
+            compression=table.orc_compression,
+            batch_rows=batch_rows,
+        )
+        for b in buckets
+    )
+    replaced = [d.path for d in dirs] + [f.path for f in originals] + list(state.obsolete)
+    return PartitionPlan(kind, outputs, top_level_names(path, replaced), jobs, top)

@@ -1,0 +1,80 @@
+"""Moving a compaction's output into place: written under ``<partition>/_tmp_<uuid>`` (hidden from readers),
+then each directory renamed into the partition once all of it is complete (Hive's CompactorMR job commit).
+
+Renames are idempotent, so a dead worker's publication can be completed by anyone (``move_into_place`` skips
+what is already in place); a target name that exists before publication means the compaction must not go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Sequence
+
+import pyarrow.fs as pafs
+
+from acidstream.acid.names import METADATA_ACID_FILE, ParsedBase, parse_dir_name
+from acidstream.acid.orc import prepare_directory
+from acidstream.acid.selection import METADATA_FILE_VERSION
+from acidstream.errors import AcidFormatError
+
+TMP_PREFIX = "_tmp_"
+
+
+def new_tmp_dir(path: str) -> str:
+    return f"{path.rstrip('/')}/{TMP_PREFIX}{uuid.uuid4().hex}"
+
+
+def finish_outputs(fs: pafs.FileSystem, tmp: str, outputs: Sequence[str]) -> list[str]:
+    """Complete the output directories in ``tmp`` and return those to publish.
+
+    A base always exists (an empty one says "no rows") and gets Hive 3's ``_metadata_acid`` compacted marker; an
+    insert delta always exists (it replaces its inputs even when none of their rows survived); a delete delta
+    only when a delete event survived.
+    """
+    kept = []
+    for name in outputs:
+        directory = f"{tmp}/{name}"
+        parsed = parse_dir_name(name)
+        exists = fs.get_file_info(directory).type == pafs.FileType.Directory
+        if parsed is not None and not isinstance(parsed, ParsedBase) and parsed.is_delete and not exists:
+            continue
+        prepare_directory(fs, directory)
+        if isinstance(parsed, ParsedBase):
+            marker = json.dumps({"thisFileVersion": METADATA_FILE_VERSION, "dataFormat": "compacted"})
+            with fs.open_output_stream(f"{directory}/{METADATA_ACID_FILE}") as out:
+                out.write(marker.encode("utf-8"))
+        kept.append(name)
+    return kept
+
+
+def check_free(fs: pafs.FileSystem, path: str, outputs: Sequence[str]) -> None:
+    """Refuse to publish over an existing directory (it would mix two compactions' files)."""
+    for name in outputs:
+        if fs.get_file_info(f"{path}/{name}").type != pafs.FileType.NotFound:
+            raise AcidFormatError(
+                f"{path}/{name} already exists: the compaction's output cannot be published"
+            )
+
+
+def move_into_place(fs: pafs.FileSystem, tmp: str, path: str, outputs: Sequence[str]) -> None:
+    """Rename each output directory from ``tmp`` into ``path``, skipping those already moved."""
+    for name in outputs:
+        source, target = f"{tmp}/{name}", f"{path}/{name}"
+        if fs.get_file_info(source).type == pafs.FileType.NotFound:
+            if fs.get_file_info(target).type == pafs.FileType.Directory:
+                continue  # moved by an earlier attempt
+            raise AcidFormatError(f"compaction output {name} is neither in {tmp} nor in {path}")
+        try:
+            fs.move(source, target)
+        except FileNotFoundError:
+            if fs.get_file_info(target).type != pafs.FileType.Directory:
+                raise  # a concurrent roll-forward moved it: fine; anything else is not
+
+
+def discard(fs: pafs.FileSystem, tmp: str | None) -> None:
+    """Remove a ``_tmp`` directory and whatever is left in it."""
+    if tmp:
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_dir(tmp)

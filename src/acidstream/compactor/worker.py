@@ -1,0 +1,293 @@
+"""The worker: claim a request, compact its table/partition, publish the output (Hive's ``Worker``).
+
+Order of events for one request, and what a crash at each point leaves:
+
+1. claim (working, compactor txn opened and heartbeated) and record the ``_tmp`` directory — crash: the txn
+   times out, recovery deletes ``_tmp`` and re-queues the request (up to ``max_attempts`` claims);
+2. merge every bucket into ``_tmp`` — same;
+3. ``begin_publish`` (inputs and outputs recorded) — from here the request only goes forward: recovery
+   completes the renames;
+4. rename the outputs into the partition, ``mark_compacted`` (ready for cleaning), remove ``_tmp``.
+
+Readers that list the partition during step 4 ignore the outputs and read the inputs, which stay until the
+cleaner runs; nothing a reader sees ever changes its rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow.fs as pafs
+
+from acidstream.acid.location import table_filesystem
+from acidstream.acid.partitions import parse_part_name
+from acidstream.acid.selection import get_acid_state
+from acidstream.compactor.config import CompactorConfig
+from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
+from acidstream.compactor.plan import REFUSED, PartitionPlan, needs_cleaning, plan_partition, top_level_names
+from acidstream.compactor.publish import check_free, discard, finish_outputs, move_into_place, new_tmp_dir
+from acidstream.errors import InvalidObjectException, NoSuchObjectException, StreamingException
+from acidstream.metastore.identity import client_identity
+from acidstream.metastore.models import CompactionInfo, Table
+from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
+
+log = logging.getLogger(__name__)
+
+#: Comma-separated stages (``written``, ``published``, ``moved``) at which a worker stops and waits to be killed:
+#: lets crash tests kill -9 a worker at a chosen point. Each pause is announced on stderr.
+PAUSE_ENV = "ACIDSTREAM_COMPACTOR_PAUSE"
+
+#: Runs bucket jobs (in threads here, as Spark tasks in ``acidstream.spark.compact``); results in job order.
+JobRunner = Callable[[Sequence[BucketJob]], list[BucketResult]]
+
+_worker_numbers = itertools.count(1)
+
+
+def new_worker_id() -> str:
+    """``host-pid-n``: Hive's worker ids name the host, the SHOW COMPACTIONS "Worker host" column shows it."""
+    _, host = client_identity()
+    return f"{host}-{os.getpid()}-{next(_worker_numbers)}"
+
+
+def threaded_runner(parallelism: int) -> JobRunner:
+    def run(jobs: Sequence[BucketJob]) -> list[BucketResult]:
+        if parallelism <= 1 or len(jobs) <= 1:
+            return [run_bucket_job(j) for j in jobs]
+        with ThreadPoolExecutor(min(parallelism, len(jobs)), thread_name_prefix="acidstream-compact") as pool:
+            return list(pool.map(run_bucket_job, jobs))
+
+    return run
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a request's files live."""
+
+    table: Table
+    location: str  # as the metastore stores it
+    fs: pafs.FileSystem
+    path: str  # inside ``fs``
+
+
+def resolve_target(ms: Metastore, ci: CompactionInfo) -> Target:
+    table = ms.table(ci.table_name)
+    location = table.location
+    if ci.partition is not None:
+        spec = parse_part_name(ci.partition)
+        values = [spec[k.name] for k in table.partition_keys]
+        partition = ms.get_partition(ci.table_name, values)
+        if partition is None:
+            raise NoSuchObjectException(f"Partition {ci.partition} of {ci.table_name} no longer exists")
+        location = partition.location
+    fs, path = table_filesystem(location)
+    return Target(table, location, fs, path)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker did with one request."""
+
+    info: CompactionInfo
+    results: tuple[BucketResult, ...] = ()
+
+    @property
+    def rows_written(self) -> int:
+        return sum(r.rows_written for r in self.results)
+
+
+class Claimed:
+    """One claimed request, heartbeated while in use (``with``): plan it, have its jobs run, publish or fail.
+
+    The in-process worker and the Spark driver (``acidstream.spark.compact``) drive it the same way; only
+    where the bucket jobs run differs.
+    """
+
+    def __init__(self, ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> None:
+        assert ci.txn_id is not None, "a claimed request has a compactor txn"
+        self.ms, self.ci, self.config = ms, ci, config
+        self.txn_id: int = ci.txn_id
+        self._beat = Heartbeater(
+            heartbeat_interval(ms.txn_timeout), lambda: ms.heartbeat(self.txn_id), f"compactor-{ci.id}"
+        )
+        self._target: Target | None = None
+        self._meta: dict[str, str] = {}
+
+    def __enter__(self) -> Claimed:
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._beat.stop()
+
+    def plan(self) -> PartitionPlan | None:
+        """The bucket jobs to run; None when the request is already finished (refused, or published with
+        nothing to merge because only the cleaner has work)."""
+        ci, ms, txn_id = self.ci, self.ms, self.txn_id
+        target = self._target = resolve_target(ms, ci)
+        write_ids = ms.get_valid_write_ids(ci.table_name).for_compactor()
+        tmp = new_tmp_dir(target.path)
+        self._meta = {"location": target.location, "tmp": tmp}
+        ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=self._meta)
+        if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
+            ms.mark_refused(ci.id, f"{REFUSED} ({target.path} holds no files)", txn_id)
+            return None
+        state = get_acid_state(target.fs, target.path, write_ids)
+        plan = plan_partition(
+            target.fs,
+            target.location,
+            target.path,
+            tmp,
+            ci.kind,
+            state,
+            write_ids,
+            target.table,
+            self.config.batch_rows,
+        )
+        if plan is None:
+            if needs_cleaning(state):  # nothing to merge, but the cleaner has work: publish nothing
+                obsolete = top_level_names(target.path, state.obsolete)
+                ms.begin_publish(ci.id, txn_id, {**self._meta, "outputs": [], "inputs": list(obsolete)})
+                ms.mark_compacted(ci.id, txn_id)
+            else:
+                ms.mark_refused(ci.id, REFUSED, txn_id)
+        return plan
+
+    def publish(self, plan: PartitionPlan) -> None:
+        """Once every job of ``plan`` has written its files: steps 3 and 4."""
+        _pause("written")
+        assert self._target is not None
+        publish(self.ms, self.ci, self.txn_id, self._target, plan, self._meta)
+
+    def fail(self, exc: BaseException) -> None:
+        """Record a failure (removing ``_tmp``), or complete a publication that had begun."""
+        log.error(
+            "compaction %d of %s failed: %s", self.ci.id, self.ci.full_partition_name, exc, exc_info=exc
+        )
+        ci, ms, txn_id = self.ci, self.ms, self.txn_id
+        message = f"{type(exc).__name__}: {exc}"
+        try:
+            try:
+                info = ms.get_compaction(ci.id)
+            except NoSuchObjectException:  # the table was dropped, and its queue entries with it
+                ms.abort_txn(txn_id)
+                return
+            if info.state != "working" or info.txn_id != txn_id:
+                return  # recovered (reverted or rolled forward) by someone else meanwhile
+            if info.publish_id is not None:
+                recover(ms, info, self.config)  # published in part: complete it
+                return
+            location = info.meta.get("location")
+            if location:
+                discard(table_filesystem(location)[0], info.meta.get("tmp"))
+            ms.mark_failed(ci.id, message, txn_id)
+        except StreamingException:
+            # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery
+            # (any compactor's) reverts or completes the request.
+            log.exception("could not record the failure of compaction %d", ci.id)
+
+    def outcome(self, results: Sequence[BucketResult] = ()) -> Outcome:
+        return Outcome(self.ms.get_compaction(self.ci.id), tuple(results))
+
+
+class Worker:
+    """Claims and runs compaction requests; ``run_jobs`` executes the bucket jobs (threads by default)."""
+
+    def __init__(
+        self,
+        ms: Metastore,
+        config: CompactorConfig | None = None,
+        *,
+        worker_id: str | None = None,
+        run_jobs: JobRunner | None = None,
+    ) -> None:
+        self.ms = ms
+        self.config = config or CompactorConfig()
+        self.worker_id = worker_id or new_worker_id()
+        self.run_jobs = run_jobs or threaded_runner(self.config.parallelism)
+
+    def run_next(self, compaction_id: int | None = None) -> Outcome | None:
+        """Claim the oldest initiated request (or ``compaction_id``) and run it; None when there is none."""
+        ci = self.ms.find_next_compaction(self.worker_id, compaction_id)
+        return None if ci is None else self.run(ci)
+
+    def run(self, ci: CompactionInfo) -> Outcome:
+        """Run a claimed request to ready-for-cleaning, refused or failed; errors are recorded, not raised."""
+        with Claimed(self.ms, ci, self.config) as claimed:
+            results: tuple[BucketResult, ...] = ()
+            try:
+                plan = claimed.plan()
+                if plan is not None:
+                    results = tuple(self.run_jobs(plan.jobs))
+                    claimed.publish(plan)
+            except Exception as exc:
+                claimed.fail(exc)
+                results = ()
+            return claimed.outcome(results)
+
+
+def publish(
+    ms: Metastore, ci: CompactionInfo, txn_id: int, target: Target, plan: PartitionPlan, meta: dict[str, str]
+) -> None:
+    """Steps 3 and 4: record the publication, rename the outputs into place, mark compacted, drop ``_tmp``."""
+    tmp = meta["tmp"]
+    outputs = finish_outputs(target.fs, tmp, plan.outputs)
+    check_free(target.fs, target.path, outputs)
+    ms.begin_publish(ci.id, txn_id, {**meta, "outputs": outputs, "inputs": list(plan.inputs)})
+    _pause("published")
+    for name in outputs:
+        move_into_place(target.fs, tmp, target.path, [name])
+        _pause("moved")
+    try:
+        ms.mark_compacted(ci.id, txn_id)
+    except InvalidObjectException:
+        if ms.get_compaction(ci.id).state == "working":
+            raise
+        # rolled forward by recovery while this worker was renaming: the same outcome
+    discard(target.fs, tmp)
+
+
+def _pause(stage: str) -> None:
+    if stage in os.environ.get(PAUSE_ENV, "").split(","):
+        print(f"acidstream-compactor-paused {stage}", file=sys.stderr, flush=True)
+        threading.Event().wait()
+
+
+def recover(ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> str:
+    """Finish a request whose worker is gone: revert it (removing ``_tmp``) if nothing was published, else
+    complete the publication. Returns the request's new state."""
+    location = ci.meta.get("location")
+    tmp = ci.meta.get("tmp")
+    fs, path = table_filesystem(location) if location else (None, None)
+    if ci.publish_id is None:
+        if fs is not None:
+            discard(fs, tmp)
+        return ms.revert_compaction(ci.id, "worker died before publishing its output", config.max_attempts)
+    assert fs is not None and path is not None and tmp is not None
+    move_into_place(fs, tmp, path, ci.meta.get("outputs", ()))
+    with contextlib.suppress(InvalidObjectException):  # completed by its worker or another recovery meanwhile
+        ms.mark_compacted(ci.id)
+    discard(fs, tmp)
+    return ms.get_compaction(ci.id).state
+
+
+def recover_abandoned(ms: Metastore, config: CompactorConfig) -> list[tuple[int, str]]:
+    """Recover every request whose worker is gone (Hive's ``revokeTimedoutWorkers``): (id, new state)."""
+    out = []
+    for ci in ms.find_abandoned_compactions():
+        try:
+            out.append((ci.id, recover(ms, ci, config)))
+        except InvalidObjectException:
+            continue  # another compactor recovered it first
+    return out

@@ -1,0 +1,72 @@
+"""Snapshot readers registered for the duration of a scan (Hive 3's MIN_HISTORY_LEVEL idea, for readers
+that hold no txn): the compaction cleaner deletes nothing a registered reader may still be reading.
+
+A registration's id comes from the same counter (``NEXT_READER_ID``) that numbers compactions' publications, so
+"registered before the output moved into place" is a comparison of two ids, never of two clocks. A reader that
+stops heartbeating (a crashed process) is no longer waited for after the reader timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from acidstream.metastore import catalog
+from acidstream.metastore import schema as s
+from acidstream.metastore.counters import now_ms, take_ids
+
+SR = s.snapshot_readers.c
+
+
+def register(
+    conn: Connection, db: str, table: str, *, user: str | None, host: str | None, agent_info: str | None
+) -> int:
+    catalog.require_table_id(conn, db, table)
+    reader_id = take_ids(conn, s.next_reader_id)
+    now = now_ms()
+    conn.execute(
+        insert(s.snapshot_readers).values(
+            sr_id=reader_id,
+            sr_database=db,
+            sr_table=table,
+            sr_started=now,
+            sr_last_heartbeat=now,
+            sr_user=user,
+            sr_host=host,
+            sr_agent_info=agent_info,
+        )
+    )
+    return reader_id
+
+
+def heartbeat(conn: Connection, reader_ids: Sequence[int]) -> list[int]:
+    """Refresh registrations; returns the ids that no longer exist (expired and purged, or unregistered)."""
+    ids = sorted(set(reader_ids))
+    if not ids:
+        return []
+    conn.execute(update(s.snapshot_readers).where(SR.sr_id.in_(ids)).values(sr_last_heartbeat=now_ms()))
+    alive = set(conn.execute(select(SR.sr_id).where(SR.sr_id.in_(ids))).scalars())
+    return [i for i in ids if i not in alive]
+
+
+def unregister(conn: Connection, reader_ids: Sequence[int]) -> None:
+    if reader_ids:
+        conn.execute(delete(s.snapshot_readers).where(SR.sr_id.in_(list(reader_ids))))
+
+
+def purge(conn: Connection, timeout_ms: int) -> int:
+    """Forget registrations silent for longer than the timeout (their process is gone)."""
+    return int(
+        conn.execute(delete(s.snapshot_readers).where(SR.sr_last_heartbeat < now_ms() - timeout_ms)).rowcount
+    )
+
+
+def active(conn: Connection, db: str | None = None, table: str | None = None) -> list[tuple[int, str, str]]:
+    """(id, db, table) of the registrations, oldest first (optionally of one table)."""
+    query = select(SR.sr_id, SR.sr_database, SR.sr_table).order_by(SR.sr_id)
+    if db is not None:
+        query = query.where(SR.sr_database == db)
+    if table is not None:
+        query = query.where(SR.sr_table == table)
+    return [(r.sr_id, r.sr_database, r.sr_table) for r in conn.execute(query)]

@@ -1,0 +1,107 @@
+"""Compaction on a Spark cluster: one task per (partition, bucket), the driver claims the requests and commits.
+
+The driver does what a worker does around the merge (claim, plan, heartbeat the compactor txns, publish or fail)
+and Spark runs the bucket jobs (``acidstream.compactor.jobs``), each writing its files into the request's
+``_tmp`` directory: a table too big for one machine compacts across the cluster. A failed Spark job fails the
+requests whose jobs it held (nothing was published); ``acidstream compactor run --spark`` uses the same runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from acidstream.compactor.config import CompactorConfig
+from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
+from acidstream.compactor.plan import PartitionPlan
+from acidstream.compactor.worker import Claimed, JobRunner, Outcome, new_worker_id
+from acidstream.spark.options import client, metastore_location
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from acidstream.catalog import Metastore
+
+
+def spark_runner(spark: SparkSession) -> JobRunner:
+    """Run bucket jobs as the tasks of one Spark job (one partition of the RDD per job)."""
+
+    def run(jobs: Sequence[BucketJob]) -> list[BucketResult]:
+        if not jobs:
+            return []
+        rdd = spark.sparkContext.parallelize(list(jobs), len(jobs))
+        results: list[BucketResult] = rdd.map(run_bucket_job).collect()
+        return results
+
+    return run
+
+
+def compact(
+    spark: SparkSession,
+    table: str,
+    kind: str = "major",
+    partition: str | Mapping[str, Any] | None = None,
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+    config: CompactorConfig | None = None,
+) -> list[Outcome]:
+    """Compact ``table`` (``db.table``) now: one partition, or every partition of a partitioned table when
+    ``partition`` is None. Requests a daemon's worker claimed first are waited for instead. Returns each
+    request's outcome (``outcome.info.state``: ready for cleaning, refused or failed)."""
+    options = {k: v for k, v in (("metastore", metastore), ("warehouse", warehouse)) if v is not None}
+    ms = client(*metastore_location(options))
+    handle = ms.table(table)
+    targets: list[str | Mapping[str, Any] | None]
+    if partition is None and handle.is_partitioned:
+        targets = [p.name for p in ms.list_partitions(handle.full_name)]
+    else:
+        targets = [partition]
+    requests = [ms.compact(handle.full_name, t, kind) for t in targets]
+    return run_requests(ms, requests, spark_runner(spark), config or CompactorConfig())
+
+
+def run_requests(
+    ms: Metastore, requests: Sequence[int], run_jobs: JobRunner, config: CompactorConfig
+) -> list[Outcome]:
+    """Claim ``requests``, plan them, run all their bucket jobs together, then publish each."""
+    worker_id = new_worker_id()
+    outcomes: dict[int, Outcome] = {}
+    with contextlib.ExitStack() as stack:
+        claimed: list[Claimed] = []
+        for cq in requests:
+            ci = ms.find_next_compaction(worker_id, cq)
+            if ci is None:
+                outcomes[cq] = Outcome(ms.wait_for_compaction(cq))
+            else:
+                claimed.append(stack.enter_context(Claimed(ms, ci, config)))
+        plans: list[tuple[Claimed, PartitionPlan]] = []
+        for c in claimed:
+            try:
+                plan = c.plan()
+            except Exception as exc:
+                c.fail(exc)
+                continue
+            if plan is not None:
+                plans.append((c, plan))
+        jobs = [job for _, plan in plans for job in plan.jobs]
+        try:
+            results = run_jobs(jobs)
+        except Exception as exc:
+            for c, _ in plans:
+                c.fail(exc)
+            plans = []
+            results = []
+        offset = 0
+        for c, plan in plans:
+            mine = results[offset : offset + len(plan.jobs)]
+            offset += len(plan.jobs)
+            try:
+                c.publish(plan)
+            except Exception as exc:
+                c.fail(exc)
+            outcomes[c.ci.id] = c.outcome(mine)
+        for c in claimed:
+            outcomes.setdefault(c.ci.id, c.outcome())
+    return [outcomes[cq] for cq in requests]
