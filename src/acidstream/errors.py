@@ -77,6 +77,45 @@ class HeartBeatFailure(StreamingException):
         self.aborted, self.missing = aborted, missing
 
 
+# --- mutation errors (org.apache.hive.hcatalog.streaming.mutate) ------------------------------------------
+
+
+class ClientException(StreamingException):
+    """The mutation client cannot do what was asked (``mutate.client.ClientException``)."""
+
+
+class ConnectionException(ClientException):
+    """A sink table is missing, not transactional or not bucketed, or the client is not connected."""
+
+
+class TransactionException(ClientException):
+    """A mutation transaction cannot be opened, begun, committed or aborted in its current state."""
+
+
+class LockException(ClientException):
+    """The locks of a mutation transaction could not be acquired, or were lost."""
+
+
+class WorkerException(StreamingException):
+    """A coordinator cannot apply a mutation; the transaction should be aborted."""
+
+
+class RecordSequenceException(WorkerException):
+    """Records of a (partition, bucket) group are not in ascending ROW__ID order."""
+
+
+class GroupRevisitedException(WorkerException):
+    """A (partition, bucket) group came back after the coordinator had moved past it: its files are closed."""
+
+
+class BucketIdException(WorkerException):
+    """A record's ROW__ID bucket differs from the bucket its bucketed columns hash to: rows never move."""
+
+
+class PartitionCreationException(WorkerException):
+    """A partition could not be created in the metastore."""
+
+
 # --- metastore errors (Hive metastore Thrift exception names) ---------------------------------------------
 
 

@@ -44,6 +44,18 @@ class BucketCodec(enum.Enum):
             )
         return _to_int32((1 << 29) | (bucket_id << 16) | stmt)
 
+    def encode_many(
+        self, bucket_ids: npt.NDArray[np.integer], statement_id: int = -1
+    ) -> npt.NDArray[np.int32]:
+        """Vectorised V1 :meth:`encode` of many bucket ids with one statement id."""
+        if self is not BucketCodec.V1:
+            raise ValueError("only BucketCodec V1 encodes bucket ids with a statement id")
+        ids = np.asarray(bucket_ids).astype(np.int64)
+        if len(ids) and (ids.min() < 0 or ids.max() > MAX_BUCKET_ID):
+            raise ValueError(f"bucket ids must be in 0..{MAX_BUCKET_ID} for BucketCodec V1")
+        base = self.encode(0, statement_id)
+        return (base | (ids << 16)).astype(np.int32)
+
     def decode_writer_id(self, prop: int) -> int:
         if self is BucketCodec.V0:
             return prop

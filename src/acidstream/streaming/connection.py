@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.location import table_filesystem
 from acidstream.acid.orc import WriterOptions
 from acidstream.acid.partitions import make_part_name, partition_path
+from acidstream.acid.tabular import to_record_batch
 from acidstream.errors import (
     ConnectionError,
     HeartBeatFailure,
@@ -57,7 +58,6 @@ from acidstream.streaming.records import ParseResult, RecordParser, record_bytes
 from acidstream.streaming.records.buffer import new_record_buffer
 from acidstream.streaming.routing import RowRouter
 from acidstream.streaming.stats import ConnectionStats
-from acidstream.streaming.tabular import to_record_batch
 from acidstream.streaming.writers import RecordWriter
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.txn.state import TxnState

@@ -1,4 +1,5 @@
-"""Columnar input for ``write_batch``: align an Arrow table or pandas DataFrame to the table's columns.
+"""Columnar input (streaming's ``write_batch``, mutation batches): align an Arrow table or pandas DataFrame to
+the table's columns.
 
 Columns are matched by name case-insensitively (Hive column names are lower-case), extra columns are refused
 (a typo must not silently drop data), missing ones are null, and values are cast safely: a value that does not
@@ -18,7 +19,7 @@ from acidstream.errors import SerializationError
 
 def to_record_batch(data: Any, schema: pa.Schema, *, first_index: int = 0) -> pa.RecordBatch:
     """``data`` (pa.Table, pa.RecordBatch or pandas.DataFrame) as one RecordBatch of exactly ``schema``."""
-    table = _as_table(data)
+    table = as_table(data)
     by_name: dict[str, int] = {}
     for i, name in enumerate(table.column_names):
         key = str(name).lower()
@@ -41,7 +42,7 @@ def to_record_batch(data: Any, schema: pa.Schema, *, first_index: int = 0) -> pa
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _as_table(data: Any) -> pa.Table:
+def as_table(data: Any) -> pa.Table:
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -49,7 +50,7 @@ def _as_table(data: Any) -> pa.Table:
     if type(data).__module__.startswith("pandas"):
         return pa.Table.from_pandas(data, preserve_index=False)
     raise SerializationError(
-        f"write_batch takes a pyarrow Table/RecordBatch or pandas DataFrame, not {type(data)}"
+        f"columnar input is a pyarrow Table/RecordBatch or pandas DataFrame, not {type(data)}"
     )
 
 
