@@ -7,7 +7,7 @@ joins them: ``Metastore.connect(...).table("db.t").scan()``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.compute as pc
 
@@ -42,6 +42,46 @@ class Table(_ms.Table):
             with_row_id=with_row_id,
             snapshot=snapshot,
         )
+
+    def merge(
+        self,
+        source: Any,
+        on: Sequence[str],
+        *,
+        when_matched: Literal["update", "delete"] | None = "update",
+        when_not_matched: Literal["insert"] | None = "insert",
+        when_not_matched_by_source: Literal["delete"] | None = None,
+    ) -> dict[str, int]:
+        """Apply an Arrow table / pandas frame by key in one txn (see :func:`acidstream.mutate.merge.merge`);
+        returns ``{"inserted": n, "updated": n, "deleted": n}``."""
+        from acidstream.mutate.merge import merge
+
+        return merge(
+            self._catalog(),
+            self.full_name,
+            source,
+            on,
+            when_matched=when_matched,
+            when_not_matched=when_not_matched,
+            when_not_matched_by_source=when_not_matched_by_source,
+        )
+
+    def delete(self, filter: pc.Expression | None = None) -> dict[str, int]:
+        """Delete the rows matching ``filter`` (every row if None) in one txn."""
+        from acidstream.mutate.merge import delete
+
+        return delete(self._catalog(), self.full_name, filter)
+
+    def update(self, filter: pc.Expression | None, set: Mapping[str, Any]) -> dict[str, int]:
+        """Set columns (constants or Arrow expressions) of the rows matching ``filter`` in one txn."""
+        from acidstream.mutate.merge import update
+
+        return update(self._catalog(), self.full_name, filter, set)
+
+    def _catalog(self) -> Metastore:
+        if not isinstance(self.metastore, Metastore):
+            raise ConnectionError(f"{self.full_name}: this table handle has no catalog to mutate through")
+        return self.metastore
 
 
 class Metastore(_ms.Metastore):

@@ -381,7 +381,7 @@ def _partition_keys(conn: Connection, tbl_id: int) -> list[str]:
     )
 
 
-def partition_name(conn: Connection, db: str, table: str, values: Sequence[str]) -> tuple[int, str]:
+def partition_name(conn: Connection, db: str, table: str, values: Sequence[str | None]) -> tuple[int, str]:
     """(table id, Hive partition name) for partition values, checked against the table's keys."""
     tbl_id = require_table_id(conn, db, table)
     keys = _partition_keys(conn, tbl_id)
@@ -399,7 +399,7 @@ def _partition(row: Any, full_name: str) -> Partition:
 
 
 def add_partition(
-    conn: Connection, db: str, table: str, values: Sequence[str], *, if_not_exists: bool = True
+    conn: Connection, db: str, table: str, values: Sequence[str | None], *, if_not_exists: bool = True
 ) -> Partition:
     tbl_id, name = partition_name(conn, db, table, values)
     existing = get_partition(conn, db, table, values)
@@ -421,7 +421,7 @@ def add_partition(
     return Partition(f"{db}.{table}", tuple(json.loads(stored)), name, location)
 
 
-def get_partition(conn: Connection, db: str, table: str, values: Sequence[str]) -> Partition | None:
+def get_partition(conn: Connection, db: str, table: str, values: Sequence[str | None]) -> Partition | None:
     tbl_id, name = partition_name(conn, db, table, values)
     p = s.partitions.c
     row = conn.execute(select(s.partitions).where(p.tbl_id == tbl_id, p.part_name == name)).first()

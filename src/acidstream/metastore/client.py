@@ -200,12 +200,12 @@ class Metastore:
         self._write(lambda c: catalog.alter_table_properties(c, db, name, properties))
 
     def add_partition(
-        self, table_name: str, values: Sequence[str], *, if_not_exists: bool = True
+        self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
     ) -> Partition:
         db, name = catalog.split_name(table_name)
         return self._write(lambda c: catalog.add_partition(c, db, name, values, if_not_exists=if_not_exists))
 
-    def get_partition(self, table_name: str, values: Sequence[str]) -> Partition | None:
+    def get_partition(self, table_name: str, values: Sequence[str | None]) -> Partition | None:
         db, name = catalog.split_name(table_name)
         return self._read(lambda c: catalog.get_partition(c, db, name, values))
 

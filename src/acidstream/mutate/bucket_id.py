@@ -65,8 +65,10 @@ class BucketIdResolver:
         for c in self.columns:
             if c.name not in names:
                 raise SerializationError(f"data lacks bucketed column {c.name!r}", field=c.name)
-        typed = pa.table(
-            {c.name: table.column(names[c.name]).cast(c.type.to_arrow()) for c in self.columns},
+        typed = (
+            pa.table({c.name: table.column(names[c.name]).cast(c.type.to_arrow()) for c in self.columns})
+            if self.columns
+            else table
         )
         props = BucketCodec.V1.encode_many(self.compute_bucket_ids(typed))
         n = table.num_rows

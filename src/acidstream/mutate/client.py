@@ -239,33 +239,44 @@ class Transaction:
         self._txn.abort()
 
     def _writes(self, extra: Sequence[MutationSummary]) -> list[TableWrite]:
-        client = self._client
         writes = []
-        for table in client._tables:
-            if table.table_type is not TableType.SINK:
-                continue
-            summaries = table.take_summaries() + [s for s in extra if s.table == table.qualified_name]
-            components: dict[str | None, OperationType] = {}
-            files: dict[str | None, list[str]] = {}
-            for summary in summaries:
-                if summary.write_id != table.write_id:
-                    raise TransactionException(
-                        f"a summary of {summary.table} has write id {summary.write_id}, this txn "
-                        f"{table.write_id}: it belongs to another transaction"
-                    )
-                for name, part in summary.partitions.items():
-                    key = name or None
-                    if key is not None:
-                        client.metastore.add_partition(table.qualified_name, [str(v) for v in part.values])
-                    components[key] = _stronger(components.get(key), part.operation)
-                    files.setdefault(key, []).extend(part.files)
-            writes.append(TableWrite(table.qualified_name, table.write_id or 0, components, files))
-        return [w for w in writes if w.components]
+        for table in self._client._tables:
+            if table.table_type is TableType.SINK:
+                summaries = table.take_summaries() + [s for s in extra if s.table == table.qualified_name]
+                write = table_write(self._client.metastore, table, summaries)
+                if write is not None:
+                    writes.append(write)
+        return writes
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
+
+
+def table_write(
+    metastore: Metastore, table: AcidTable, summaries: Sequence[MutationSummary]
+) -> TableWrite | None:
+    """What a commit records for ``table`` from its coordinators' summaries (None if they wrote nothing):
+    each partition with its strongest operation, and the files. Partitions they wrote but did not create are
+    created here, before the commit, so no reader sees the commit without them."""
+    components: dict[str | None, OperationType] = {}
+    files: dict[str | None, list[str]] = {}
+    for summary in summaries:
+        if summary.write_id != table.write_id:
+            raise TransactionException(
+                f"a summary of {summary.table} has write id {summary.write_id}, this txn {table.write_id}: "
+                "it belongs to another transaction"
+            )
+        for name, part in summary.partitions.items():
+            key = name or None
+            if key is not None and key not in components:
+                metastore.add_partition(table.qualified_name, list(part.values))
+            components[key] = _stronger(components.get(key), part.operation)
+            files.setdefault(key, []).extend(part.files)
+    if not components or table.write_id is None:
+        return None
+    return TableWrite(table.qualified_name, table.write_id, components, files)
 
 
 def _stronger(a: OperationType | None, b: OperationType) -> OperationType:

@@ -27,7 +27,7 @@ from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
 from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
-from acidstream.acid.partitions import make_part_name, partition_path
+from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
 from acidstream.acid.tabular import as_table, to_record_batch
 from acidstream.errors import (
     BucketIdException,
@@ -423,7 +423,7 @@ class MutatorCoordinator:
             name = make_part_name(keys, list(values))
             partition = None
             if self._metastore is not None:
-                partition = self._metastore.get_partition(self.table.qualified_name, [str(v) for v in values])
+                partition = self._metastore.get_partition(self.table.qualified_name, list(values))
             if partition is not None:
                 self._created.add(values)
                 found = (name, table_filesystem(partition.location)[1])
@@ -435,9 +435,7 @@ class MutatorCoordinator:
     def _create_partition(self, values: PartitionValues) -> None:
         assert self._metastore is not None
         try:
-            self._metastore.add_partition(
-                self.table.qualified_name, [str(v) for v in values], if_not_exists=True
-            )
+            self._metastore.add_partition(self.table.qualified_name, list(values), if_not_exists=True)
         except StreamingException as exc:
             raise PartitionCreationException(
                 f"cannot create partition {list(values)} of {self.table.qualified_name}: {exc}"
@@ -445,7 +443,10 @@ class MutatorCoordinator:
         self._created.add(values)
 
     def _partition_values(self, partition_values: Sequence[Any] | None) -> PartitionValues:
-        values = tuple(None if v is None else str(v) for v in (partition_values or ()))
+        # null and '' are Hive's default partition, as streaming names it
+        values = tuple(
+            DEFAULT_PARTITION_NAME if v is None or v == "" else str(v) for v in (partition_values or ())
+        )
         keys = self.definition.partition_keys
         if len(values) != len(keys):
             raise WorkerException(

@@ -234,6 +234,21 @@ class TableScan:
         finally:
             self.close()
 
+    def partition_batches(self) -> Iterator[tuple[tuple[str | None, ...], pa.RecordBatch]]:
+        """The batches of :meth:`to_batches`, each with its rows' partition values as the metastore names
+        them (strings; ``()`` for an unpartitioned table): what a writer of mutations of those rows needs to
+        find their directory, where typed values may not print back to the same name."""
+
+        def tagged() -> Iterator[tuple[tuple[str | None, ...], pa.RecordBatch]]:
+            for reader in self._readers():
+                for batch in reader.batches():
+                    yield reader.task.partition_values, batch
+
+        try:
+            yield from each_in(_SHORT_SWITCH, tagged())
+        finally:
+            self.close()
+
     def to_batches(self) -> pa.RecordBatchReader:
         """A streaming reader of batches of at most ``batch_rows`` rows: memory stays bounded by one
         bucket's delete keys plus one stripe, whatever the table's size."""
