@@ -37,7 +37,7 @@ def test_stream_commits_by_count_then_cat_prints_rows(wh: Path) -> None:
     data = b"".join(f"{i},m{i}\n".encode() for i in range(25))
     res = run(["stream", "testing.alerts", "--partition", "Asia,India", "--records-per-txn", "10"], data, wh)
     assert res.returncode == 0, res.stderr.decode()
-    assert res.stderr.count(b"25 records, 3 txns committed") == 1  # the final line, once
+    assert res.stderr.count(b"25 rows committed in 3 txns, 0 records rejected") == 1  # the final line, once
     out = run(["cat", "testing.alerts", "--row-id"], wh=wh)
     assert out.returncode == 0, out.stderr.decode()
     lines = out.stdout.decode().splitlines()
@@ -89,7 +89,7 @@ def test_dead_letter_keeps_the_stream_going(wh: Path, tmp_path: Path) -> None:
         wh,
     )
     assert res.returncode == 0, res.stderr.decode()
-    assert b"1 rejected" in res.stderr
+    assert b"2 rows committed in 1 txn, 1 record rejected" in res.stderr
     assert json.loads(dead.read_text())["record"] == "bad,x"
 
 

@@ -123,12 +123,11 @@ def stream_command(
                 target=_reader_thread, args=(stdin, writer.line_delimiter_pattern, chunks), daemon=True
             ).start()
             try:
-                ingest.run(conn, chunks, lambda: _progress(console, ingest, conn.stats()))
+                ingest.run(conn, chunks, lambda: _progress(console, ingest))
             except SerializationError as exc:
                 ingest.explain(exc, lines=writer.line_delimiter_pattern == DEFAULT_LINE_DELIMITER_PATTERN)
                 raise  # leaving the connection aborts the open transaction, as the notes say
-            rejected = conn.stats()
-    _progress(console, ingest, rejected)
+    _progress(console, ingest)
 
 
 class _Ingest:
@@ -141,7 +140,8 @@ class _Ingest:
         self.records_per_txn = records_per_txn
         self.commit_interval = commit_interval
         self.started = time.monotonic()
-        self.committed_records = 0
+        self.committed_records = 0  # input records in committed transactions
+        self.rejected = 0  # of those, the bad ones that went to the dead-letter file
         self.committed_txns = 0
         self.in_txn = 0  # records handed to the open transaction
 
@@ -174,6 +174,7 @@ class _Ingest:
     def _commit(self, conn: StreamingConnection) -> None:
         conn.commit_transaction()
         self.committed_records += self.in_txn
+        self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
         self.committed_txns += 1
         self.in_txn = 0
 
@@ -186,7 +187,7 @@ class _Ingest:
             )
         exc.add_note(
             f"committed: {f'input records 1-{done:,}' if done else 'nothing'} "
-            f"({self.committed_txns} transaction{'s' if self.committed_txns != 1 else ''})"
+            f"({_count(self.committed_txns, 'transaction')})"
         )
         exc.add_note(
             f"not committed: input records {done + 1:,}-{done + self.in_txn:,} (their transaction is aborted) "
@@ -213,11 +214,16 @@ def _slices(chunk: pa.Array, first: int, size: int) -> list[pa.Array]:
     return [p for p in pieces if len(p)]
 
 
-def _progress(console: Console, ingest: _Ingest, stats: dict[str, int]) -> None:
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _progress(console: Console, ingest: _Ingest) -> None:
     elapsed = max(time.monotonic() - ingest.started, 1e-9)
+    rows = ingest.committed_records - ingest.rejected
     console.print(
-        f"[bold]{ingest.committed_records:,}[/] records, {ingest.committed_txns} txns committed, "
-        f"{stats['records_rejected']} rejected, {ingest.committed_records / elapsed:,.0f} records/s"
+        f"[bold]{_count(rows, 'row')}[/] committed in {_count(ingest.committed_txns, 'txn')}, "
+        f"{_count(ingest.rejected, 'record')} rejected, {ingest.committed_records / elapsed:,.0f} records/s"
     )
 
 
