@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready: Java 17 (for Spark), a Python >= 3.11 venv in .venv with the
 # project and its dev dependencies. Idempotent and quick when nothing changed (stamp on pyproject.toml,
-# setup.py and the C source).
+# setup.py and the C source). With --if-needed (scripts/activate), returns at once when the stamp is current.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+stamp=".venv/.acidstream-installed"
+want="$(cat pyproject.toml setup.py src/acidstream/streaming/records/_native.c | sha256sum | cut -d' ' -f1)"
+if [ "${1:-}" = "--if-needed" ] && [ -x .venv/bin/acidstream ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    exit 0
+fi
 
 apt_install() {
     if ! command -v apt-get >/dev/null 2>&1; then
@@ -56,8 +62,6 @@ if ! has_headers && [[ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix
         || log "no Python headers: acidstream runs without its C part (slower writes)"
 fi
 
-stamp=".venv/.acidstream-installed"
-want="$(cat pyproject.toml setup.py src/acidstream/streaming/records/_native.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies (first run downloads pyspark: a few minutes)"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null

@@ -15,8 +15,10 @@ Run = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def run(warehouse: Path) -> Run:
-    """Invoke the CLI with the test warehouse (and its default SQLite metastore) from the environment."""
+def run(warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Run:
+    """Invoke the CLI with the test warehouse (and its default SQLite metastore) from the environment, in a
+    directory of its own (``metastore init`` writes acidstream.toml there)."""
+    monkeypatch.chdir(tmp_path)
     runner = CliRunner()
 
     def invoke(*args: str) -> tuple[int, str, str]:

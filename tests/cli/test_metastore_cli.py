@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from acidstream.cli import cli, exit_code_for
+from acidstream.cli.metastore import LOCK_COLUMNS, TXN_COLUMNS
 from acidstream.errors import MetaException
 from acidstream.metastore import Metastore
 
@@ -34,8 +35,9 @@ def test_init_sql_show(run: Run, warehouse: Path) -> None:
         (txn,) = ms.open_txns(agent_info="cli-test")
     assert run("show", "partitions", "db.t")[1] == "ds=x\n"
     code, out, _ = run("show", "txns")
-    assert code == 0 and out.startswith(f"{txn}\tOPEN\t") and "cli-test" in out
-    assert run("show", "locks") == (0, "", "")
+    assert code == 0 and out.splitlines()[0] == "\t".join(TXN_COLUMNS)
+    assert out.splitlines()[1].startswith(f"{txn}\tOPEN\t") and "cli-test" in out
+    assert run("show", "locks") == (0, "\t".join(LOCK_COLUMNS) + "\n", "no locks\n")
     code, out, _ = run("housekeeper", "--once")
     assert code == 0 and out == "aborted 0 timed-out txns\n"
     time.sleep(0.2)
@@ -43,13 +45,35 @@ def test_init_sql_show(run: Run, warehouse: Path) -> None:
     assert code == 0 and out == f"aborted 1 timed-out txns: [{txn}]\n"
 
 
-def test_failures_are_typed_with_their_exit_code(run: Run) -> None:
+def test_failures_are_typed_with_their_exit_code(run: Run, warehouse: Path) -> None:
     expected = exit_code_for(MetaException("x"))  # the root maps each error family to its exit code
     assert expected not in (0, 2)
-    code, _, err = run("sql", "CREATE TABLE t (a intt)")
-    assert code == expected and "DdlSyntaxError" in err and "unknown type 'intt'" in err
+    assert run("metastore", "init")[0] == 0
     code, _, err = run("show", "partitions", "db.nope")
     assert code == expected and "NoSuchObjectException" in err
+    assert f"looked in: metastore sqlite:///{warehouse / 'metastore.db'}, warehouse {warehouse}" in err
+    assert "(from ACIDSTREAM_WAREHOUSE)" in err
+
+
+def test_statements_that_do_not_parse_are_usage_errors(run: Run) -> None:
+    assert run("metastore", "init")[0] == 0
+    code, _, err = run("sql", "CREATE TABLE t (a intt)")
+    assert code == 2 and "DdlSyntaxError" in err and "unknown type 'intt'" in err
+    assert "looked in" not in err  # the statement is wrong, not the place
+
+
+def test_queries_and_writes_are_pointed_elsewhere(run: Run) -> None:
+    code, _, err = run("sql", "SELECT * FROM alerts")
+    assert code == 2 and "acidstream spark-shell -e 'SELECT * FROM alerts'" in err
+    code, _, err = run("sql", "insert into t values (1)")
+    assert code == 2 and "acidstream stream" in err
+
+
+def test_empty_listings_print_their_header(run: Run) -> None:
+    assert run("metastore", "init")[0] == 0
+    assert run("show", "txns") == (0, "\t".join(TXN_COLUMNS) + "\n", "no open or aborted transactions\n")
+    code, out, err = run("show", "locks", "default.t")
+    assert (code, out, err) == (0, "\t".join(LOCK_COLUMNS) + "\n", "no locks on default.t\n")
 
 
 def test_usage_errors_exit_2_and_help(run: Run) -> None:

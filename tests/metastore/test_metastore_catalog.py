@@ -210,3 +210,12 @@ def test_notification_log(ms: Metastore) -> None:
     assert events[4].message["write_ids"] == {"db.t": 1}
     assert ms.current_notification_event_id() == start + 5
     assert ms.notifications(start, limit=2) == events[:2]
+
+
+def test_a_relative_warehouse_is_stored_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table locations are stored: a relative one would resolve against each process's own directory (Spark's
+    Python workers run in the JVM's), so files would land beside another process's tables."""
+    monkeypatch.chdir(tmp_path)
+    with Metastore.connect("sqlite:///metastore.db", warehouse="wh") as ms:
+        ms.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
+        assert ms.table("default.t").location == str(tmp_path / "wh" / "t")

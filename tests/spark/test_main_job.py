@@ -5,11 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from acidstream.catalog import Metastore
 from acidstream.cli import cli
-from acidstream.spark.main_job import POOL_PROPERTY, ROWS_PER_FILE, default_files, whole_files
+from acidstream.cli.spark import DEFAULT_ROWS_HELP, ROWS_PER_FILE_HELP
+from acidstream.errors import TransactionError
+from acidstream.spark.main_job import (
+    DEFAULT_ROWS,
+    POOL_PROPERTY,
+    ROWS_PER_FILE,
+    JobConfig,
+    SnapshotWatcher,
+    check_whole,
+    default_files,
+    prepare,
+)
+from acidstream.streaming.connection import StreamingConnection
+from acidstream.streaming.writers import StrictDelimitedInputWriter
+
+WIDE = {"COLUMNS": "200"}  # the summary table's rows on one line each
 
 
 def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_path: Path) -> None:
@@ -25,10 +41,13 @@ def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_p
         "--query-interval",
         "0.2",
     ]
-    first = CliRunner().invoke(cli, args, catch_exceptions=False)
+    first = CliRunner().invoke(cli, args, catch_exceptions=False, env=WIDE)
     assert first.exit_code == 0, first.output
-    assert "records/s" in first.output and "900" in first.output
-    second = CliRunner().invoke(cli, args, catch_exceptions=False)
+    text = " ".join(first.output.split())
+    assert "rows ingested (this run) │ 900" in text and "records/s" in text
+    assert "3 (one per landing file and micro-batch)" in text
+    assert "distinct snapshots mid-ingest, each with whole transactions only" in text
+    second = CliRunner().invoke(cli, args, catch_exceptions=False, env=WIDE)
     assert second.exit_code == 0, second.output
 
     ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
@@ -38,17 +57,53 @@ def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_p
     assert acid_spark.sparkContext._jsc is not None  # the shared session survived the command
     assert acid_spark.sparkContext.getLocalProperty(POOL_PROPERTY) is None  # the thread's pool is put back
 
-    reset = CliRunner().invoke(cli, [*args, "--reset"], catch_exceptions=False)
+    reset = CliRunner().invoke(cli, [*args, "--reset"], catch_exceptions=False, env=WIDE)
     assert reset.exit_code == 0, reset.output
     ids = ms.table("testing.alerts").scan(columns=["id"]).to_arrow().column("id").to_pylist()
     assert sorted(ids) == list(range(900))
 
 
-def test_whole_files_accepts_only_sums_of_landing_file_sizes() -> None:
+def test_check_whole_accepts_only_complete_files_that_stay() -> None:
     sizes = [300, 300, 100]
-    assert [n for n in range(0, 701, 50) if whole_files(n, sizes)] == [0, 100, 300, 400, 600, 700]
+    check_whole({}, sizes, set())
+    check_whole({0: 300, 2: 100}, sizes, {0})
+    with pytest.raises(TransactionError, match="part of a transaction"):
+        check_whole({0: 300, 1: 299}, sizes, set())
+    with pytest.raises(TransactionError, match="part of a transaction"):
+        check_whole({3: 1}, sizes, set())
+    with pytest.raises(TransactionError, match=r"files \[1\] disappeared"):
+        check_whole({0: 300}, sizes, {0, 1})
+
+
+def test_the_watcher_fails_on_a_transaction_seen_in_part(acid_spark: Any, tmp_path: Path) -> None:
+    """Landing file 1 (ids 10..19) committed as two transactions: a query sees it whole or not, never half."""
+    warehouse = str(tmp_path / "wh")
+    cfg = JobConfig(rows=20, files=2, warehouse=warehouse, metastore=f"sqlite:///{warehouse}/metastore.db")
+    ms = prepare(cfg)
+    conn = (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("testing")
+        .with_table("alerts")
+        .with_record_writer(StrictDelimitedInputWriter.builder().with_field_delimiter(",").build())
+        .connect()
+    )
+    watcher = SnapshotWatcher(acid_spark, cfg, first_id=0, sizes=[10, 10])
+    with conn:
+        for ids in (range(10), range(10, 15), range(15, 20)):
+            conn.begin_transaction()
+            for i in ids:
+                conn.write(f"{i},m,Asia,India".encode())
+            conn.commit_transaction()
+            if ids.start == 10:
+                with pytest.raises(TransactionError, match=r"file → rows visible \{1: 5\}"):
+                    watcher.observe()
+            else:
+                watcher.observe()
+    assert watcher.snapshots == [1, 2]
 
 
 def test_default_landing_files_are_sized_by_rows() -> None:
     rows = [1, ROWS_PER_FILE, ROWS_PER_FILE + 1, 4 * ROWS_PER_FILE]
     assert [default_files(n) for n in rows] == [1, 1, 2, 4]
+    assert (f"{DEFAULT_ROWS:,}", f"{ROWS_PER_FILE:,}") == (DEFAULT_ROWS_HELP, ROWS_PER_FILE_HELP)  # --help

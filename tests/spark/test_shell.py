@@ -15,7 +15,7 @@ from acidstream.streaming.connection import StreamingConnection
 from acidstream.streaming.writers import StrictDelimitedInputWriter
 
 
-def test_execute_prints_rows_like_hives_cli_and_errors_exit_1(
+def test_execute_prints_rows_like_hives_cli_and_bad_queries_exit_2(
     acid_spark: Any, sqlite_url: str, warehouse: Path, create_alerts: Callable[[str], Metastore]
 ) -> None:
     ms = create_alerts(sqlite_url)
@@ -48,5 +48,7 @@ def test_execute_prints_rows_like_hives_cli_and_errors_exit_1(
     limited = CliRunner().invoke(cli, [*base, "--limit", "1", "-e", query, "testing.alerts"])
     assert limited.output.splitlines() == ["FR\t1\ta"]
     bad = CliRunner().invoke(cli, [*base, "-e", "SELECT nope FROM alerts"])
-    assert bad.exit_code == 1 and "UNRESOLVED_COLUMN" in bad.output
+    assert bad.exit_code == 2 and "UNRESOLVED_COLUMN" in bad.output
+    garbled = CliRunner().invoke(cli, [*base, "-e", "SELEC 1"])
+    assert garbled.exit_code == 2 and "PARSE_SYNTAX_ERROR" in garbled.output
     assert acid_spark.sparkContext._jsc is not None  # the shared session survived the command

@@ -1,9 +1,9 @@
 """The ``acidstream`` command.
 
 Each public module of this package holds one command group and exposes ``register(cli)``; the root discovers
-them, so adding a command never means editing this file (modules starting with ``_`` are helpers). Exit codes say what failed: 0 success,
-1 other acidstream error, 2 usage error (click's own), 3 bad input records, 4 metastore or connection problem,
-5 storage I/O failure, 6 transaction failure (aborted, timed out, lock not acquired); the message goes to stderr.
+them, so a new command group is a new module and never an edit here (modules starting with ``_`` are helpers).
+Failures print ``error: <class>: <message>`` (plus what the command knows: where it looked, what was committed)
+on stderr and exit with the code of :data:`EXIT_CODES_HELP`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import sys
 
 import click
 
+from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location
 from acidstream.errors import (
     ConnectionError,
+    InvalidObjectException,
     MetaException,
     SerializationError,
     StreamingException,
@@ -24,14 +26,21 @@ from acidstream.errors import (
 )
 
 EXIT_FAILURE = 1
+EXIT_USAGE = 2  # click's own code for bad options and arguments
 #: Most specific class first.
 EXIT_CODES: list[tuple[type[StreamingException], int]] = [
+    (InvalidObjectException, EXIT_USAGE),  # a statement that does not parse or defines nothing valid
     (SerializationError, 3),
     (ConnectionError, 4),
     (MetaException, 4),
     (StreamingIOFailure, 5),
     (TransactionError, 6),
 ]
+EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, argument, statement or acidstream.toml);
+3 bad input records; 4 metastore (none found, unreachable, no such table or database); 5 storage I/O;
+6 transaction failure (aborted, timed out, lock not acquired)."""
+#: Errors after which the command says which metastore and warehouse it used.
+_NAME_THE_LOCATION = (ConnectionError, MetaException)
 
 
 def exit_code_for(exc: StreamingException) -> int:
@@ -44,13 +53,29 @@ class _Root(click.Group):
             return super().invoke(ctx)
         except StreamingException as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            for note in getattr(exc, "__notes__", ()):
+                click.echo(f"  {note}", err=True)
+            location = ctx.meta.get(LOCATION_KEY)
+            if (
+                isinstance(exc, _NAME_THE_LOCATION)
+                and not isinstance(exc, InvalidObjectException)
+                and isinstance(location, Location)
+            ):
+                click.echo(f"  looked in: {location.describe()}", err=True)
             sys.exit(exit_code_for(exc))
 
 
-@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_Root,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=f"{LOCATION_RULE}\n\n{EXIT_CODES_HELP}",
+)
 @click.version_option(package_name="acidstream")
 def cli() -> None:
-    """Stream and mutate data into Hive 3 full-ACID tables, and read them back."""
+    """Stream data into Hive 3 full-ACID tables, read them back, and administer their metastore.
+
+    Every command has --help.
+    """
 
 
 def _register_commands() -> None:

@@ -1,35 +1,200 @@
-"""Options shared by the command groups: where the metastore and the warehouse are."""
+"""Where the metastore and the warehouse are, the same way for every command.
+
+The rule (``acidstream --help`` prints :data:`LOCATION_RULE`): ``--metastore``/``--warehouse``, then the
+environment; if neither names either, the nearest ``acidstream.toml`` in the current directory or a parent
+(as git finds its repository); without one, ``./wh``. A metastore left unset is the SQLite file
+``metastore.db`` in the warehouse. Commands that only read never create a metastore: they open an existing one
+(:func:`open_metastore`) and say where they looked when it is not there.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import tomllib
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
+
+from acidstream.errors import MetaException
+
+if TYPE_CHECKING:
+    from acidstream.catalog import Metastore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+CONFIG_FILE = "acidstream.toml"
 DEFAULT_WAREHOUSE = "wh"
+ENV_METASTORE = "ACIDSTREAM_METASTORE"
+ENV_WAREHOUSE = "ACIDSTREAM_WAREHOUSE"
+#: Key of the resolved :class:`Location` in ``click.Context.meta`` (errors name it).
+LOCATION_KEY = "acidstream.location"
+
+LOCATION_RULE = f"""Which metastore and warehouse: --metastore/--warehouse, else {ENV_METASTORE}/{ENV_WAREHOUSE};
+if neither names either, the nearest {CONFIG_FILE} in the current directory or a parent (`metastore init`
+writes one; keys `warehouse` and `metastore`, paths relative to the file); else ./wh. An unset metastore is
+the SQLite file metastore.db in the warehouse. Only `metastore init` and `main-job` create a metastore."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A resolved metastore URL and warehouse, and where they came from (for messages)."""
+
+    metastore: str
+    warehouse: str
+    source: str
+    #: the acidstream.toml they came from, if they did
+    config_file: str | None = None
+
+    def describe(self) -> str:
+        return f"metastore {self.metastore}, warehouse {self.warehouse} (from {self.source})"
+
+
+class ConfigFileError(click.ClickException):
+    """An ``acidstream.toml`` that cannot be used: a usage error (exit 2) naming the file."""
+
+    exit_code = 2
 
 
 def default_metastore_url(warehouse: str) -> str:
     return f"sqlite:///{os.path.join(warehouse, 'metastore.db')}"
 
 
+def _absolute(path: str, base: str) -> str:
+    """A local path made absolute against ``base``; URIs (``s3://...``) as given."""
+    return path if "://" in path else os.path.normpath(os.path.join(base, os.path.expanduser(path)))
+
+
+def _sqlite_against(url: str, base: str) -> str:
+    """A relative ``sqlite:///path`` made absolute against ``base``; other URLs as given."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/"):
+        return prefix + _absolute(url[len(prefix) :], base)
+    return url
+
+
+def find_config(start: str) -> str | None:
+    """The nearest ``acidstream.toml`` in ``start`` or one of its parents."""
+    directory = os.path.abspath(start)
+    while True:
+        candidate = os.path.join(directory, CONFIG_FILE)
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def read_config(path: str) -> Location:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigFileError(f"{path}: {exc}") from exc
+    unknown = sorted(set(data) - {"metastore", "warehouse"})
+    if unknown:
+        raise ConfigFileError(f"{path}: unknown key(s) {', '.join(unknown)} (known: metastore, warehouse)")
+    for key, value in data.items():
+        if not isinstance(value, str) or not value:
+            raise ConfigFileError(f"{path}: {key} must be a non-empty string")
+    base = os.path.dirname(path)
+    warehouse = _absolute(data.get("warehouse", DEFAULT_WAREHOUSE), base)
+    metastore = data.get("metastore")
+    url = _sqlite_against(metastore, base) if metastore else default_metastore_url(warehouse)
+    return Location(url, warehouse, path, config_file=path)
+
+
+def resolve_location(ctx: click.Context, metastore: str | None, warehouse: str | None) -> Location:
+    """Apply :data:`LOCATION_RULE` to the command's ``--metastore``/``--warehouse`` values."""
+    explicit = [name for name, value in (("metastore", metastore), ("warehouse", warehouse)) if value]
+    if explicit:
+        sources = " and ".join(_option_source(ctx, name) for name in explicit)
+        wh = _absolute(warehouse or DEFAULT_WAREHOUSE, os.getcwd())
+        url = _sqlite_against(metastore, os.getcwd()) if metastore else default_metastore_url(wh)
+        return Location(url, wh, sources)
+    config = find_config(os.getcwd())
+    if config is not None:
+        return read_config(config)
+    wh = _absolute(DEFAULT_WAREHOUSE, os.getcwd())
+    return Location(
+        default_metastore_url(wh), wh, f"the default: no {CONFIG_FILE} in {os.getcwd()} or a parent"
+    )
+
+
+def _option_source(ctx: click.Context, name: str) -> str:
+    if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+        return ENV_METASTORE if name == "metastore" else ENV_WAREHOUSE
+    return f"--{name}"
+
+
 def metastore_options(func: F) -> F:
-    """Add ``--metastore URL`` and ``--warehouse DIR`` (env ``ACIDSTREAM_METASTORE`` / ``ACIDSTREAM_WAREHOUSE``)."""
-    func = click.option(
+    """Add ``--metastore URL`` and ``--warehouse DIR``; the command receives both resolved (never None).
+
+    The resolved :class:`Location` is also kept in the context, so an error can say where the command looked.
+    """
+
+    @functools.wraps(func)
+    def resolved(*args: Any, metastore: str | None, warehouse: str | None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        location = resolve_location(ctx, metastore, warehouse)
+        ctx.meta[LOCATION_KEY] = location
+        return func(*args, metastore=location.metastore, warehouse=location.warehouse, **kwargs)
+
+    with_options = click.option(
         "--warehouse",
-        envvar="ACIDSTREAM_WAREHOUSE",
-        default=DEFAULT_WAREHOUSE,
-        show_default=True,
-        help="Warehouse root directory (or pyarrow.fs URI) holding the tables' files.",
-    )(func)
-    func = click.option(
-        "--metastore",
-        envvar="ACIDSTREAM_METASTORE",
+        envvar=ENV_WAREHOUSE,
         default=None,
-        help="Metastore URL: sqlite:///path.db or postgresql://... [default: sqlite under the warehouse]",
-    )(func)
-    return func
+        help="Warehouse root directory (or pyarrow.fs URI) holding the tables' files.  "
+        f"[default: from {CONFIG_FILE}, else ./wh]",
+    )(resolved)
+    with_options = click.option(
+        "--metastore",
+        envvar=ENV_METASTORE,
+        default=None,
+        help="Metastore URL: sqlite:///path.db or postgresql://...  [default: from "
+        f"{CONFIG_FILE}, else sqlite under the warehouse]",
+    )(with_options)
+    return with_options  # type: ignore[return-value]  # same call signature as far as click is concerned
+
+
+def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kwargs: Any) -> Metastore:
+    """Connect to the metastore; unless ``create``, only to an existing one, so reading leaves nothing behind.
+
+    The database layer loads here, not at import: ``acidstream --help`` stays quick.
+    """
+    from acidstream.catalog import Metastore
+
+    if not create:
+        _require_existing(metastore)
+    return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
+
+
+def _require_existing(url: str) -> None:
+    from sqlalchemy import inspect
+
+    from acidstream.metastore.engine import Database
+    from acidstream.metastore.schema import schema_version
+
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not os.path.isfile(url[len(prefix) :].split("?", 1)[0]):
+        raise _not_found(f"no metastore at {url}: the file does not exist")
+    db = Database(url)
+    try:
+        found = db.read(lambda conn: inspect(conn).has_table(schema_version.name))
+    finally:
+        db.dispose()
+    if not found:
+        raise _not_found(f"no metastore at {url}: the database has no acidstream schema")
+
+
+def _not_found(message: str) -> MetaException:
+    exc = MetaException(message)
+    exc.add_note(
+        "create one with `acidstream metastore init`, or point at another with --metastore/--warehouse, "
+        f"{ENV_METASTORE}/{ENV_WAREHOUSE} or an {CONFIG_FILE} (`acidstream --help`)"
+    )
+    return exc

@@ -8,16 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from acidstream.cli._options import default_metastore_url, metastore_options
+from acidstream.cli._options import metastore_options, open_metastore
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore
 
 
-def _connect(metastore: str | None, warehouse: str) -> Metastore:
-    from acidstream.catalog import Metastore
-
-    return Metastore.connect(metastore or default_metastore_url(warehouse), warehouse=warehouse)
+def _connect(metastore: str, warehouse: str) -> Metastore:
+    """An existing metastore only: the compactor never creates one."""
+    return open_metastore(metastore, warehouse)
 
 
 def _event(message: str) -> None:
@@ -53,7 +52,7 @@ def compactor_group() -> None:
     "--poll-interval", type=float, default=5.0, show_default=True, help="Seconds between queue polls."
 )
 def run(
-    metastore: str | None,
+    metastore: str,
     warehouse: str,
     once: bool,
     workers: int,
@@ -108,7 +107,7 @@ def _spark_runner() -> Any:
     "--wait", is_flag=True, help="Compact now in this process (or wait for the daemon that took it)."
 )
 def compact(
-    metastore: str | None,
+    metastore: str,
     warehouse: str,
     table: str,
     partition: tuple[str, ...],

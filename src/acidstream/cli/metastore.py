@@ -2,29 +2,58 @@
 
 from __future__ import annotations
 
+import json  # a JSON string is a TOML basic string
 import os
+import shlex
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from acidstream.cli._options import default_metastore_url, metastore_options
+from acidstream.cli._options import (
+    CONFIG_FILE,
+    LOCATION_KEY,
+    Location,
+    default_metastore_url,
+    metastore_options,
+    open_metastore,
+)
 
-if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+#: First words of statements ``sql`` does not run, and where they go instead.
+_QUERY_WORDS = frozenset({"select", "with", "from", "values", "table", "explain"})
+_WRITE_WORDS = frozenset({"insert", "update", "delete", "merge", "load", "truncate"})
 
-
-def _connect(metastore: str | None, warehouse: str, **kwargs: Any) -> Metastore:
-    """The database layer loads here, not at import: ``acidstream --help`` stays quick."""
-    from acidstream.metastore import Metastore
-
-    return Metastore.connect(metastore or default_metastore_url(warehouse), warehouse=warehouse, **kwargs)
+#: Header lines of the state listings (tab separated like their rows).
+TXN_COLUMNS = ("txn_id", "state", "started", "last_heartbeat", "user", "host", "agent_info")
+LOCK_COLUMNS = (
+    "lock_id",
+    "db",
+    "table",
+    "partition",
+    "state",
+    "type",
+    "txn_id",
+    "last_heartbeat",
+    "acquired",
+    "user",
+    "host",
+    "agent_info",
+    "blocked_by",
+)
+COMPACTION_COLUMNS = ("id", "db", "table", "partition", "type", "state", "worker", "enqueued", "start", "end")
 
 
 def _echo_rows(rows: Sequence[Sequence[Any]]) -> None:
     for row in rows:
         click.echo("\t".join("" if v is None else str(v) for v in row))
+
+
+def _echo_listing(header: Sequence[str], rows: Sequence[Sequence[Any]], empty: str) -> None:
+    """A header line, then the rows; when there are none, ``empty`` on stderr so that nobody wonders."""
+    _echo_rows([header, *rows])
+    if not rows:
+        click.echo(empty, err=True)
 
 
 @click.group("metastore")
@@ -34,21 +63,72 @@ def metastore_group() -> None:
 
 @metastore_group.command("init")
 @metastore_options
-def init(metastore: str | None, warehouse: str) -> None:
-    """Create the metastore schema (or check an existing one's version)."""
+@click.option("--no-config", is_flag=True, help=f"Do not write ./{CONFIG_FILE}.")
+def init(metastore: str, warehouse: str, no_config: bool) -> None:
+    """Create the metastore (or check an existing one's schema version) and record where it is.
+
+    Unless the location came from an acidstream.toml already, writes ./acidstream.toml naming it, so every
+    command run in this directory or below finds it.
+    """
     from acidstream.metastore.schema import SCHEMA_VERSION
 
-    os.makedirs(warehouse, exist_ok=True)
-    with _connect(metastore, warehouse) as ms:
-        click.echo(f"metastore ready at {ms.url} (schema version {SCHEMA_VERSION})")
+    if "://" not in warehouse:
+        os.makedirs(warehouse, exist_ok=True)
+    with open_metastore(metastore, warehouse, create=True) as ms:
+        click.echo(f"metastore ready at {ms.url} (schema version {SCHEMA_VERSION}), warehouse {warehouse}")
+    location: Location = click.get_current_context().meta[LOCATION_KEY]
+    if no_config or location.config_file is not None:
+        return
+    if os.path.exists(CONFIG_FILE):
+        click.echo(f"{CONFIG_FILE} here names another metastore: left as it is", err=True)
+        return
+    _write_config(location)
+    click.echo(f"wrote {os.path.abspath(CONFIG_FILE)}: commands run in this directory or below use it")
+
+
+def _write_config(location: Location) -> None:
+    """``acidstream.toml`` for ``location``, with paths relative to it where they are below it."""
+
+    def here(path: str) -> str:
+        if "://" in path:
+            return path
+        relative = os.path.relpath(path)
+        return path if relative.startswith("..") else relative
+
+    lines = [
+        "# acidstream: commands run in this directory or below use this metastore (see `acidstream --help`)",
+        f"warehouse = {json.dumps(here(location.warehouse))}",
+    ]
+    prefix = "sqlite:///"
+    if location.metastore != default_metastore_url(location.warehouse):
+        url = location.metastore
+        if url.startswith(prefix):
+            url = prefix + here(url[len(prefix) :])
+        lines.append(f"metastore = {json.dumps(url)}")
+    with open(CONFIG_FILE, "x", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
 
 
 @click.command("sql")
 @metastore_options
 @click.argument("statement")
-def sql(metastore: str | None, warehouse: str, statement: str) -> None:
-    """Run one Hive DDL statement (CREATE/DROP/ALTER/SHOW/DESCRIBE); result rows are tab-separated."""
-    with _connect(metastore, warehouse) as ms:
+def sql(metastore: str, warehouse: str, statement: str) -> None:
+    """Run one Hive DDL statement (CREATE/DROP/ALTER/SHOW/DESCRIBE); result rows are tab-separated.
+
+    Queries run in Spark SQL: acidstream spark-shell -e "SELECT ...".
+    """
+    first = statement.split(None, 1)[0].lower().lstrip("(") if statement.strip() else ""
+    if first in _QUERY_WORDS:
+        raise click.UsageError(
+            "`acidstream sql` runs Hive DDL (CREATE, DROP, ALTER, SHOW, DESCRIBE); queries run in Spark SQL: "
+            f"acidstream spark-shell -e {shlex.quote(statement)}"
+        )
+    if first in _WRITE_WORDS:
+        raise click.UsageError(
+            "`acidstream sql` runs Hive DDL (CREATE, DROP, ALTER, SHOW, DESCRIBE); rows are written by "
+            '`acidstream stream`, the Python streaming API or Spark\'s format("acidstream")'
+        )
+    with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute(statement)
     if rows is not None:
         _echo_rows(rows)
@@ -61,56 +141,56 @@ def show() -> None:
 
 @show.command("databases")
 @metastore_options
-def show_databases(metastore: str | None, warehouse: str) -> None:
+def show_databases(metastore: str, warehouse: str) -> None:
     """Databases, one per line."""
-    with _connect(metastore, warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         _echo_rows([(d,) for d in ms.list_databases()])
 
 
 @show.command("tables")
 @metastore_options
 @click.argument("db", default="default")
-def show_tables(metastore: str | None, warehouse: str, db: str) -> None:
+def show_tables(metastore: str, warehouse: str, db: str) -> None:
     """Tables of DB (default: 'default')."""
-    with _connect(metastore, warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         _echo_rows([(t,) for t in ms.list_tables(db)])
 
 
 @show.command("partitions")
 @metastore_options
 @click.argument("table")
-def show_partitions(metastore: str | None, warehouse: str, table: str) -> None:
+def show_partitions(metastore: str, warehouse: str, table: str) -> None:
     """Partitions of TABLE (db.t)."""
-    with _connect(metastore, warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         _echo_rows([(p.name,) for p in ms.list_partitions(table)])
 
 
 @show.command("txns")
 @metastore_options
-def show_txns(metastore: str | None, warehouse: str) -> None:
+def show_txns(metastore: str, warehouse: str) -> None:
     """Open and aborted transactions: id, state, started, last heartbeat (ms), user, host, agent."""
-    with _connect(metastore, warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute("SHOW TRANSACTIONS")
-    _echo_rows(rows or [])
+    _echo_listing(TXN_COLUMNS, rows or [], "no open or aborted transactions")
 
 
 @show.command("locks")
 @metastore_options
 @click.argument("table", required=False)
-def show_locks(metastore: str | None, warehouse: str, table: str | None) -> None:
+def show_locks(metastore: str, warehouse: str, table: str | None) -> None:
     """Locks (optionally of TABLE): id, db, table, partition, state, type, txn, heartbeat, acquired, user, host, agent, blocked by."""
-    with _connect(metastore, warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute(f"SHOW LOCKS {table}" if table else "SHOW LOCKS")
-    _echo_rows(rows or [])
+    _echo_listing(LOCK_COLUMNS, rows or [], f"no locks{f' on {table}' if table else ''}")
 
 
 @show.command("compactions")
 @metastore_options
-def show_compactions(metastore: str | None, warehouse: str) -> None:
+def show_compactions(metastore: str, warehouse: str) -> None:
     """Compaction queue and history."""
-    with _connect(metastore, warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute("SHOW COMPACTIONS")
-    _echo_rows(rows or [])
+    _echo_listing(COMPACTION_COLUMNS, rows or [], "no compactions queued or recorded")
 
 
 @click.command("housekeeper")
@@ -130,11 +210,9 @@ def show_compactions(metastore: str | None, warehouse: str) -> None:
     show_default=True,
     help="Abort txns silent for longer (s).",
 )
-def housekeeper(
-    metastore: str | None, warehouse: str, once: bool, interval: float, txn_timeout: float
-) -> None:
+def housekeeper(metastore: str, warehouse: str, once: bool, interval: float, txn_timeout: float) -> None:
     """Abort timed-out transactions (normal metastore use does this too; this keeps idle metastores clean)."""
-    with _connect(metastore, warehouse, txn_timeout=txn_timeout) as ms:
+    with open_metastore(metastore, warehouse, txn_timeout=txn_timeout) as ms:
         while True:
             aborted = ms.perform_timeouts()
             click.echo(f"aborted {len(aborted)} timed-out txns" + (f": {aborted}" if aborted else ""))

@@ -6,21 +6,27 @@ import queue
 import sys
 import threading
 import time
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 import pyarrow as pa
 from rich.console import Console
 
-from acidstream.cli._options import default_metastore_url, metastore_options
+from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import hive_row
+from acidstream.errors import SerializationError
 from acidstream.streaming.records import split_records
 from acidstream.streaming.writers import (
+    DEFAULT_LINE_DELIMITER_PATTERN,
     RecordWriter,
     StrictDelimitedInputWriter,
     StrictJsonWriter,
     StrictRegexWriter,
 )
+
+if TYPE_CHECKING:
+    from acidstream.streaming.connection import StreamingConnection
 
 _END = object()
 
@@ -67,7 +73,7 @@ def _reader_thread(stream: BinaryIO, pattern: str, out: queue.Queue[Any]) -> Non
 )
 def stream_command(
     table: str,
-    metastore: str | None,
+    metastore: str,
     warehouse: str,
     partition: str | None,
     fmt: str,
@@ -79,8 +85,12 @@ def stream_command(
     agent_info: str | None,
     dead_letter: str | None,
 ) -> None:
-    """Stream records from stdin into TABLE (db.table), committing every N records or T seconds."""
-    from acidstream.catalog import Metastore
+    """Stream records from stdin into TABLE (db.table), committing every N records or T seconds.
+
+    A bad record fails the command (exit 3) and aborts the transaction holding it; the transactions before it
+    stay committed, and the message says which input records those were. With --dead-letter FILE bad records
+    go to FILE (one JSON line each) and the rest are committed.
+    """
     from acidstream.streaming.connection import StreamingConnection
 
     db, _, name = table.partition(".")
@@ -88,32 +98,55 @@ def stream_command(
         raise click.UsageError("TABLE must be db.table")
     writer = _record_writer(fmt, delimiter, regex)
     console = Console(stderr=True)
-    ms = Metastore.connect(metastore or default_metastore_url(warehouse), warehouse=warehouse)
-    builder = (
-        StreamingConnection.builder()
-        .with_metastore(ms)
-        .with_database(db)
-        .with_table(name)
-        .with_record_writer(writer)
-        .with_transaction_batch_size(batch_size)
-    )
-    if partition is not None:
-        builder = builder.with_static_partition_values(partition.split(","))
-    if agent_info:
-        builder = builder.with_agent_info(agent_info)
-    if dead_letter:
-        builder = builder.with_dead_letter_file(dead_letter)
-    with builder.connect() as conn, ms:
-        # Unbuffered fd 0: a daemon thread blocked in a buffered read would hold the buffer's lock and abort
-        # the interpreter at exit (e.g. after an error); the thread starts only once the table is reachable.
-        stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
-        chunks: queue.Queue[Any] = queue.Queue(maxsize=8)
-        threading.Thread(
-            target=_reader_thread, args=(stdin, writer.line_delimiter_pattern, chunks), daemon=True
-        ).start()
-        started = time.monotonic()
-        in_txn = 0
-        deadline = time.monotonic() + commit_interval
+    with open_metastore(metastore, warehouse) as ms:
+        builder = (
+            StreamingConnection.builder()
+            .with_metastore(ms)
+            .with_database(db)
+            .with_table(name)
+            .with_record_writer(writer)
+            .with_transaction_batch_size(batch_size)
+        )
+        if partition is not None:
+            builder = builder.with_static_partition_values(partition.split(","))
+        if agent_info:
+            builder = builder.with_agent_info(agent_info)
+        if dead_letter:
+            builder = builder.with_dead_letter_file(dead_letter)
+        ingest = _Ingest(records_per_txn, commit_interval)
+        with builder.connect() as conn:
+            # Unbuffered fd 0: a daemon thread blocked in a buffered read would hold the buffer's lock and
+            # abort the interpreter at exit (e.g. after an error); it starts only once the table is reachable.
+            stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
+            chunks: queue.Queue[Any] = queue.Queue(maxsize=8)
+            threading.Thread(
+                target=_reader_thread, args=(stdin, writer.line_delimiter_pattern, chunks), daemon=True
+            ).start()
+            try:
+                ingest.run(conn, chunks, lambda: _progress(console, ingest))
+            except SerializationError as exc:
+                ingest.explain(exc, lines=writer.line_delimiter_pattern == DEFAULT_LINE_DELIMITER_PATTERN)
+                raise  # leaving the connection aborts the open transaction, as the notes say
+    _progress(console, ingest)
+
+
+class _Ingest:
+    """The loop of ``stream``: records from the reader thread into transactions of ``records_per_txn``.
+
+    It counts what is committed, so that a failure can say exactly which input records are in the table.
+    """
+
+    def __init__(self, records_per_txn: int, commit_interval: float) -> None:
+        self.records_per_txn = records_per_txn
+        self.commit_interval = commit_interval
+        self.started = time.monotonic()
+        self.committed_records = 0  # input records in committed transactions
+        self.rejected = 0  # of those, the bad ones that went to the dead-letter file
+        self.committed_txns = 0
+        self.in_txn = 0  # records handed to the open transaction
+
+    def run(self, conn: StreamingConnection, chunks: queue.Queue[Any], report: Callable[[], None]) -> None:
+        deadline = time.monotonic() + self.commit_interval
         while True:
             try:
                 item = chunks.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -122,25 +155,53 @@ def stream_command(
             if isinstance(item, BaseException):
                 raise item
             if item is not None and item is not _END:
-                for piece in _slices(item, records_per_txn - in_txn, records_per_txn):
-                    if in_txn == 0:
+                for piece in _slices(item, self.records_per_txn - self.in_txn, self.records_per_txn):
+                    if self.in_txn == 0:
                         conn.begin_transaction()
-                        deadline = time.monotonic() + commit_interval
+                        deadline = time.monotonic() + self.commit_interval
+                    self.in_txn += len(piece)
                     conn.write_record_array(piece)
-                    in_txn += len(piece)
-                    if in_txn >= records_per_txn:
-                        conn.commit_transaction()
-                        in_txn = 0
-            if in_txn and (item is _END or time.monotonic() >= deadline):
-                conn.commit_transaction()
-                in_txn = 0
-            if item is None or item is _END:
-                deadline = time.monotonic() + commit_interval
-                _progress(console, conn.stats(), started)
+                    if self.in_txn >= self.records_per_txn:
+                        self._commit(conn)
+            if self.in_txn and (item is _END or time.monotonic() >= deadline):
+                self._commit(conn)
             if item is _END:
-                break
-        stats = conn.stats()
-    _progress(console, stats, started)
+                return
+            if item is None:  # idle input: report now and then
+                deadline = time.monotonic() + self.commit_interval
+                report()
+
+    def _commit(self, conn: StreamingConnection) -> None:
+        conn.commit_transaction()
+        self.committed_records += self.in_txn
+        self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
+        self.committed_txns += 1
+        self.in_txn = 0
+
+    def explain(self, exc: SerializationError, *, lines: bool) -> None:
+        """Notes on ``exc``: which input records are committed, which are not, how to keep the good ones."""
+        done = self.committed_records
+        if exc.record_index is not None:
+            exc.add_note(
+                f"the bad one is input record {done + exc.record_index + 1:,} (records: non-empty lines, from 1)"
+            )
+        exc.add_note(
+            f"committed: {f'input records 1-{done:,}' if done else 'nothing'} "
+            f"({_count(self.committed_txns, 'transaction')})"
+        )
+        exc.add_note(
+            f"not committed: input records {done + 1:,}-{done + self.in_txn:,} (their transaction is aborted) "
+            "and all input after them"
+        )
+        skip = (
+            f"if the input has no empty lines, `tail -n +{done + 1}` skips the committed records; "
+            if lines and done
+            else ""
+        )
+        exc.add_note(
+            f"to keep the good records, stream the rest again with --dead-letter FILE ({skip}bad records "
+            "then go to FILE as JSON lines and the others are committed)"
+        )
 
 
 def _slices(chunk: pa.Array, first: int, size: int) -> list[pa.Array]:
@@ -153,11 +214,16 @@ def _slices(chunk: pa.Array, first: int, size: int) -> list[pa.Array]:
     return [p for p in pieces if len(p)]
 
 
-def _progress(console: Console, stats: dict[str, int], started: float) -> None:
-    elapsed = max(time.monotonic() - started, 1e-9)
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _progress(console: Console, ingest: _Ingest) -> None:
+    elapsed = max(time.monotonic() - ingest.started, 1e-9)
+    rows = ingest.committed_records - ingest.rejected
     console.print(
-        f"[bold]{stats['records_written']:,}[/] records, {stats['committed_txns']} txns committed, "
-        f"{stats['records_rejected']} rejected, {stats['records_written'] / elapsed:,.0f} records/s"
+        f"[bold]{_count(rows, 'row')}[/] committed in {_count(ingest.committed_txns, 'txn')}, "
+        f"{_count(ingest.rejected, 'record')} rejected, {ingest.committed_records / elapsed:,.0f} records/s"
     )
 
 
@@ -168,12 +234,10 @@ def _progress(console: Console, stats: dict[str, int], started: float) -> None:
 @click.option("--row-id", is_flag=True, help="Print ROW__ID as Hive shows it.")
 @click.option("--columns", default=None, help="Comma-separated columns to print (default: all).")
 def cat_command(
-    table: str, metastore: str | None, warehouse: str, limit: int | None, row_id: bool, columns: str | None
+    table: str, metastore: str, warehouse: str, limit: int | None, row_id: bool, columns: str | None
 ) -> None:
     """Print TABLE's rows visible now, tab separated like Hive's CLI (NULL for nulls)."""
-    from acidstream.catalog import Metastore
-
-    with Metastore.connect(metastore or default_metastore_url(warehouse), warehouse=warehouse) as ms:
+    with open_metastore(metastore, warehouse) as ms:
         scan = ms.table(table).scan(columns=columns.split(",") if columns else None, with_row_id=row_id)
         printed = 0
         out = sys.stdout

@@ -74,6 +74,8 @@ class Metastore:
         """Open (creating or checking the schema version of) the metastore database at ``url``."""
         db = Database(url)
         wh = os.fspath(warehouse)
+        if "://" not in wh:  # locations are stored: relative ones would resolve against each reader's cwd
+            wh = os.path.abspath(wh)
 
         def init(conn: Connection) -> None:
             s.ensure_schema(conn, now_ms())

@@ -2,28 +2,33 @@
 ``testing.alerts`` (the Hive streaming seed's table), queried with Spark SQL while it fills.
 
 Each run lands its files in a fresh directory under ``<warehouse>/_landing``; the streaming checkpoint is
-kept, so a second run ingests only its own files (and ``--reset`` starts over). While the query runs, the
-table is counted through Spark SQL about once a second (less often when a count takes longer): counts may
-only grow and must always be a whole number of landing files (one file is one micro-batch is one
-transaction), which is the visible proof that readers only ever see committed transactions.
+kept, so a second run ingests only its own files (and ``--reset`` starts over). One landing file is one
+micro-batch is one transaction, and file ``f`` holds the ids ``first + f * per_file ...``, so a Spark SQL query
+that groups the visible ids by file sees, for each transaction, either all of its rows or none: that is what
+:class:`SnapshotWatcher` checks on every query it runs while the ingest goes on.
 
-Speed: a micro-batch costs Spark about a second whatever its size (offset and commit logs, planning, a
-task's and the commit's Python worker round trips), while the sink writes 10k rows in ~0.1 s; so by default
-landing files are sized by rows (:data:`ROWS_PER_FILE`) rather than counted. The counting queries run in
-their own fair-scheduler pool, so a micro-batch's task takes the next free core instead of queueing behind
-all of a query's tasks, and the next query waits at least as long as the last one took: however big the
-table grows, the queries never hold the cores more than about half of the time.
+Sizing: the first micro-batch starts Spark's Python workers (seconds); each later one costs Spark a few tenths
+of a second beyond the sink's writing (offset and commit logs, planning, Python worker round trips), and the
+queries share the cores. The defaults (:data:`DEFAULT_ROWS` in files of :data:`ROWS_PER_FILE`) make 40
+transactions in about half a minute on two cores, so the queries see many snapshots mid-ingest; fewer, bigger
+files raise the records/s towards the sink's own rate (docs/benchmarks.md) and leave fewer snapshots to see.
+The queries run in their own fair-scheduler pool, so a micro-batch's task takes the next free core instead of
+queueing behind all of a query's tasks, and the next query waits at least as long as the last one took: the
+queries never hold the cores more than about half of the time.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import statistics
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
 
 from acidstream.errors import TransactionError
 
@@ -33,9 +38,13 @@ if TYPE_CHECKING:
     from acidstream.catalog import Metastore
 
 TABLE = "testing.alerts"
-#: Default landing file size: micro-batches big enough that Spark's per-batch cost does not dominate.
-ROWS_PER_FILE = 50_000
-#: Fair-scheduler pools (``spark.scheduler.mode=FAIR``, set by :func:`quiet_session`).
+#: Rows a run lands and ingests unless told otherwise.
+DEFAULT_ROWS = 1_000_000
+#: Default landing file size (rows of one micro-batch and transaction).
+ROWS_PER_FILE = 25_000
+#: Seconds between two looks at the metastore for the progress shown.
+PROGRESS_POLL = 0.2
+#: Fair-scheduler pools (``spark.scheduler.mode=FAIR``, set by ``spark.shell.command_session``).
 INGEST_POOL = "acidstream-ingest"
 QUERY_POOL = "acidstream-queries"
 POOL_PROPERTY = "spark.scheduler.pool"
@@ -64,7 +73,7 @@ class JobConfig:
     warehouse: str
     metastore: str
     reset: bool = False
-    query_interval: float = 1.0
+    query_interval: float = 0.5
 
 
 @dataclass
@@ -75,27 +84,30 @@ class JobReport:
     table_rows: int
     partitions: int
     files: int
-    queries: int
-    counts: list[int] = field(default_factory=list)
+    #: whole transactions of this run that each Spark SQL query saw, in order (the last after the ingest)
+    snapshots: list[int] = field(default_factory=list)
+    #: seconds of the first micro-batch; median seconds of the later ones and of their writing (Spark's progress)
+    first_batch_seconds: float = 0.0
+    batch_seconds: float = 0.0
+    write_seconds: float = 0.0
 
     @property
     def records_per_second(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def queries(self) -> int:
+        return len(self.snapshots)
+
+    @property
+    def mid_ingest_snapshots(self) -> int:
+        """Distinct snapshots the queries saw with some but not all of the run's transactions."""
+        return len({n for n in self.snapshots if 0 < n < self.transactions})
+
 
 def default_files(rows: int) -> int:
     """Landing files for ``rows`` rows when not given: one per :data:`ROWS_PER_FILE` rows."""
     return max(1, -(-rows // ROWS_PER_FILE))
-
-
-def quiet_session(app_name: str, log_file: str | None = None) -> SparkSession:
-    """The project's local session with the acidstream format registered (JVM stderr to ``log_file``).
-
-    Fair scheduling lets the ingest and the queries share the cores (a running session keeps its mode).
-    """
-    from acidstream.spark import register, session
-
-    return register(session(app_name, log_file=log_file, extra_conf={"spark.scheduler.mode": "FAIR"}))
 
 
 def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
@@ -122,12 +134,6 @@ def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
     return sizes
 
 
-def whole_files(count: int, sizes: list[int]) -> bool:
-    """Is ``count`` the row total of some prefix-size multiset of files? (all equal but the last)"""
-    full, last = sizes[0], sizes[-1]
-    return count % full == 0 or (count >= last and (count - last) % full == 0)
-
-
 def prepare(cfg: JobConfig) -> Metastore:
     from acidstream.catalog import Metastore
 
@@ -146,16 +152,32 @@ def _tables(ms: Metastore) -> list[str]:
     return ms.list_tables("testing") if "testing" in ms.list_databases() else []
 
 
-def count_committed(spark: SparkSession, cfg: JobConfig) -> int:
-    """One Spark SQL query; the view is rebuilt so the query plans its own snapshot.
+def visible_files(spark: SparkSession, cfg: JobConfig, first_id: int, per_file: int) -> dict[int, int]:
+    """One Spark SQL query: rows visible now of each of this run's landing files (file index → rows).
 
-    The view reads only ``id`` (a Python source gets no column pruning from Spark, and ``count(*)`` needs no
-    column): which rows are visible does not depend on the columns read.
+    The view is rebuilt so the query plans its own snapshot; it reads only ``id`` (a Python source gets no
+    column pruning from Spark), and which rows are visible does not depend on the columns read.
     """
     spark.read.format("acidstream").option("metastore", cfg.metastore).option(
         "warehouse", cfg.warehouse
     ).option("columns", "id").load(TABLE).createOrReplaceTempView("alerts")
-    return int(spark.sql("SELECT count(*) AS n FROM alerts").collect()[0]["n"])
+    rows = spark.sql(
+        f"SELECT CAST((id - {first_id}) DIV {per_file} AS INT) AS file, count(*) AS n FROM alerts "
+        f"WHERE id >= {first_id} GROUP BY 1"
+    ).collect()
+    return {int(row["file"]): int(row["n"]) for row in rows}
+
+
+def check_whole(visible: dict[int, int], sizes: Sequence[int], seen_before: set[int]) -> None:
+    """A query saw whole transactions only: each file all or nothing, and nothing committed went missing."""
+    partial = {f: n for f, n in visible.items() if f >= len(sizes) or n != sizes[f]}
+    if partial:
+        raise TransactionError(
+            f"a Spark SQL query saw part of a transaction: file → rows visible {partial}, sizes {list(sizes)}"
+        )
+    lost = seen_before - set(visible)
+    if lost:
+        raise TransactionError(f"committed landing files {sorted(lost)} disappeared from a later snapshot")
 
 
 def _in_pool(spark: SparkSession, pool: str | None) -> None:
@@ -163,8 +185,51 @@ def _in_pool(spark: SparkSession, pool: str | None) -> None:
     spark.sparkContext.setLocalProperty(POOL_PROPERTY, pool)  # type: ignore[arg-type]  # None unsets
 
 
+class SnapshotWatcher(threading.Thread):
+    """Spark SQL queries in a thread of their own while the ingest runs; each must see whole transactions.
+
+    The next query waits at least as long as the last one took, so the queries hold the cores at most about
+    half of the time however big the table grows. A failed check (or query) stops the watcher and is raised by
+    :meth:`finish`.
+    """
+
+    def __init__(self, spark: SparkSession, cfg: JobConfig, first_id: int, sizes: Sequence[int]) -> None:
+        super().__init__(name="acidstream-snapshot-watcher", daemon=True)
+        self.spark, self.cfg, self.first_id, self.sizes = spark, cfg, first_id, sizes
+        self.snapshots: list[int] = []
+        self._seen: set[int] = set()
+        self._finishing = threading.Event()
+        self._error: BaseException | None = None
+
+    def observe(self) -> None:
+        """One query and its checks, on the calling thread (the job's own before and after the ingest)."""
+        visible = visible_files(self.spark, self.cfg, self.first_id, self.sizes[0])
+        check_whole(visible, self.sizes, self._seen)
+        self._seen = set(visible)
+        self.snapshots.append(len(visible))
+
+    def run(self) -> None:
+        _in_pool(self.spark, QUERY_POOL)
+        pause = self.cfg.query_interval
+        while not self._finishing.wait(pause):
+            asked = time.monotonic()
+            try:
+                self.observe()
+            except BaseException as exc:  # raised in the job's thread by finish()
+                self._error = exc
+                return
+            pause = max(self.cfg.query_interval, time.monotonic() - asked)
+
+    def finish(self) -> None:
+        """Stop after the query under way, then raise what the watcher found wrong, if anything."""
+        self._finishing.set()
+        self.join()
+        if self._error is not None:
+            raise self._error
+
+
 def run(cfg: JobConfig, spark: SparkSession, on_progress: Callable[[int], None]) -> JobReport:
-    """Land, stream and watch; ``on_progress(rows visible so far in this run)`` after every query."""
+    """Land, stream and watch; ``on_progress(rows of this run committed so far)`` as the sink commits."""
     ms = prepare(cfg)
     pool_before = spark.sparkContext.getLocalProperty(POOL_PROPERTY)
     try:
@@ -174,16 +239,20 @@ def run(cfg: JobConfig, spark: SparkSession, on_progress: Callable[[int], None])
 
 
 def _run(cfg: JobConfig, spark: SparkSession, ms: Metastore, on_progress: Callable[[int], None]) -> JobReport:
-    baseline = ms.table(TABLE).scan(columns=["id"]).count()
+    first_id = ms.table(TABLE).scan(columns=["id"]).count()  # ids continue where earlier runs stopped
     write_ids_before = ms.get_valid_write_ids(TABLE).high_watermark
     landing = os.path.join(cfg.warehouse, "_landing")
-    sizes = land_files(landing, cfg.rows, cfg.files, first_id=baseline)
+    sizes = land_files(landing, cfg.rows, cfg.files, first_id=first_id)
+    committed_rows = [0, *accumulate(sizes)]
     source = (
         spark.readStream.format("csv")
         .schema("id int, msg string, continent string, country string")
         .option("maxFilesPerTrigger", 1)
         .load(os.path.join(landing, "*"))
     )
+    watcher = SnapshotWatcher(spark, cfg, first_id, sizes)
+    _in_pool(spark, QUERY_POOL)
+    watcher.observe()  # before the ingest: none of this run's files (and Spark's workers warm)
     started = time.monotonic()
     _in_pool(spark, INGEST_POOL)  # the streaming query's thread inherits the pool
     query = (
@@ -196,39 +265,52 @@ def _run(cfg: JobConfig, spark: SparkSession, ms: Metastore, on_progress: Callab
         .start(TABLE)
     )
     _in_pool(spark, QUERY_POOL)
-    counts: list[int] = []
-    while query.isActive:
-        asked = time.monotonic()
-        counts.append(count_committed(spark, cfg))
-        check_count(counts, baseline, sizes)
-        on_progress(counts[-1] - baseline)
-        # the next query waits at least as long as this one took: queries hold the cores half the time at most
-        pause = max(cfg.query_interval, time.monotonic() - asked)
-        query.awaitTermination(pause)  # type: ignore[arg-type]  # float seconds work (int(t * 1000))
-    query.awaitTermination()
-    seconds = time.monotonic() - started
-    counts.append(count_committed(spark, cfg))
-    check_count(counts, baseline, sizes)
-    on_progress(counts[-1] - baseline)
-    if counts[-1] != baseline + sum(sizes):
-        raise TransactionError(f"ingest ended with {counts[-1] - baseline} new rows, expected {sum(sizes)}")
+    watcher.start()
+    try:
+        while query.isActive:
+            query.awaitTermination(PROGRESS_POLL)  # type: ignore[arg-type]  # float seconds work
+            done = _committed_since(ms, write_ids_before)
+            on_progress(committed_rows[min(done, len(sizes))])
+        query.awaitTermination()  # raises the query's failure, if any
+        seconds = time.monotonic() - started
+    finally:
+        watcher.finish()
+    watcher.observe()  # after the ingest: every file visible
+    transactions = _committed_since(ms, write_ids_before)
+    on_progress(committed_rows[min(transactions, len(sizes))])
+    if watcher.snapshots[-1] != len(sizes):
+        raise TransactionError(f"ingest ended with {watcher.snapshots[-1]} of {len(sizes)} files visible")
     table = ms.table(TABLE)
+    first_batch_seconds, batch_seconds, write_seconds = _batch_times(query.recentProgress)
     return JobReport(
         rows=sum(sizes),
         seconds=seconds,
-        transactions=ms.get_valid_write_ids(TABLE).high_watermark - write_ids_before,
-        table_rows=counts[-1],
+        transactions=transactions,
+        table_rows=table.scan(columns=["id"]).count(),
         partitions=len(ms.list_partitions(TABLE)),
         files=sum(1 for _, _, names in os.walk(table.location) for n in names if n.startswith("bucket_")),
-        queries=len(counts),
-        counts=counts,
+        snapshots=watcher.snapshots,
+        first_batch_seconds=first_batch_seconds,
+        batch_seconds=batch_seconds,
+        write_seconds=write_seconds,
     )
 
 
-def check_count(counts: list[int], baseline: int, sizes: list[int]) -> None:
-    """Readers see only committed micro-batches: counts never shrink and are whole files' worth of rows."""
-    new = counts[-1] - baseline
-    if len(counts) > 1 and counts[-1] < counts[-2]:
-        raise TransactionError(f"row count went down from {counts[-2]} to {counts[-1]}")
-    if new < 0 or (new and not whole_files(new, sizes)):
-        raise TransactionError(f"{new} new rows visible: not a whole number of committed files {sizes}")
+def _committed_since(ms: Metastore, write_id: int) -> int:
+    """Transactions committed on the table after ``write_id`` (the sink's, while the job runs)."""
+    valid = ms.get_valid_write_ids(TABLE)
+    return sum(1 for w in range(write_id + 1, valid.high_watermark + 1) if valid.is_write_id_valid(w))
+
+
+def _batch_times(progress: Sequence[dict[str, Any]]) -> tuple[float, float, float]:
+    """Seconds of the first micro-batch (it starts Spark's Python workers), and the median of the later ones
+    and of their writing (``addBatch``), from Spark's query progress."""
+    durations = [p["durationMs"] for p in progress if p["numInputRows"]]
+    if not durations:
+        return 0.0, 0.0, 0.0
+    later = durations[1:] or durations
+    return (
+        durations[0]["triggerExecution"] / 1000,
+        statistics.median(d["triggerExecution"] for d in later) / 1000,
+        statistics.median(d.get("addBatch", 0) for d in later) / 1000,
+    )

@@ -1,0 +1,121 @@
+"""Where commands find the metastore: flags, environment, the nearest acidstream.toml, ./wh; reading never
+creates one, and a command that finds nothing says where it looked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, inspect
+
+from acidstream.cli import cli
+from acidstream.cli._options import CONFIG_FILE
+
+READ_ONLY = [
+    ["show", "databases"],
+    ["show", "tables", "testing"],
+    ["show", "partitions", "testing.alerts"],
+    ["show", "txns"],
+    ["show", "locks"],
+    ["show", "compactions"],
+    ["sql", "SHOW DATABASES"],
+    ["sql", "CREATE DATABASE testing"],
+    ["cat", "testing.alerts"],
+    ["stream", "testing.alerts"],
+    ["housekeeper", "--once"],
+]
+NO_ENV = {"ACIDSTREAM_METASTORE": "", "ACIDSTREAM_WAREHOUSE": ""}
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), env={**NO_ENV, **(env or {})})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=lambda a: " ".join(a))
+def test_commands_without_a_metastore_create_nothing_and_say_where_they_looked(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke(*args)
+    assert code == 4, err
+    assert listing(tmp_path) == []
+    assert f"no metastore at sqlite:///{tmp_path / 'wh' / 'metastore.db'}" in err
+    assert "acidstream metastore init" in err
+    assert f"(from the default: no {CONFIG_FILE} in {tmp_path} or a parent)" in err
+
+
+def test_an_empty_database_is_not_made_a_metastore_by_reading(metastore_url: str, tmp_path: Path) -> None:
+    if metastore_url.startswith("sqlite:///"):
+        Path(metastore_url.removeprefix("sqlite:///")).touch()  # an empty file, as sqlite3 would leave
+    code, _, err = invoke("show", "databases", "--metastore", metastore_url, "--warehouse", str(tmp_path))
+    assert (
+        code == 4
+        and "the database has no acidstream schema" in err
+        and "(from --metastore and --warehouse)" in err
+    )
+    engine = create_engine(metastore_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
+def test_init_writes_acidstream_toml_found_from_below(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = invoke("metastore", "init")
+    assert code == 0 and f"wrote {tmp_path / CONFIG_FILE}" in out
+    assert 'warehouse = "wh"' in (tmp_path / CONFIG_FILE).read_text()
+    assert invoke("sql", "CREATE DATABASE testing")[0] == 0
+    below = tmp_path / "a" / "b"
+    below.mkdir(parents=True)
+    monkeypatch.chdir(below)
+    assert invoke("show", "databases") == (0, "default\ntesting\n", "")
+    assert listing(below) == []
+    code, out, _ = invoke("metastore", "init")  # found upward: nothing new written
+    assert code == 0 and "wrote" not in out and not (below / CONFIG_FILE).exists()
+
+
+def test_toml_paths_are_relative_to_the_file_and_flags_and_env_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    other = tmp_path / "other"
+    project.mkdir()
+    monkeypatch.chdir(tmp_path)
+    for wh in (project / "data", other):
+        assert invoke("metastore", "init", "--no-config", "--warehouse", str(wh))[0] == 0
+        assert invoke("sql", f"CREATE DATABASE in_{wh.name}", "--warehouse", str(wh))[0] == 0
+    assert set(os.listdir(tmp_path)) == {"project", "other"}  # --no-config: no acidstream.toml written
+    (project / CONFIG_FILE).write_text('warehouse = "data"\nmetastore = "sqlite:///data/metastore.db"\n')
+    monkeypatch.chdir(project)
+    assert invoke("show", "databases")[1] == "default\nin_data\n"
+    assert invoke("show", "databases", "--warehouse", str(other))[1] == "default\nin_other\n"
+    env = {"ACIDSTREAM_WAREHOUSE": str(other)}
+    assert invoke("show", "databases", env=env)[1] == "default\nin_other\n"
+    assert invoke("show", "databases", "--warehouse", "data", env=env)[1] == "default\nin_data\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('warehous = "wh"\n', "unknown key(s) warehous"),
+        ("warehouse = 3\n", "warehouse must be a non-empty string"),
+        ("warehouse = \n", "Invalid value"),
+    ],
+)
+def test_a_bad_acidstream_toml_is_a_usage_error_naming_it(
+    text: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / CONFIG_FILE).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke("show", "databases")
+    assert code == 2 and f"{tmp_path / CONFIG_FILE}: " in err and message in err

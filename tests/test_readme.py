@@ -1,0 +1,160 @@
+"""The README's examples run as written, in order, in a fresh directory, as a new user would run them.
+
+Blocks are told apart by what they hold: the two project commands (``scripts/main.sh`` has its own test, and
+``scripts/test.sh`` is this suite) and ``source scripts/activate`` (this environment stands in for it: the
+``acidstream`` and ``python`` it puts on PATH are this interpreter's) are not run; Python blocks run in a
+fresh interpreter, shell blocks in ``bash -eu`` with ``acidstream`` on PATH, TOML blocks are read as an
+``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or run ``spark-shell``) run in this
+process on the suite's one SparkSession, so only the test marked ``spark`` runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from acidstream.cli import cli
+from acidstream.cli._options import read_config
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
+ACTIVATE = "source scripts/activate"
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    code: str
+    line: int  # of the opening fence, 1-based
+
+    @property
+    def kind(self) -> str:
+        if any(command in self.code for command in PROJECT_COMMANDS):
+            return "project commands"
+        if ACTIVATE in self.code:
+            return "activate"
+        spark = "acidstream.spark" in self.code or "spark-shell" in self.code
+        return f"{self.lang}{' spark' if spark else ''}"
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line} ({self.kind})"
+
+
+def readme_blocks() -> list[Block]:
+    blocks = []
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```$", README.read_text(), re.M | re.S):
+        line = README.read_text()[: match.start()].count("\n") + 1
+        blocks.append(Block(match.group(1), match.group(2), line))
+    return blocks
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh directory, and an environment with no metastore settings and ``acidstream``/``python`` on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, command in (
+        ("acidstream", f'"{sys.executable}" -m acidstream.cli'),
+        ("python", f'"{sys.executable}"'),
+    ):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("COLUMNS", "120")
+    for name in ("ACIDSTREAM_METASTORE", "ACIDSTREAM_WAREHOUSE"):
+        monkeypatch.delenv(name, raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+def run_block(block: Block, work: Path) -> None:
+    kind = block.kind
+    if kind in ("project commands", "activate"):
+        return
+    if kind == "toml":
+        path = work / "example-acidstream.toml"
+        path.write_text(block.code)
+        read_config(str(path))  # raises on a key or value acidstream.toml does not take
+        return
+    if kind == "python":
+        done = subprocess.run([sys.executable, "-c", block.code], cwd=work, capture_output=True, timeout=300)
+    elif kind == "bash":
+        done = subprocess.run(["bash", "-eu", "-c", block.code], cwd=work, capture_output=True, timeout=300)
+    elif kind == "python spark":
+        exec(compile(block.code, str(block), "exec"), {"__name__": "__readme__"})
+        return
+    elif kind == "bash spark":
+        for line in block.code.splitlines():
+            args = shlex.split(line, comments=True)
+            if not args:
+                continue
+            assert args[0] == "acidstream", f"{block}: only acidstream commands run in-process: {line}"
+            result = CliRunner().invoke(cli, args[1:], catch_exceptions=False)
+            assert result.exit_code == 0, f"{block}: {line}\n{result.output}"
+        return
+    else:
+        raise AssertionError(f"{block}: no way to run a {kind!r} block")
+    assert done.returncode == 0, f"{block} failed:\n{done.stdout.decode()}\n{done.stderr.decode()}"
+
+
+def test_every_block_is_run_or_stood_in_for() -> None:
+    blocks = readme_blocks()
+    kinds = [b.kind for b in blocks]
+    assert set(kinds) <= {
+        "project commands",
+        "activate",
+        "toml",
+        "python",
+        "bash",
+        "python spark",
+        "bash spark",
+    }
+    assert {"python", "bash", "python spark", "bash spark"} <= set(kinds)
+    for block in blocks:
+        if block.kind == "project commands":
+            lines = [shlex.split(line, comments=True) for line in block.code.splitlines()]
+            assert [" ".join(words) for words in lines if words] == list(PROJECT_COMMANDS), block
+        if block.kind == "activate":
+            assert [shlex.join(shlex.split(line, comments=True)) for line in block.code.splitlines()] == [
+                ACTIVATE
+            ]
+
+
+def test_examples_run_as_written(workspace: Path) -> None:
+    """Every example that needs no Spark, in README order (the Spark ones are the other test's)."""
+    for block in readme_blocks():
+        if not block.kind.endswith("spark"):
+            run_block(block, workspace)
+    assert (workspace / "bad.jsonl").read_text().count("\n") == 1  # the dead-letter example wrote its record
+
+
+def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> None:
+    """Every example, Spark's included, in README order."""
+    for block in readme_blocks():
+        run_block(block, workspace)
+
+
+def test_activate_puts_acidstream_and_python_on_path() -> None:
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "acidstream").exists():
+        pytest.skip(f"no installed environment at {venv} (bash scripts/test.sh makes one)")
+    script = (
+        f"cd /; {ACTIVATE.replace('scripts/', str(ROOT / 'scripts') + '/')} && command -v acidstream python"
+    )
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, timeout=600, env={"PATH": "/usr/bin:/bin"}
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == [str(venv / "bin" / "acidstream"), str(venv / "bin" / "python")]
