@@ -107,9 +107,19 @@ class SideFileWriter:
         """Create the side file of ``data_path`` (must not exist) holding one long 0, flushed."""
         side = side_file_path(data_path)
         _create_exclusive(fs, side)
-        writer = cls(fs, side, fs.open_output_stream(side))
-        writer._write(0)
+        try:
+            writer = cls(fs, side, fs.open_output_stream(side))
+            writer._write(0)
+        except OSError:
+            with contextlib.suppress(OSError):  # an empty side file would make readers wait for its first long
+                fs.delete_file(side)
+            raise
         return writer
+
+    @property
+    def last(self) -> int:
+        """The last length appended (0 when none was): readers may be using any length up to it."""
+        return self._last
 
     def append(self, offset: int) -> None:
         """Record the end offset of the footer just written; offsets never move backwards."""
@@ -124,9 +134,13 @@ class SideFileWriter:
         self._stream.write(_LONG.pack(value))
         self._stream.flush()
 
-    def close_and_delete(self) -> None:
-        """Close and delete, as ``OrcRecordUpdater.close`` does once the data file has its final footer."""
+    def close(self) -> None:
+        """Close and keep the side file (its data file could not be cut back to the last length in it)."""
         if not self._stream.closed:
             self._stream.close()
+
+    def close_and_delete(self) -> None:
+        """Close and delete, as ``OrcRecordUpdater.close`` does once the data file has its final footer."""
+        self.close()
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.path)
