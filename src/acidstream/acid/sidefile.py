@@ -55,11 +55,19 @@ def logical_extent(
     file (created but its first long not yet flushed) raises SideFileNotReadable, as Hive throws "found but
     is not readable": readers should retry shortly. An offset beyond the physical length means the data
     file lost bytes the writer had published: CorruptFileError.
+
+    ``physical_length`` (from a directory listing) may be older than the side file: a live writer appends
+    data, then its length to the side file, and at close its final footer, then deletes the side file. So
+    the data file's length is taken again *after* reading the side file: it then covers every length the
+    side file held, and the whole file once the side file is gone.
     """
     if parsed_delta is None or not parsed_delta.may_contain_side_file:
         return physical_length, False
     side = side_file_path(data_path)
     lengths = read_flush_lengths(fs, side)
+    info = fs.get_file_info(data_path)
+    if info.type == pafs.FileType.File and info.size is not None:
+        physical_length = info.size
     if lengths is None:
         return physical_length, False
     if not lengths:
