@@ -29,6 +29,7 @@ from acidstream.errors import (
     ConnectionError,
     InvalidPartition,
     InvalidTable,
+    MetastoreUnavailable,
     SerializationError,
     StreamingIOFailure,
     TransactionError,
@@ -39,6 +40,7 @@ from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
 from acidstream.streaming.records import buffer as buffer_module
 from acidstream.streaming.records import text_values
 from acidstream.streaming.state import TxnState
+from support.faultinjection import sqlite_write_lock_held
 
 DELIM = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
 
@@ -503,6 +505,47 @@ def test_an_io_error_at_an_intermediate_parse_kills_the_batch(ms: Metastore, nat
         assert conn.current_transaction_state() is TxnState.ABORTED
         assert _metastore_state(ms, txn) == "ABORTED"
     assert rows(ms) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_commit_the_metastore_cannot_take_leaves_client_and_metastore_agreeing(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    """Issue 19: another process held SQLite's write lock; the commit waited ~50 busy timeouts, then the client
+    said ABORTED while the metastore said OPEN. Now the wait is bounded, each txn's state on the client is the
+    metastore's, and the abort the failure could not make is retried (heartbeats, close) until it is made."""
+    db = tmp_path / "ms.db"
+    with Metastore.connect(f"sqlite:///{db}", warehouse=str(warehouse), db_wait_timeout=0.5) as m:
+        m.execute("CREATE TABLE flat (id int, msg string) TBLPROPERTIES ('transactional'='true')")
+        conn = (
+            StreamingConnection.builder()
+            .with_metastore(m)
+            .with_database("default")
+            .with_table("flat")
+            .with_record_writer(DELIM)
+            .with_transaction_batch_size(3)
+            .with_configuration({"heartbeat_interval": 0.1})
+            .connect()
+        )
+        with conn:
+            conn.begin_transaction()
+            conn.write(b"1,lost")
+            txn = conn.current_transaction_id()
+            with sqlite_write_lock_held(db):
+                with pytest.raises(MetastoreUnavailable):
+                    conn.commit_transaction()
+                assert conn.current_transaction_state() is TxnState.OPEN  # the abort could not be made either
+                assert _metastore_state(m, txn) == "OPEN"
+                with pytest.raises(TransactionError, match="dead"):
+                    conn.commit_transaction()
+            for _ in range(200):  # the next heartbeats abort it now that the lock is free
+                if conn.current_transaction_state() is TxnState.ABORTED:
+                    break
+                time.sleep(0.05)
+            assert conn.current_transaction_state() is TxnState.ABORTED
+            assert _metastore_state(m, txn) == "ABORTED"
+            assert conn.to_transaction_string().endswith("TxnStatus[AAA] LastUsed txnid:1")
+        assert m.table("default.flat").scan().to_arrow().num_rows == 0
 
 
 def test_bad_records_at_intermediate_parses_keep_every_good_record(ms: Metastore, native: str) -> None:

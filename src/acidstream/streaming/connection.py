@@ -35,6 +35,7 @@ from acidstream.errors import (
     InvalidTable,
     LockTimeoutException,
     MetaException,
+    MetastoreUnavailable,
     NoSuchObjectException,
     NoSuchTxnException,
     SerializationError,
@@ -548,18 +549,36 @@ class StreamingConnection:
 
     def _close_batch(self, batch: _Batch) -> None:
         try:
-            unresolved = batch.unresolved_txns() if self.is_managed else []
-            if unresolved and self.metastore is not None:
-                self._call(self.metastore.abort_txns, unresolved)
-                self._stats.aborted_txns += len(unresolved)
-            for i, state in enumerate(batch.states):
-                if state in (TxnState.INACTIVE, TxnState.OPEN):
-                    batch.states[i] = TxnState.ABORTED
+            self._settle(batch)
         finally:
             self._stats.auto_flushes += batch.files.auto_flushes
             self._stats.files_written.update(batch.files.files)
             batch.files.auto_flushes = 0
             batch.files.close()
+
+    def _settle(self, batch: _Batch) -> None:
+        """Abort the batch's txns that are neither committed nor aborted, so that each txn's state here is the
+        metastore's. When the metastore cannot be reached they stay as they are (it still says OPEN), and the
+        abort is retried at the next heartbeat and at close."""
+        unresolved = batch.unresolved_txns() if self.is_managed else []
+        if unresolved and self.metastore is not None:
+            try:
+                self._call(self.metastore.abort_txns, unresolved)
+            except MetastoreUnavailable:
+                raise
+            except MetaException:  # one was committed by a commit whose answer was lost, or cleaned away
+                for t in unresolved:
+                    state = self._call(self.metastore.get_txn_state, t)
+                    if state.name == "OPEN":
+                        self._call(self.metastore.abort_txns, [t])
+                    batch.states[batch.txn_ids.index(t)] = (
+                        TxnState.COMMITTED if state.name == "COMMITTED" else TxnState.ABORTED
+                    )
+                return
+            self._stats.aborted_txns += len(unresolved)
+        for i, state in enumerate(batch.states):
+            if state in (TxnState.INACTIVE, TxnState.OPEN):
+                batch.states[i] = TxnState.ABORTED
 
     def _mark_dead(self, batch: _Batch, cause: BaseException) -> None:
         """Any failure but a bad record kills the batch (Hive's ``markDead``): remaining txns are aborted."""
@@ -606,7 +625,10 @@ class StreamingConnection:
     def _heartbeat(self) -> None:
         with self._lock, self._gil:
             batch = self._batch
-            if self._closed or batch is None or batch.dead is not None or self.metastore is None:
+            if self._closed or batch is None or self.metastore is None:
+                return
+            if batch.dead is not None:
+                self._settle(batch)  # txns the failure could not abort (the metastore was unreachable)
                 return
             live = batch.unresolved_txns()
             if not live:

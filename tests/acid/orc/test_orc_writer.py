@@ -31,7 +31,7 @@ from acidstream.acid.types import Column, parse_columns
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import armed
 from conftest import all_type_rows, write_path
-from support.faultfs import DISK_KINDS, full_disk, skip_unless_possible
+from support.faultinjection import DISK_KINDS, full_disk, skip_unless_possible
 
 B0 = BucketCodec.V1.encode(0, -1)
 COLS = parse_columns("id int, msg string")

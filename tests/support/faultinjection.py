@@ -1,4 +1,5 @@
-"""Real storage faults for tests: a small tmpfs that fills up, and a ``pyarrow.fs`` filesystem whose writes fail.
+"""Real faults for tests: a small tmpfs that fills up, a ``pyarrow.fs`` filesystem whose writes fail, a SQLite
+write lock held by another process.
 
 A tmpfs needs root (``mount``); :func:`full_disk` uses one when it can and otherwise substitutes, through the
 ``storage.filesystem`` fault point, a filesystem that refuses writes past a byte budget as a full disk does.
@@ -11,6 +12,7 @@ import errno
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +198,23 @@ def full_disk(directory: Path, capacity: int, kind: str | None = None) -> Iterat
         directory.mkdir(parents=True, exist_ok=True)
         with failing_writes(WriteBudget(capacity=capacity)):
             yield directory
+
+
+@contextlib.contextmanager
+def sqlite_write_lock_held(path: Path) -> Iterator[None]:
+    """Another process holds the SQLite database's write lock (BEGIN IMMEDIATE) until the block ends."""
+    code = (
+        "import sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\nprint('held', flush=True)\nsys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(30)
