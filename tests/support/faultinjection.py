@@ -183,21 +183,53 @@ def skip_unless_possible(kind: str) -> None:
         pytest.skip("mounting a tmpfs needs root (the failing-fs variant runs instead)")
 
 
-@contextlib.contextmanager
-def full_disk(directory: Path, capacity: int, kind: str | None = None) -> Iterator[Path]:
-    """A directory that takes about ``capacity`` more bytes: a tmpfs (``kind`` "tmpfs", the default as root),
-    or a filesystem refusing writes past the budget ("failing-fs"), which cannot truncate either.
+class SmallDisk:
+    """A directory with little room: a tmpfs, or one written through a :class:`FailingFileSystem` budget."""
 
-    Either way writes beyond it fail with ENOSPC; the block may free space by deleting files (tmpfs only)."""
+    def __init__(self, path: Path, size: int, budget: WriteBudget | None) -> None:
+        self.path, self.size, self._budget = path, size, budget
+
+    @property
+    def kind(self) -> str:
+        return "tmpfs" if self._budget is None else "failing-fs"
+
+    def make_room(self, more: int) -> None:
+        """Free ``more`` bytes, as deleting other files would (a tmpfs grows, the budget rises)."""
+        self.size += more
+        if self._budget is None:
+            subprocess.run(["mount", "-o", f"remount,size={self.size}", str(self.path)], check=True)
+        else:
+            assert self._budget.capacity is not None
+            self._budget.capacity += more
+
+
+@contextlib.contextmanager
+def full_disk(directory: Path, capacity: int, kind: str | None = None) -> Iterator[SmallDisk]:
+    """A directory that takes about ``capacity`` bytes: a tmpfs (``kind`` "tmpfs", the default as root), or
+    a filesystem refusing writes past the budget ("failing-fs"), which cannot truncate either. Writes beyond
+    it fail with ENOSPC; a tmpfs is unmounted however the block ends."""
     if kind is None:
         kind = "tmpfs" if can_mount_tmpfs() else "failing-fs"
     if kind == "tmpfs":
         with small_tmpfs(directory, capacity):
-            yield directory
+            yield SmallDisk(directory, capacity, None)
     else:
         directory.mkdir(parents=True, exist_ok=True)
-        with failing_writes(WriteBudget(capacity=capacity)):
-            yield directory
+        with failing_writes(WriteBudget(capacity=capacity)) as budget:
+            yield SmallDisk(directory, capacity, budget)
+
+
+def unmount_leftovers(under: Path) -> list[str]:
+    """Detach any tmpfs still mounted below ``under`` (a test process interrupted mid-test); their paths."""
+    left = []
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            _, where, fstype = line.split()[:3]
+            if fstype == "tmpfs" and where.startswith(str(under)):
+                left.append(where)
+    for where in sorted(left, reverse=True):
+        subprocess.run(["umount", "-l", where], capture_output=True)
+    return left
 
 
 @contextlib.contextmanager

@@ -199,9 +199,9 @@ def test_a_failed_flush_cuts_the_file_back_to_the_last_published_footer(tmp_path
     deleted side file. On a filesystem that truncates (a tmpfs) the file is cut back; on one that cannot
     (a pyarrow filesystem failing past its budget) the side file stays; readers keep every published row."""
     skip_unless_possible(disk)
-    with full_disk(tmp_path / "disk", 192 << 10, disk) as disk_dir:
-        fs = table_filesystem(str(disk_dir))[0]
-        path = write_path(disk_dir, "delta_0000001_0000010")
+    with full_disk(tmp_path / "disk", 192 << 10, disk) as small:
+        fs = table_filesystem(str(small.path))[0]
+        path = write_path(small.path, "delta_0000001_0000010")
         w = AcidWriter(fs, path, COLS, options=WriterOptions(compression="NONE"), side_file=True)
         w.insert(1, B0, random_rows(0, 100))
         published = w.flush()
