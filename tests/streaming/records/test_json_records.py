@@ -199,3 +199,11 @@ def test_escaped_lone_surrogates_are_not_text() -> None:
     assert [(e.record_index, e.field) for e in strict.errors] == [(1, "s"), (2, "a")]
     lenient = StrictJsonWriter.builder().with_lenient(True).build().bind(cols).parse(records)
     assert [r["s"] for r in lenient.batch.to_pylist()] == ["ok \U0001f600", None, None]
+
+
+def test_utf8_encoded_surrogates_are_invalid_bytes() -> None:
+    """``json.loads`` of bytes lets them through (surrogatepass); UTF-8 forbids them."""
+    cols = parse_columns("i int, s string")
+    result = StrictJsonWriter.builder().build().bind(cols).parse([b'{"i": 1, "s": "\xed\xa0\x80"}', b'{"i": 2}'])
+    assert [(e.record_index, e.field) for e in result.errors] == [(0, "s")]
+    assert result.batch.to_pylist() == [{"i": 2, "s": None}]

@@ -146,8 +146,8 @@ class JsonParser(RecordParser):
         only an ignored key does); lenient, invalid bytes read as U+FFFD and lone surrogates as NULL."""
         nulls: list[object] = [None] * len(self.columns)
         invalid_bytes = False
-        try:
-            obj = json.loads(raw, parse_float=decimal.Decimal)
+        try:  # decoded here: json.loads would let UTF-8-encoded surrogates through (surrogatepass)
+            obj = json.loads(raw.decode("utf-8"), parse_float=decimal.Decimal)
         except UnicodeDecodeError:
             invalid_bytes = not self.lenient
             text = raw.decode("utf-8", "replace" if self.lenient else "surrogateescape")
