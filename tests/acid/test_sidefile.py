@@ -139,6 +139,19 @@ def test_length_beyond_physical_is_corrupt(data_file: str) -> None:
     assert exc.value.path == data_file
 
 
+def test_a_listing_older_than_the_side_file_is_not_corruption(data_file: str) -> None:
+    """A reader beside a live writer (issue 19): the listing saw 60 bytes, then the writer flushed to 90 and
+    appended 90 to the side file, then the reader read the side file. The data file's length now is what
+    counts, read after the side file."""
+    Path(side_file_path(data_file)).write_bytes(longs(0, 40, 90))
+    assert logical_extent(FS, data_file, STREAMING, 60) == (90, True)
+
+
+def test_a_listing_older_than_the_close_takes_the_whole_closed_file(data_file: str) -> None:
+    """The writer closed the file (final footer, side file deleted) after the listing saw 60 bytes."""
+    assert logical_extent(FS, data_file, STREAMING, 60) == (100, False)
+
+
 def test_orc_reads_our_side_file_like_hive(jvm: Any, spark: Any, data_file: str) -> None:
     """orc-core's ``OrcAcidUtils.getLastFlushLength`` (what Hive's readers use) sees the offsets we append."""
     fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from acidstream.faults import FAULTS_ENV
 from acidstream.metastore import Metastore, TxnState
-from acidstream.metastore.txns import COMMIT_DELAY_ENV
 
 CLIENT = """
 import sys
@@ -59,7 +59,7 @@ def _setup(url: str, warehouse: Path) -> None:
 
 def test_kill_inside_commit_transaction(metastore_url: str, warehouse: Path) -> None:
     _setup(metastore_url, warehouse)
-    proc = _start(metastore_url, warehouse, 1, {COMMIT_DELAY_ENV: "30"})
+    proc = _start(metastore_url, warehouse, 1, {FAULTS_ENV: "metastore.commit=sleep:30"})
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
     assert line[0] == "committing"

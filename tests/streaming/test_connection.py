@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import re
 import sys
 import threading
@@ -19,6 +21,7 @@ from acidstream import (
     StrictDelimitedInputWriter,
     StrictJsonWriter,
     StrictRegexWriter,
+    faults,
 )
 from acidstream.acid.orc.compression import CompressionKind
 from acidstream.acid.orc.tail import read_tail
@@ -26,14 +29,18 @@ from acidstream.errors import (
     ConnectionError,
     InvalidPartition,
     InvalidTable,
+    MetastoreUnavailable,
     SerializationError,
+    StreamingIOFailure,
     TransactionError,
 )
+from acidstream.faults import armed
 from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
 from acidstream.streaming.records import buffer as buffer_module
 from acidstream.streaming.records import text_values
 from acidstream.txn.state import TxnState
+from support.faultinjection import sqlite_write_lock_held
 
 DELIM = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
 
@@ -442,6 +449,121 @@ def test_rows_of_a_commit_that_failed_then_aborted_never_show(ms: Metastore, nat
         conn.commit_transaction()
         assert rows(ms) == [{"id": 2, "msg": "kept"}]
     assert rows(ms) == [{"id": 2, "msg": "kept"}]
+
+
+def _metastore_state(ms: Metastore, txn: int | None) -> str:
+    assert txn is not None
+    return ms.get_txn_state(txn).name
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_an_io_error_in_the_commits_last_parse_kills_the_batch(ms: Metastore, native: str, batch: int) -> None:
+    """Issue 19: the final parse inside commit_transaction failed with an I/O error, the buffered records were
+    gone, and a second commit_transaction() succeeded without them. Any failure but a bad record kills the
+    batch (Hive's markDead): the txn is aborted in the metastore and every later call raises."""
+    with connect(ms, batch=batch, max_buffered_bytes=1) as conn:  # every routed row is flushed at once
+        conn.begin_transaction()
+        for i in range(1000):
+            conn.write(b"%d,row" % i)
+        txn = conn.current_transaction_id()
+        with armed("orc.flush.tail", faults.os_error(errno.ENOSPC)), pytest.raises(StreamingIOFailure):
+            conn.commit_transaction()
+        assert conn.current_transaction_state() is TxnState.ABORTED
+        assert _metastore_state(ms, txn) == "ABORTED"
+        with pytest.raises(TransactionError):
+            conn.commit_transaction()
+        with pytest.raises(TransactionError):
+            conn.write(b"1,late")
+        if batch > 1:  # the rest of the batch was aborted with it (a batch of one is simply used up)
+            with pytest.raises(TransactionError, match="closed streaming connection"):
+                conn.begin_transaction()
+    assert rows(ms) == []
+    with connect(ms, batch=batch) as conn:  # the table takes new transactions
+        conn.begin_transaction()
+        conn.write(b"7,after")
+        conn.commit_transaction()
+    assert rows(ms) == [{"id": 7, "msg": "after"}]
+
+
+def test_an_io_error_at_an_intermediate_parse_kills_the_batch(ms: Metastore, native: str) -> None:
+    """Issue 19: write() raised an I/O error at an intermediate parse point, the caller carried on, and the
+    commit succeeded with 700 of 1,000 rows."""
+    with connect(ms, batch=2, parse_batch_records=100, max_buffered_bytes=1) as conn:
+        conn.begin_transaction()
+        txn = conn.current_transaction_id()
+        failures: list[Exception] = []
+        with armed("orc.flush.tail", faults.os_error(errno.EIO), at=4):
+            for i in range(1000):
+                try:
+                    conn.write(b"%d,row" % i)
+                except (StreamingIOFailure, TransactionError) as exc:
+                    failures.append(exc)
+        assert isinstance(failures[0], StreamingIOFailure)
+        assert failures[1:] and all(isinstance(f, TransactionError) for f in failures[1:])
+        with pytest.raises(TransactionError):
+            conn.commit_transaction()
+        assert conn.current_transaction_state() is TxnState.ABORTED
+        assert _metastore_state(ms, txn) == "ABORTED"
+    assert rows(ms) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_commit_the_metastore_cannot_take_leaves_client_and_metastore_agreeing(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    """Issue 19: another process held SQLite's write lock; the commit waited ~50 busy timeouts, then the client
+    said ABORTED while the metastore said OPEN. Now the wait is bounded, each txn's state on the client is the
+    metastore's, and the abort the failure could not make is retried (heartbeats, close) until it is made."""
+    db = tmp_path / "ms.db"
+    with Metastore.connect(f"sqlite:///{db}", warehouse=str(warehouse), db_wait_timeout=0.5) as m:
+        m.execute("CREATE TABLE flat (id int, msg string) TBLPROPERTIES ('transactional'='true')")
+        conn = (
+            StreamingConnection.builder()
+            .with_metastore(m)
+            .with_database("default")
+            .with_table("flat")
+            .with_record_writer(DELIM)
+            .with_transaction_batch_size(3)
+            .with_configuration({"heartbeat_interval": 0.1})
+            .connect()
+        )
+        with conn:
+            conn.begin_transaction()
+            conn.write(b"1,lost")
+            txn = conn.current_transaction_id()
+            with sqlite_write_lock_held(db):
+                with pytest.raises(MetastoreUnavailable):
+                    conn.commit_transaction()
+                assert conn.current_transaction_state() is TxnState.OPEN  # the abort could not be made either
+                assert _metastore_state(m, txn) == "OPEN"
+                with pytest.raises(TransactionError, match="dead"):
+                    conn.commit_transaction()
+            for _ in range(200):  # the next heartbeats abort it now that the lock is free
+                if conn.current_transaction_state() is TxnState.ABORTED:
+                    break
+                time.sleep(0.05)
+            assert conn.current_transaction_state() is TxnState.ABORTED
+            assert _metastore_state(m, txn) == "ABORTED"
+            assert conn.to_transaction_string().endswith("TxnStatus[AAA] LastUsed txnid:1")
+        assert m.table("default.flat").scan().to_arrow().num_rows == 0
+
+
+def test_bad_records_at_intermediate_parses_keep_every_good_record(ms: Metastore, native: str) -> None:
+    """A SerializationError never loses the transaction's other records, wherever the parse happens."""
+    with connect(ms, batch=2, parse_batch_records=100) as conn:
+        conn.begin_transaction()
+        bad = 0
+        for i in range(1000):
+            try:
+                conn.write(b"%d,row" % i if i % 150 else b"x%d,bad" % i)
+            except SerializationError:
+                bad += 1
+        with contextlib.suppress(SerializationError):
+            conn.commit_transaction()
+        if conn.current_transaction_state() is TxnState.OPEN:
+            conn.commit_transaction()
+        assert bad >= 1
+    assert [r["id"] for r in rows(ms)] == [i for i in range(1000) if i % 150]
 
 
 def test_dead_letter_file_collects_bad_records(ms: Metastore, tmp_path: Path) -> None:

@@ -100,3 +100,54 @@ def test_builder_methods_chain_in_any_order() -> None:
         .with_null_sequence("")
     )
     assert w.build().null_sequence == "" and w.build().lenient
+
+
+def _utf8_case(kind: str, field: str) -> tuple[RecordWriter, list[bytes]]:
+    """A writer and 4 records (id, msg, continent, year) whose record 2 holds invalid UTF-8 in ``field``."""
+    values = [[b"%d" % i, b"m%d" % i, b"Asia", b"2024"] for i in range(4)]
+    values[2][["id", "msg", "continent", "year"].index(field)] = b"x\xff\xfey"
+    if kind == "delimited":
+        return StrictDelimitedInputWriter.builder().with_field_delimiter(",").build(), [
+            b",".join(v) for v in values
+        ]
+    if kind == "regex":
+        writer = StrictRegexWriter.builder().with_regex(r"([^,]*),([^,]*),([^,]*),([^,]*)").build()
+        return writer, [b",".join(v) for v in values]
+    return StrictJsonWriter.builder().build(), [
+        b'{"id": %s, "msg": "%s", "continent": "%s", "year": %s}' % tuple(v) for v in values
+    ]
+
+
+@pytest.mark.parametrize("field", ["msg", "continent"])
+@pytest.mark.parametrize("kind", ["delimited", "json", "regex"])
+def test_every_writer_refuses_invalid_utf8_naming_record_and_field(kind: str, field: str) -> None:
+    """Issue 19: StrictJsonWriter stored invalid strings (every later full read of the table failed) and an
+    invalid partition value raised a raw UnicodeDecodeError; the others named no field."""
+    writer, records = _utf8_case(kind, field)
+    parser = writer.bind(DATA, KEYS, dynamic_partitioning=True)
+    result = parser.parse(records, first_index=10)
+    assert result.good_indexes.tolist() == [0, 1, 3]
+    [error] = result.errors
+    assert (error.record_index, error.field) == (12, field)
+    assert "UTF-8" in str(error)
+    result.batch.validate(full=True)  # every string kept is valid UTF-8
+    lenient = dataclasses.replace(writer, lenient=True).bind(DATA, KEYS, dynamic_partitioning=True)
+    kept = lenient.parse(records)
+    kept.batch.validate(full=True)
+    assert kept.batch.num_rows == 4 and kept.batch.column(field)[2].as_py() == "x\ufffd\ufffdy"
+
+
+@pytest.mark.parametrize("kind", ["delimited", "json", "regex"])
+def test_invalid_utf8_outside_any_column_names_no_field(kind: str) -> None:
+    """Bytes no column takes (an unknown JSON key, a delimited extra field) still make the record bad."""
+    writer, records = _utf8_case(kind, "msg")
+    bad = {
+        "delimited": b"1,a,Asia,2024,\xff",
+        "regex": b"1,a\xff,Asia",  # does not match: no group holds the bytes
+        "json": b'{"id": 1, "\xff": "x"}',
+    }[kind]
+    result = writer.bind(DATA, KEYS, dynamic_partitioning=True).parse([records[0], bad])
+    assert result.good_indexes.tolist() == [0]
+    [error] = result.errors
+    assert (error.record_index, error.field) == (1, None)
+    assert "UTF-8" in str(error)

@@ -53,21 +53,26 @@ def logical_extent(
     Files outside a delta that may carry a side file, and files whose side file is absent (the writer closed
     the file, which deletes it), are used whole. Otherwise the last recorded offset counts; an empty side
     file (created but its first long not yet flushed) raises SideFileNotReadable, as Hive throws "found but
-    is not readable": readers should retry shortly. An offset beyond the physical length (the file is looked
-    at again: a listing may predate the writer's last flush) means the data file lost bytes the writer had
-    published: CorruptFileError.
+    is not readable": readers should retry shortly. An offset beyond the physical length means the data
+    file lost bytes the writer had published: CorruptFileError.
+
+    ``physical_length`` (from a directory listing) may be older than the side file: a live writer appends
+    data, then its length to the side file, and at close its final footer, then deletes the side file. So
+    the data file's length is taken again *after* reading the side file: it then covers every length the
+    side file held, and the whole file once the side file is gone.
     """
     if parsed_delta is None or not parsed_delta.may_contain_side_file:
         return physical_length, False
     side = side_file_path(data_path)
     lengths = read_flush_lengths(fs, side)
+    info = fs.get_file_info(data_path)
+    if info.type == pafs.FileType.File and info.size is not None:
+        physical_length = info.size
     if lengths is None:
         return physical_length, False
     if not lengths:
         raise SideFileNotReadable(side, _NOT_READABLE)
     last = lengths[-1]
-    if last > physical_length:  # listed before the writer's latest flush? Its data precedes its side entry
-        physical_length = fs.get_file_info(data_path).size or 0
     if last > physical_length:
         raise CorruptFileError(
             data_path, f"side file records flush length {last} beyond the physical length {physical_length}"
@@ -110,9 +115,19 @@ class SideFileWriter:
         """Create the side file of ``data_path`` (must not exist) holding one long 0, flushed."""
         side = side_file_path(data_path)
         _create_exclusive(fs, side)
-        writer = cls(fs, side, fs.open_output_stream(side))
-        writer._write(0)
+        try:
+            writer = cls(fs, side, fs.open_output_stream(side))
+            writer._write(0)
+        except OSError:
+            with contextlib.suppress(OSError):  # an empty side file would make readers wait for its first long
+                fs.delete_file(side)
+            raise
         return writer
+
+    @property
+    def last(self) -> int:
+        """The last length appended (0 when none was): readers may be using any length up to it."""
+        return self._last
 
     def append(self, offset: int) -> None:
         """Record the end offset of the footer just written; offsets never move backwards."""
@@ -127,9 +142,13 @@ class SideFileWriter:
         self._stream.write(_LONG.pack(value))
         self._stream.flush()
 
-    def close_and_delete(self) -> None:
-        """Close and delete, as ``OrcRecordUpdater.close`` does once the data file has its final footer."""
+    def close(self) -> None:
+        """Close and keep the side file (its data file could not be cut back to the last length in it)."""
         if not self._stream.closed:
             self._stream.close()
+
+    def close_and_delete(self) -> None:
+        """Close and delete, as ``OrcRecordUpdater.close`` does once the data file has its final footer."""
+        self.close()
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.path)

@@ -20,7 +20,7 @@ from acidstream.errors import LockTimeoutException
 from acidstream.metastore import catalog, compaction, locks, notifications, readers, snapshots, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
-from acidstream.metastore.engine import Database
+from acidstream.metastore.engine import DEFAULT_WAIT_TIMEOUT, Database
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
     CompactionInfo,
@@ -70,9 +70,17 @@ class Metastore:
         warehouse: str | os.PathLike[str],
         txn_timeout: float = 300.0,
         lock_wait_timeout: float = 10.0,
+        db_wait_timeout: float | None = None,
     ) -> Self:
-        """Open (creating or checking the schema version of) the metastore database at ``url``."""
-        db = Database(url)
+        """Open (creating or checking the schema version of) the metastore database at ``url``.
+
+        ``db_wait_timeout``: the longest one call waits for the database in all (another process's write lock
+        on SQLite, retries after lost connections) before failing with ``MetastoreUnavailable``; by default a
+        tenth of ``txn_timeout`` within [1, 30] s, so that a client waiting on it cannot outlive its txns.
+        """
+        if db_wait_timeout is None:
+            db_wait_timeout = min(DEFAULT_WAIT_TIMEOUT, max(1.0, txn_timeout / 10))
+        db = Database(url, db_wait_timeout)
         wh = os.fspath(warehouse)
         if "://" not in wh:  # locations are stored: relative ones would resolve against each reader's cwd
             wh = os.path.abspath(wh)
@@ -106,6 +114,11 @@ class Metastore:
     @property
     def dialect(self) -> str:
         return self._db.dialect
+
+    @property
+    def db_wait_timeout(self) -> float:
+        """The longest one call waits for the database in all (see :meth:`connect`)."""
+        return self._db.wait_timeout
 
     # --- plumbing -------------------------------------------------------------------------------------------
 

@@ -3,7 +3,12 @@
 SQLite: WAL, a busy timeout, and ``BEGIN IMMEDIATE`` for writes so that two processes never both hold a read
 snapshot and then deadlock upgrading it; reads use a deferred ``BEGIN`` and run beside writers.
 PostgreSQL: READ COMMITTED with ``SELECT ... FOR UPDATE`` on the rows Hive's TxnHandler locks; serialization
-failures, deadlocks and lost insert races are retried with the whole transaction.
+failures, deadlocks and lost insert races are retried with the whole transaction, and so are lost
+connections (a terminated backend), each on a fresh connection.
+
+Every call waits at most ``wait_timeout`` seconds in all (for SQLite's write lock, or between retries): a
+lock held by another process, or a database gone for good, fails the call with :class:`MetastoreUnavailable`
+well before the transactions a client keeps open time out.
 """
 
 from __future__ import annotations
@@ -16,16 +21,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from acidstream.errors import MetaException, MetastoreUnavailable
 from acidstream.gil import ShortSwitchInterval
-from acidstream.metastore.prepared import execute_driver_sql
+from acidstream.metastore.prepared import connection_lost, execute_driver_sql
 
 T = TypeVar("T")
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: The longest a call waits in all, by default (``Metastore.connect`` derives it from the txn timeout).
+DEFAULT_WAIT_TIMEOUT = 30.0
 MAX_ATTEMPTS = 50
 MAX_INTEGRITY_ATTEMPTS = 5  # a lost insert race resolves on the first retry; more means a real violation
 _PG_RETRY_SQLSTATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
@@ -33,8 +39,9 @@ _PG_RETRY_SQLSTATES = {"40001", "40P01"}  # serialization_failure, deadlock_dete
 _SHORT_SWITCH = ShortSwitchInterval()
 
 
-def make_engine(url: str) -> Engine:
-    """Engine for ``sqlite:///path`` or ``postgresql://...`` (mapped onto the psycopg 3 driver)."""
+def make_engine(url: str, wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> Engine:
+    """Engine for ``sqlite:///path`` or ``postgresql://...`` (mapped onto the psycopg 3 driver); a SQLite
+    statement waits up to ``wait_timeout`` seconds for another connection's write lock."""
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -45,31 +52,40 @@ def make_engine(url: str) -> Engine:
         os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
         engine = create_engine(
             parsed.set(drivername="sqlite+pysqlite"),
-            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            connect_args={"check_same_thread": False, "timeout": wait_timeout},
         )
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, round(wait_timeout * 1000))
         return engine
     if backend in ("postgresql", "postgres"):
-        return create_engine(
+        engine = create_engine(
             parsed.set(drivername="postgresql+psycopg"), pool_size=8, max_overflow=16, pool_pre_ping=True
         )
+        _configure_postgresql(engine)
+        return engine
     raise MetaException(f"unsupported metastore URL {url!r}: use sqlite:///path.db or postgresql://...")
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         readonly = conn.get_execution_options().get("acid_readonly", False)
         execute_driver_sql(conn, "BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> None:
+        if connection_lost(context.original_exception):
+            context.is_disconnect = True  # SQLAlchemy then invalidates the connection: the retry takes another
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -94,11 +110,15 @@ def _forget_pool(ref: weakref.ref[Database]) -> None:
 
 
 class Database:
-    """The engine plus the one way to change state: ``write(fn)`` runs ``fn(conn)`` in one retried transaction."""
+    """The engine plus the one way to change state: ``write(fn)`` runs ``fn(conn)`` in one retried transaction
+    (retries and lock waits together taking at most ``wait_timeout`` seconds)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> None:
+        if wait_timeout <= 0:
+            raise MetaException(f"the metastore's wait timeout must be > 0 seconds, got {wait_timeout}")
         self.url = url
-        self.engine = make_engine(url)
+        self.wait_timeout = wait_timeout
+        self.engine = make_engine(url, wait_timeout)
         self.dialect = self.engine.dialect.name
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _forget_pool(ref))
@@ -111,6 +131,7 @@ class Database:
 
     def _run(self, fn: Callable[[Connection], T], *, readonly: bool) -> T:
         delay = 0.001
+        deadline = time.monotonic() + self.wait_timeout
         for attempt in range(MAX_ATTEMPTS):
             try:
                 with _SHORT_SWITCH, self.engine.connect() as conn:
@@ -120,8 +141,13 @@ class Database:
                         return fn(conn)
             except DBAPIError as exc:
                 limit = MAX_INTEGRITY_ATTEMPTS if isinstance(exc, IntegrityError) else MAX_ATTEMPTS
-                if attempt + 1 < limit and (_retryable(exc) or _unavailable(exc)):
-                    time.sleep(delay * (1 + random.random()))
+                pause = delay * (1 + random.random())
+                if (
+                    attempt + 1 < limit
+                    and time.monotonic() + pause < deadline
+                    and (_retryable(exc) or _unavailable(exc))
+                ):
+                    time.sleep(pause)
                     delay = min(delay * 2, 0.2)
                     continue
                 if isinstance(exc, OperationalError):

@@ -145,11 +145,27 @@ def _on_cursor(conn: Connection, sql: str, params: Params | None, use: Callable[
 
 
 def _wrapped(conn: Connection, sql: str, params: Params | None, exc: Any, cursor: Any) -> StatementError:
-    """The exception SQLAlchemy raises for ``exc``; a lost connection is invalidated, as SQLAlchemy does."""
+    """The exception SQLAlchemy raises for ``exc``; a lost connection is invalidated, as SQLAlchemy does
+    (with the engine's ``handle_error`` rule: :func:`connection_lost`)."""
     dialect = conn.dialect
-    lost = bool(dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor))
+    lost = bool(dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)) or connection_lost(exc)
     if lost:
         conn.invalidate(exc)
     return DBAPIError.instance(
         sql, params, exc, dialect.loaded_dbapi.Error, connection_invalidated=lost, dialect=dialect
     )
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether a psycopg error means the connection is unusable, whatever psycopg's ``broken`` flag says.
+
+    A backend terminated in the middle of a pipelined ``executemany`` fails with ``cannot exit pipeline mode
+    while busy`` on a connection psycopg does not mark broken, so SQLAlchemy took it for a statement error,
+    did not retry, and pooled the connection again. Errors psycopg raises itself carry no SQLSTATE; the
+    server's own connection errors are classes 08 (connection exception) and 57P (operator intervention)."""
+    import psycopg
+
+    if not isinstance(error, psycopg.OperationalError):
+        return False
+    sqlstate = error.sqlstate
+    return sqlstate is None or sqlstate.startswith(("08", "57P"))

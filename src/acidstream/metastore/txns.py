@@ -6,8 +6,6 @@ Committed txns keep their ``TXNS`` row in state ``c`` (Hive 4 style) so that a r
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +19,7 @@ from acidstream.errors import (
     TxnAbortedException,
     WriteConflictException,
 )
+from acidstream.faults import fault_point
 from acidstream.metastore import catalog, notifications
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms, peek_next, take_ids
@@ -36,8 +35,6 @@ from acidstream.metastore.prepared import Prepared
 
 MAX_OPEN_BATCH = 1000  # hive.txn.max.open.batch
 IN_CHUNK = 1000  # ids per IN (...) list
-#: Seconds to sleep inside the commit's DB transaction: lets crash tests kill a client mid-commit.
-COMMIT_DELAY_ENV = "ACIDSTREAM_METASTORE_COMMIT_DELAY"
 
 T = s.txns.c
 TC = s.txn_components.c
@@ -442,9 +439,7 @@ def commit_txn(
         },
     )
     notifications.emit_many(conn, [*events, commit_event])  # the txn's writes, then its commit: one statement
-    delay = os.environ.get(COMMIT_DELAY_ENV)
-    if delay:
-        time.sleep(float(delay))
+    fault_point("metastore.commit")  # the commit's work is done, its DB transaction not yet committed
     return None
 
 

@@ -4,7 +4,8 @@ A connection writes into one table (or one static partition) through transaction
 with their write ids in one go, all writing into the same file per (partition, bucket), each committed or
 aborted on its own. Records handed to :meth:`write` are buffered and parsed in bulk; a malformed record is
 reported as :class:`SerializationError` at the next parse point (a full buffer or the commit), naming its index
-in the transaction and the field, and every good record is kept — the transaction stays usable.
+in the transaction and the field, and every good record is kept — the transaction stays usable. Any other
+failure (I/O, metastore) kills the batch as in Hive: its txns are aborted and later calls raise.
 
 The connection is not thread-safe by contract (as in Hive), except :meth:`close`, which may be called from any
 thread or a signal handler.
@@ -35,6 +36,7 @@ from acidstream.errors import (
     InvalidTable,
     LockTimeoutException,
     MetaException,
+    MetastoreUnavailable,
     NoSuchObjectException,
     NoSuchTxnException,
     SerializationError,
@@ -381,22 +383,23 @@ class StreamingConnection:
         """Write records already split into one Arrow binary array (one bulk parse, no per-record Python)."""
         self._drain_pending()
         with self._lock, self._gil:
-            self._check_writable()
+            batch = self._check_writable()
             first = self._txn_records
             self._txn_records += len(records)
             self._stats.bytes_written += record_bytes(records)
-            result = self.parser.parse_arrow(records, first_index=first)
-            self._accept(result)
+            with self._fatal_unless_bad_records(batch):
+                self._accept(self.parser.parse_arrow(records, first_index=first))
 
     def write_batch(self, data: pa.Table | pa.RecordBatch | Any) -> None:
         """Beyond Hive: write an Arrow table/batch or a pandas DataFrame whose columns match the table's."""
         self._drain_pending()
         with self._lock, self._gil:
-            self._check_writable()
+            txns = self._check_writable()
             batch = to_record_batch(data, self.parser.output_schema, first_index=self._txn_records)
             self._txn_records += batch.num_rows
             self._stats.bytes_written += batch.nbytes
-            self._route(batch)
+            with self._fatal_unless_bad_records(txns):
+                self._route(batch)
 
     def commit_transaction(
         self,
@@ -407,10 +410,11 @@ class StreamingConnection:
         """Commit the current txn; ``key``/``value`` is stored atomically with it (exactly-once sinks).
 
         ``partitions`` (lists of values) are created first and registered with this txn, as Hive 4 does.
-        A :class:`SerializationError` found while parsing the last buffered records leaves the txn open.
+        A :class:`SerializationError` found while parsing the last buffered records leaves the txn open; any
+        other failure kills the batch (its txns are aborted) and every later call on it raises.
         """
         with self._lock, self._gil:
-            batch = self._require_open_txn()
+            batch = self._check_writable()
             self._drain_pending()
             try:
                 if self.is_managed:
@@ -554,18 +558,36 @@ class StreamingConnection:
 
     def _close_batch(self, batch: _Batch) -> None:
         try:
-            unresolved = batch.unresolved_txns() if self.is_managed else []
-            if unresolved and self.metastore is not None:
-                self._call(self.metastore.abort_txns, unresolved)
-                self._stats.aborted_txns += len(unresolved)
-            for i, state in enumerate(batch.states):
-                if state in (TxnState.INACTIVE, TxnState.OPEN):
-                    batch.states[i] = TxnState.ABORTED
+            self._settle(batch)
         finally:
             self._stats.auto_flushes += batch.files.auto_flushes
             self._stats.files_written.update(batch.files.files)
             batch.files.auto_flushes = 0
             batch.files.close()
+
+    def _settle(self, batch: _Batch) -> None:
+        """Abort the batch's txns that are neither committed nor aborted, so that each txn's state here is the
+        metastore's. When the metastore cannot be reached they stay as they are (it still says OPEN), and the
+        abort is retried at the next heartbeat and at close."""
+        unresolved = batch.unresolved_txns() if self.is_managed else []
+        if unresolved and self.metastore is not None:
+            try:
+                self._call(self.metastore.abort_txns, unresolved)
+            except MetastoreUnavailable:
+                raise
+            except MetaException:  # one was committed by a commit whose answer was lost, or cleaned away
+                for t in unresolved:
+                    state = self._call(self.metastore.get_txn_state, t)
+                    if state.name == "OPEN":
+                        self._call(self.metastore.abort_txns, [t])
+                    batch.states[batch.txn_ids.index(t)] = (
+                        TxnState.COMMITTED if state.name == "COMMITTED" else TxnState.ABORTED
+                    )
+                return
+            self._stats.aborted_txns += len(unresolved)
+        for i, state in enumerate(batch.states):
+            if state in (TxnState.INACTIVE, TxnState.OPEN):
+                batch.states[i] = TxnState.ABORTED
 
     def _mark_dead(self, batch: _Batch, cause: BaseException) -> None:
         """Any failure but a bad record kills the batch (Hive's ``markDead``): remaining txns are aborted."""
@@ -612,7 +634,10 @@ class StreamingConnection:
     def _heartbeat(self) -> None:
         with self._lock, self._gil:
             batch = self._batch
-            if self._closed or batch is None or batch.dead is not None or self.metastore is None:
+            if self._closed or batch is None or self.metastore is None:
+                return
+            if batch.dead is not None:
+                self._settle(batch)  # txns the failure could not abort (the metastore was unreachable)
                 return
             live = batch.unresolved_txns()
             if not live:
@@ -630,12 +655,26 @@ class StreamingConnection:
         if not self._pending:
             return
         with self._lock, self._gil:
-            self._check_writable()
+            batch = self._check_writable()
             first = self._txn_records
             self._txn_records += len(self._pending)
             self._stats.bytes_written += self._pending.nbytes
             array = self._pending.take()
-            self._accept(self.parser.parse_arrow(array, first_index=first))
+            with self._fatal_unless_bad_records(batch):
+                self._accept(self.parser.parse_arrow(array, first_index=first))
+
+    @contextmanager
+    def _fatal_unless_bad_records(self, batch: _Batch) -> Iterator[None]:
+        """Hive's rule for taking records: a :class:`SerializationError` names bad records and every other one
+        was kept, so the txn stays usable; any other failure may have lost records (taken from the buffer,
+        half routed, half written) and kills the batch, aborting its txns, so that nothing commits without them."""
+        try:
+            yield
+        except SerializationError:
+            raise
+        except BaseException as exc:
+            self._mark_dead(batch, exc)
+            raise
 
     def _accept(self, result: ParseResult) -> None:
         """Route the good rows; dead-letter or raise the bad ones (the txn stays usable either way)."""
@@ -729,10 +768,11 @@ class StreamingConnection:
             raise TransactionError("Transaction state is not OPEN. Missing beginTransaction?")
         return batch
 
-    def _check_writable(self) -> None:
+    def _check_writable(self) -> _Batch:
         batch = self._require_open_txn()
         if batch.dead is not None:
             raise TransactionError(f"Transaction batch is dead: {batch.dead}") from batch.dead
+        return batch
 
 
 class StreamingConnectionBuilder:

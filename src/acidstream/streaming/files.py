@@ -162,11 +162,11 @@ class BatchFiles:
         encoded: dict[tuple[str, int], EncodedEvents] = {}
         for shard, encoding in zip(shards, encodings, strict=True):
             encoded.update(zip((key for key, _ in shard), encoding.result(), strict=True))
-        failures: list[tuple[tuple[str, int], OSError]] = []
+        failures: list[tuple[tuple[str, int], Exception]] = []
         for key in keys:
             try:
                 self._writers[key].flush_encoded([encoded[key]] if key in encoded else [])
-            except OSError as exc:
+            except (OSError, StreamingIOFailure) as exc:
                 failures.append((key, exc))
         if failures:
             raise StreamingIOFailure(
@@ -200,7 +200,7 @@ class BatchFiles:
                 0
             ][1]
 
-    def _describe(self, failures: list[tuple[tuple[str, int], OSError]]) -> str:
+    def _describe(self, failures: list[tuple[tuple[str, int], Exception]]) -> str:
         return "; ".join(f"{self._paths[key]}: {exc}" for key, exc in failures)
 
 
@@ -270,14 +270,14 @@ def _rows(taken: TakenEvents) -> int:
 
 def _each(
     keys: list[tuple[str, int]], action: Callable[[tuple[str, int]], object], pool: Executor | None
-) -> list[tuple[tuple[str, int], OSError]]:
+) -> list[tuple[tuple[str, int], Exception]]:
     """Run ``action`` on every key (each writer in one thread at a time), in ``pool`` if given and there is
     more than one key; the I/O failures, per key."""
 
-    def run(key: tuple[str, int]) -> OSError | None:
+    def run(key: tuple[str, int]) -> Exception | None:
         try:
             action(key)
-        except OSError as exc:
+        except (OSError, StreamingIOFailure) as exc:
             return exc
         return None
 

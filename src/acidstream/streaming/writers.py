@@ -12,7 +12,9 @@ Where we differ from Hive, on purpose:
   decimal precision overflow (NULL), varchar/char over-length (truncated), NULL map keys (entry dropped).
 * Partition values (dynamic partitioning) that do not parse as their key's type are None (Hive: NULL, hence
   ``__HIVE_DEFAULT_PARTITION__``) in both modes.
-* Records must be UTF-8 (Arrow strings); an invalid record is an error, or decoded with U+FFFD when lenient.
+* Records must be UTF-8 (Arrow strings), in every writer: invalid bytes are an error naming the field that
+  holds them (a partition value too), or decoded with U+FFFD when lenient; a JSON string escaping a lone
+  surrogate (``\\ud800``) is not text either (lenient: NULL).
 * ``write_stream`` skips empty records; Hive's Scanner yields one between ``\r\n`` under ``[\r\n]``.
 * Delimiters are single ASCII characters (LazySimpleSerDe separators are single bytes).
 * Regex: RE2 syntax (no backreferences or lookaround, rejected at build); a non-matching record is an error

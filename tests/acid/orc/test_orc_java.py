@@ -6,6 +6,7 @@ reader applies side files, snapshots and the key index like a real cluster would
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,11 @@ import pyarrow.fs as pafs
 import pytest
 from hive_format import hive_row
 
+from acidstream import faults
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, read_events
 from acidstream.acid.types import Column, parse_columns
-from acidstream.errors import CorruptFileError
+from acidstream.errors import CorruptFileError, StreamingIOFailure
 from conftest import all_type_rows
 
 B0 = BucketCodec.V1.encode(0, -1)
@@ -148,6 +150,29 @@ def test_hive_reads_committed_prefix_of_open_streaming_delta(
     assert hive_read(jvm, table, all_columns, "13:13:13") == expected[:10]
     # 12 open as well
     assert hive_read(jvm, table, all_columns, "13:12:12:13") == expected[:5]
+
+
+def test_hive_reads_a_file_cut_back_after_a_failed_flush(
+    tmp_path: Path, jvm: Any, all_columns: list[Column]
+) -> None:
+    """A flush that failed after its stripes (disk full): the close cuts the file back to the last published
+    footer and deletes the side file; Hive reads it as a closed file, with every row flushed before."""
+    d = tmp_path / "t" / "delta_0000011_0000013"
+    d.mkdir(parents=True)
+    path = str(d / "bucket_00000")
+    w = AcidWriter(pafs.LocalFileSystem(), path, all_columns, options=WriterOptions(), side_file=True)
+    batches = []
+    for i, wid in enumerate((11, 12, 13)):
+        batches.append(all_type_rows(all_columns, 5, start=10 * i))
+        w.insert(wid, B0, batches[-1])
+        if wid < 13:
+            w.flush()
+    with faults.armed("orc.flush.tail", faults.os_error(errno.ENOSPC)), pytest.raises(StreamingIOFailure):
+        w.flush()
+    w.close()
+    assert not Path(path + "_flush_length").exists()
+    expected = [hive_row(r, all_columns) for b in batches[:2] for r in b.to_pylist()]
+    assert hive_read(jvm, str(tmp_path / "t"), all_columns, "13:13:13") == expected
 
 
 def test_hive_reads_base_and_multi_stripe_delta(tmp_path: Path, jvm: Any, all_columns: list[Column]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,10 @@ import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pytest
 
+from acidstream import faults
 from acidstream.acid.codec import BucketCodec
+from acidstream.acid.location import table_filesystem
+from acidstream.acid.names import ParsedDelta, side_file_path
 from acidstream.acid.orc import (
     AcidWriter,
     EventKind,
@@ -22,8 +26,12 @@ from acidstream.acid.orc import (
     read_events,
 )
 from acidstream.acid.orc.tail import FOOTER, STRIPE, TYPE, read_tail
+from acidstream.acid.sidefile import logical_extent, read_flush_lengths
 from acidstream.acid.types import Column, parse_columns
+from acidstream.errors import StreamingIOFailure
+from acidstream.faults import armed
 from conftest import all_type_rows, write_path
+from support.faultinjection import DISK_KINDS, full_disk, skip_unless_possible
 
 B0 = BucketCodec.V1.encode(0, -1)
 COLS = parse_columns("id int, msg string")
@@ -176,6 +184,74 @@ def test_abort_close_follows_hive(tmp_path: Path, fs: pafs.FileSystem) -> None:
     assert not os.path.exists(batch + "_flush_length")
     assert os.path.getsize(batch) == off  # buffered rows were discarded, no final footer
     assert read_events(fs, batch).num_rows == 1
+
+
+def random_rows(first: int, n: int) -> pa.Table:
+    """Rows that do not compress: they fill a small disk."""
+    return pa.table(
+        {"id": pa.array(range(first, first + n), pa.int32()), "msg": [os.urandom(24).hex() for _ in range(n)]}
+    )
+
+
+@pytest.mark.parametrize("disk", DISK_KINDS)
+def test_a_failed_flush_cuts_the_file_back_to_the_last_published_footer(tmp_path: Path, disk: str) -> None:
+    """Disk full mid-batch (issue 19): the close after the failed flush must not leave a torn end behind a
+    deleted side file. On a filesystem that truncates (a tmpfs) the file is cut back; on one that cannot
+    (a pyarrow filesystem failing past its budget) the side file stays; readers keep every published row."""
+    skip_unless_possible(disk)
+    with full_disk(tmp_path / "disk", 192 << 10, disk) as small:
+        fs = table_filesystem(str(small.path))[0]
+        path = write_path(small.path, "delta_0000001_0000010")
+        w = AcidWriter(fs, path, COLS, options=WriterOptions(compression="NONE"), side_file=True)
+        w.insert(1, B0, random_rows(0, 100))
+        published = w.flush()
+        w.insert(2, B0, random_rows(100, 20_000))
+        with pytest.raises(StreamingIOFailure, match="No space left"):
+            w.flush()
+        with pytest.raises(StreamingIOFailure, match="failed earlier"):
+            w.insert(2, B0, random_rows(0, 1))
+        w.close()
+        side = Path(side_file_path(path))
+        if isinstance(fs, pafs.LocalFileSystem):
+            assert os.path.getsize(path) == published and not side.exists()
+        else:  # cannot truncate: the side file stays, and says how much of the torn file to read
+            assert os.path.getsize(path) > published and side.exists()
+        length, _ = logical_extent(fs, path, ParsedDelta(1, 10, None, 0, False), os.path.getsize(path))
+        assert length == published
+        assert read_events(fs, path, length=length).column("currentTransaction").to_pylist() == [1] * 100
+
+
+@pytest.mark.parametrize("point", ["orc.flush.stripes", "orc.flush.tail", "orc.flush.published"])
+def test_an_io_error_at_each_flush_point_leaves_the_published_prefix(
+    tmp_path: Path, fs: pafs.FileSystem, point: str
+) -> None:
+    """Whatever the side file last says is kept (the failed flush's own length once it reached the side file)."""
+    path = write_path(tmp_path, "delta_0000001_0000010")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    w.insert(1, B0, rows(1, 2))
+    w.flush()
+    w.insert(2, B0, rows(3))
+    with armed(point, faults.os_error(errno.EIO)), pytest.raises(StreamingIOFailure):
+        w.flush()
+    published = read_flush_lengths(fs, side_file_path(path))
+    assert published is not None
+    w.close()
+    assert os.path.getsize(path) == published[-1] and not Path(side_file_path(path)).exists()
+    txns = [1, 1, 2] if point == "orc.flush.published" else [1, 1]
+    assert read_events(fs, path).column("currentTransaction").to_pylist() == txns
+
+
+def test_a_failed_write_without_side_file_deletes_the_file(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """Nothing in a single-write-id file is committed before its close: a failure removes it."""
+    path = write_path(tmp_path, "delta_0000004_0000004")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=False)
+    w.insert(4, B0, rows(1))
+    w.flush()
+    w.insert(4, B0, rows(2))
+    with armed("orc.flush.tail", faults.os_error(errno.EIO)), pytest.raises(StreamingIOFailure):
+        w.flush()
+    w.close()
+    assert not os.path.exists(path)
 
 
 def test_delete_events(tmp_path: Path, fs: pafs.FileSystem) -> None:

@@ -9,6 +9,7 @@ flush (an intermediate footer, as ORC Java's ``writeIntermediateFooter``) and at
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 
+from acidstream.acid.location import truncate
 from acidstream.acid.names import ORC_ACID_VERSION, ORC_ACID_VERSION_FILE
 from acidstream.acid.orc.compression import PYARROW_NAMES, CompressionKind, kind_of
 from acidstream.acid.orc.events import (
@@ -50,6 +52,7 @@ from acidstream.acid.orc.timestamps import check_writable, has_timestamp
 from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
+from acidstream.faults import fault_point
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -303,6 +306,7 @@ class AcidWriter:
         self._struct_columns, self._timestamp_columns = layout.struct_columns, layout.timestamp_columns
         self._schema = layout.schema
         self._closed = False
+        self._failed: OSError | None = None  # a write to the file failed: it only takes close() now
         self._pending: list[pa.RecordBatch | InsertedRows] = []
         self._pending_bytes = 0
         self._stripes: list[bytes] = []  # encoded StripeInformation, offsets in this file
@@ -473,20 +477,34 @@ class AcidWriter:
         try:
             for chunk in encoded:
                 self._append_encoded(chunk)
+            fault_point("orc.flush.stripes")
             if len(self._stripes) > self._tail_stripes:
                 self._write_tail()
             self._out.flush()
+            fault_point("orc.flush.tail")
             if self._side is not None:
                 self._side.append(self._tail_offset)
+            fault_point("orc.flush.published")
         except OSError as exc:
-            raise StreamingIOFailure(f"flush of {self._path} failed: {exc}") from exc
+            raise self._failure(f"flush of {self._path} failed: {exc}", exc) from exc
         return self._tail_offset
 
     def close(self) -> None:
-        """Final footer and side-file removal; an insert file without events is deleted (bases stay, empty)."""
+        """Final footer and side-file removal; an insert file without events is deleted (bases stay, empty).
+
+        After a failed write the file is cut back to what readers were last told instead (:meth:`abort_close`):
+        its physical end may be torn, and a final footer written after torn bytes would be unreadable.
+        """
         if self._closed:
             return
-        self._await_files()
+        if self._failed is not None:
+            self._abandon()
+            return
+        try:
+            self._await_files()
+        except BaseException:
+            self._closed = True  # nothing of ours was created: nothing to close
+            raise
         try:
             self._encode_pending()
             self._closed = True
@@ -500,28 +518,45 @@ class AcidWriter:
             if self._side is not None:
                 self._side.close_and_delete()
         except OSError as exc:
-            raise StreamingIOFailure(f"close of {self._path} failed: {exc}") from exc
+            failure = self._failure(f"close of {self._path} failed: {exc}", exc)
+            self._abandon()
+            raise failure from exc
 
     def abort_close(self) -> None:
-        """``close(abort=true)`` (§5.5): no final footer; the data file is deleted unless a side file exists.
+        """``close(abort=true)`` (§5.5), and the close after a failed write: buffered events are discarded and
+        the file is left as readers were last told it is.
 
-        With a side file, earlier flushes may already be committed and visible, so the file stays as it
-        is; the side file is deleted in both cases. Buffered events are discarded.
+        Without a side file nothing in the file can be committed (its only transaction ends after the file's
+        close), so it is deleted. With one, the last length published in the side file is what readers use and
+        may already cover committed rows: the data file is cut back to that length, a complete ORC file, and
+        only then is the side file deleted (Hive deletes it at once, exposing any torn tail as the file's end).
+        Where the filesystem cannot truncate, the side file stays: readers trust it over the physical length.
+        A file that never published a footer holds nothing committed and is deleted with its side file.
         """
-        if self._closed:
-            return
+        if not self._closed:
+            self._abandon()
+
+    def _abandon(self) -> None:
         self._closed = True
         self._pending.clear()
         try:
             self._await_files()
         except (FileExistsError, StreamingIOFailure):
             return  # nothing of ours was created (an existing file is someone else's)
+        side = self._side
+        published = side.last if side is not None else 0
         try:
-            self._out.close()
-            if self._side is None:
-                self._fs.delete_file(self._path)
-            else:
-                self._side.close_and_delete()
+            with contextlib.suppress(OSError):  # a torn stream may fail to close: its bytes are cut below
+                self._out.close()
+            if published == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    self._fs.delete_file(self._path)
+            elif not truncate(self._fs, self._path, published):
+                assert side is not None
+                side.close()
+                return
+            if side is not None:
+                side.close_and_delete()
         except OSError as exc:
             raise StreamingIOFailure(f"abort of {self._path} failed: {exc}") from exc
 
@@ -530,6 +565,15 @@ class AcidWriter:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"writer for {self._path} is closed")
+        if self._failed is not None:
+            raise StreamingIOFailure(
+                f"writer for {self._path} failed earlier ({self._failed}): it only takes close() now"
+            ) from self._failed
+
+    def _failure(self, message: str, cause: OSError) -> StreamingIOFailure:
+        """Remember that a write failed: the file may now end in torn bytes past the last footer."""
+        self._failed = cause
+        return StreamingIOFailure(message)
 
     def _row_batches(self, rows: pa.RecordBatch | pa.Table) -> list[pa.RecordBatch]:
         target = self._row_schema
@@ -560,7 +604,7 @@ class AcidWriter:
             try:
                 self._encode_pending()
             except OSError as exc:
-                raise StreamingIOFailure(f"write to {self._path} failed: {exc}") from exc
+                raise self._failure(f"write to {self._path} failed: {exc}", exc) from exc
 
     def _check_sorted(self, events: pa.Table) -> None:
         """Keys must not decrease, within ``events`` and from the previous event on (vectorised)."""
@@ -735,7 +779,13 @@ class AcidWriter:
         self._side = SideFileWriter.create(self._fs, self._path) if side_file else None
         try:
             self._out = self._fs.open_output_stream(self._path)
-            self._out.write(MAGIC)
+            try:
+                self._out.write(MAGIC)
+            except OSError:
+                with contextlib.suppress(OSError):  # a torn header must not stay behind as a bucket file
+                    self._out.close()
+                    self._fs.delete_file(self._path)
+                raise
         except OSError:
             if self._side is not None:
                 self._side.close_and_delete()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
 
 from acidstream.acid.types import Column
@@ -12,27 +12,73 @@ from acidstream.streaming.records.base import (
     ParseResult,
     RecordParser,
     RowErrors,
+    shown,
     texts_to_result,
 )
 from acidstream.streaming.records.text_values import TextFormat, levels_needed, split_fields
 
 
-def records_as_text(records: pa.Array, errors: RowErrors, lenient: bool) -> pa.Array:
-    """Records as UTF-8 strings; invalid UTF-8 is a bad record (strict) or decoded with U+FFFD (lenient)."""
+def records_as_text(
+    records: pa.Array, errors: RowErrors, lenient: bool
+) -> tuple[pa.Array, InvalidText | None]:
+    """Records as UTF-8 strings. A record that is not valid UTF-8 is decoded with U+FFFD when lenient; when
+    strict it is bad, and the returned :class:`InvalidText` names its field once the caller has split it."""
     try:
-        return records.cast(pa.large_string())
+        return records.cast(pa.large_string()), None
     except pa.ArrowInvalid:
-        texts: list[str] = []
-        invalid = np.zeros(len(records), dtype=bool)
-        for i, raw in enumerate(records.to_pylist()):
+        pass
+    raw = records.to_pylist()
+    if lenient:
+        texts = [r.decode("utf-8", "replace") if r is not None else None for r in raw]
+        return pa.array(texts, pa.large_string()), None
+    invalid = InvalidText(errors, raw)
+    return pa.array(invalid.texts, pa.large_string()), invalid
+
+
+class InvalidText:
+    """Strict mode's view of records of which some are not valid UTF-8: those are decoded with a marker
+    character for every invalid byte, so that once a record is split into fields, the field holding the
+    marker is the one an error names.
+
+    The marker is a Unicode noncharacter that none of these records contains (so never a character of their
+    own); if all 32 occur, U+FFFD stands in, and a field may be named wrongly but the record is still bad."""
+
+    def __init__(self, errors: RowErrors, records: list[bytes | None]) -> None:
+        self._errors = errors
+        self.texts: list[str | None] = []
+        self._rows: list[int] = []
+        for i, record in enumerate(records):
+            if record is None:
+                self.texts.append(None)
+                continue
             try:
-                texts.append(raw.decode("utf-8"))
+                self.texts.append(record.decode("utf-8"))
             except UnicodeDecodeError:
-                invalid[i] = True
-                texts.append(raw.decode("utf-8", "replace") if lenient else "")
-        if not lenient:
-            errors.add(invalid, None, lambda i: "record is not valid UTF-8")
-        return pa.array(texts, pa.large_string())
+                self.texts.append(record.decode("utf-8", "surrogateescape"))
+                self._rows.append(i)
+        bad = [self.texts[i] for i in self._rows]
+        self._marker = next((m for m in _MARKERS if not any(m in t for t in bad if t)), "\ufffd")
+        for i in self._rows:
+            self.texts[i] = _ESCAPED_BYTES.sub(self._marker, self.texts[i] or "")
+
+    def report(self, fields: Sequence[pa.Array], names: Sequence[str]) -> None:
+        """One error per invalid record, naming its first field that holds invalid bytes (None: no field does,
+        e.g. bytes in a field beyond the table's columns). Call before any other check of these records."""
+        for i in self._rows:
+            for name, values in zip(names, fields, strict=False):
+                value = values[i].as_py()
+                if isinstance(value, str) and self._marker in value:
+                    shown_value = shown(value.replace(self._marker, "\ufffd"))
+                    self._errors.add_one(i, name, f"{shown_value} is not valid UTF-8")
+                    break
+            else:
+                self._errors.add_one(i, None, "record is not valid UTF-8")
+
+
+#: The noncharacters U+FDD0..U+FDEF, candidates for :class:`InvalidText`'s marker.
+_MARKERS = tuple(chr(c) for c in range(0xFDD0, 0xFDF0))
+#: The lone surrogates ``surrogateescape`` decodes invalid bytes to.
+_ESCAPED_BYTES = re.compile("[\udc80-\udcff]")
 
 
 class DelimitedParser(RecordParser):
@@ -51,9 +97,11 @@ class DelimitedParser(RecordParser):
 
     def parse_arrow(self, records: pa.BinaryArray | pa.LargeBinaryArray, first_index: int = 0) -> ParseResult:
         errors = RowErrors(records, first_index)
-        text = records_as_text(records, errors, self.lenient)
+        text, invalid = records_as_text(records, errors, self.lenient)
         width = len(self.data) + len(self.partitions)
         fields, counts = split_fields(text, self.fmt.separators[0], width)
+        if invalid is not None:
+            invalid.report(fields, [c.name for c in (*self.data, *self.partitions)])
         if not self.lenient:
             errors.add(
                 counts > width,

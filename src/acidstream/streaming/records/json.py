@@ -11,6 +11,7 @@ from __future__ import annotations
 import decimal
 import io
 import json
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -90,7 +91,8 @@ class JsonParser(RecordParser):
         blocks = pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 2))  # a record must fit in one block
         try:
             table = pj.read_json(io.BytesIO(buf), read_options=blocks, parse_options=options)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table.validate(full=True)  # pyarrow.json keeps invalid UTF-8 in strings: the slow path names it
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):  # the last: in a key
             return None
         known = {c.name for c in self.columns}
         if table.num_rows != len(records) or any(
@@ -137,19 +139,39 @@ class JsonParser(RecordParser):
         return finish(arrays, errors, self.parsed_schema)
 
     def _record(self, raw: bytes) -> tuple[list[object], tuple[str | None, str] | None]:
-        """One record's column values (None where bad) and its first problem (field, message), if any."""
+        """One record's column values (None where bad) and its first problem (field, message), if any.
+
+        Text that is not valid UTF-8 (invalid bytes, or lone surrogates escaped as ``\\ud800``) is never
+        taken: strict, the record is bad and the error names the first column holding such text (none when
+        only an ignored key does); lenient, invalid bytes read as U+FFFD and lone surrogates as NULL."""
         nulls: list[object] = [None] * len(self.columns)
-        try:
-            obj = json.loads(raw, parse_float=decimal.Decimal)
-        except (ValueError, UnicodeDecodeError) as exc:
+        invalid_bytes = False
+        try:  # decoded here: json.loads would let UTF-8-encoded surrogates through (surrogatepass)
+            obj = json.loads(raw.decode("utf-8"), parse_float=decimal.Decimal)
+        except UnicodeDecodeError:
+            invalid_bytes = not self.lenient
+            text = raw.decode("utf-8", "replace" if self.lenient else "surrogateescape")
+            try:
+                obj = json.loads(text, parse_float=decimal.Decimal)
+            except ValueError as exc:
+                return nulls, (None, f"not valid JSON ({exc})")
+        except ValueError as exc:
             return nulls, (None, f"not valid JSON ({exc})")
         if not isinstance(obj, dict):
             return nulls, (None, f"not a JSON object: {shown(raw)}")
+        suspect = invalid_bytes or _SURROGATE_ESCAPE.search(raw) is not None
         lowered = {k.lower(): v for k, v in obj.items()}
         values: list[object] = []
         problem: tuple[str | None, str] | None = None
+        invalid_text: tuple[str, str] | None = None  # the first column whose text is not valid UTF-8, why
         for n, column in enumerate(self.columns):
             value = lowered.get(column.name)
+            if suspect and _has_surrogates(value):
+                values.append(None)
+                if invalid_text is None:
+                    shown_value = shown(_SURROGATES.sub("\ufffd", str(value)))
+                    invalid_text = (column.name, f"{shown_value} is not valid UTF-8")
+                continue
             try:
                 if n >= len(self.data):
                     values.append(_partition_text(value))
@@ -159,7 +181,27 @@ class JsonParser(RecordParser):
                 values.append(None)
                 if problem is None and not self.lenient:
                     problem = (column.name, f"{exc} for {column.type}")
+        if invalid_text is not None and not self.lenient:
+            problem = invalid_text
+        elif invalid_bytes:
+            problem = (None, "record is not valid UTF-8")
         return values, problem
+
+
+#: A JSON escape of a UTF-16 surrogate, which may stand alone (not encodable as UTF-8).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogates(value: object) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate (invalid bytes, or an escape of one) anywhere."""
+    if isinstance(value, str):
+        return not value.isascii() and _SURROGATES.search(value) is not None
+    if isinstance(value, list):
+        return any(_has_surrogates(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_surrogates(k) or _has_surrogates(v) for k, v in value.items())
+    return False
 
 
 def _join_lines(records: pa.Array) -> bytes:

@@ -87,13 +87,15 @@ class RegexParser(RecordParser):
 
     def parse_arrow(self, records: pa.BinaryArray | pa.LargeBinaryArray, first_index: int = 0) -> ParseResult:
         errors = RowErrors(records, first_index)
-        text = records_as_text(records, errors, self.lenient)
+        text, invalid = records_as_text(records, errors, self.lenient)
         groups = pc.extract_regex(text, self.pattern)
-        if not self.lenient:
-            errors.add(~mask(pc.is_valid(groups)), None, lambda i: "record does not match the regex")
         width = len(self.data) + len(self.partitions)
         fields = [pc.struct_field(groups, [i]) for i in range(width)] if len(text) else []
         fields = fields or [pa.array([], pa.large_string())] * width
+        if invalid is not None:
+            invalid.report(fields, [c.name for c in (*self.data, *self.partitions)])
+        if not self.lenient:
+            errors.add(~mask(pc.is_valid(groups)), None, lambda i: "record does not match the regex")
         return texts_to_result(
             fields,
             self.data,

@@ -1,0 +1,68 @@
+"""I/O errors at each write and flush of a transaction batch (issue 19, defect 2).
+
+The table's filesystem fails from its k-th write or flush call on, for every k a clean run makes (data files,
+side files, version files; intermediate and final footers): whichever call fails, no transaction commits
+partially, every committed row stays readable, the failed txn is aborted and later calls on it raise, and the
+table takes new transactions afterwards. Then each named flush point fails in turn (acidstream.faults).
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from acidstream import Metastore, faults
+from acidstream.errors import StreamingException, StreamingIOFailure
+from support.faultinjection import WriteBudget, failing_writes
+from support.streamcheck import Ledger, assert_batch_killed, check_table, create_table, stream
+
+PER_TXN = 1000
+TXNS = 4
+#: auto-flushes inside each txn, so that failures also hit flushes of uncommitted rows
+CONFIG = {"max_buffered_bytes": 2 << 10, "parse_batch_records": 250}
+
+
+def _run(ms: Metastore, table: str, batch: int, budget: WriteBudget) -> Ledger:
+    ledger, killed = Ledger(), assert_batch_killed(ms)
+    create_table(ms, table)
+    with failing_writes(budget):
+        try:
+            stream(ms, table, range(TXNS), PER_TXN, ledger, batch=batch, config=CONFIG, check_failure=killed)
+        except StreamingException as exc:
+            assert isinstance(exc, StreamingIOFailure) or isinstance(exc.__cause__, OSError), exc
+    return ledger
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_an_io_error_at_any_write_or_flush_call_commits_nothing_partially(
+    tmp_path: Path, warehouse: Path, batch: int
+) -> None:
+    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(warehouse)) as ms:
+        clean = WriteBudget()
+        assert _run(ms, "clean", batch, clean).committed == set(range(TXNS))
+        assert clean.calls > 50
+        for k in range(1, clean.calls + 1):
+            table = f"t{k}"
+            ledger = _run(ms, table, batch, WriteBudget(fail_call=k, code=errno.EIO))
+            assert len(ledger.committed) < TXNS, f"call {k} of {clean.calls} did not fail"
+            check_table(ms, table, ledger, PER_TXN)
+            stream(ms, table, [TXNS], PER_TXN, ledger, batch=batch)  # the same table takes new txns
+            assert check_table(ms, table, ledger, PER_TXN)[TXNS] == PER_TXN, f"call {k}"
+
+
+@pytest.mark.parametrize("point", ["orc.flush.stripes", "orc.flush.tail", "orc.flush.published"])
+@pytest.mark.parametrize("hit", [1, 4])
+def test_an_io_error_at_each_named_flush_point(tmp_path: Path, warehouse: Path, point: str, hit: int) -> None:
+    """The same through the fault points of ``AcidWriter.flush_encoded``, on the local filesystem (files are
+    cut back to what the side file published)."""
+    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(warehouse)) as ms:
+        create_table(ms, "t")
+        ledger, killed = Ledger(), assert_batch_killed(ms)
+        with faults.armed(point, faults.os_error(errno.EIO), at=hit), pytest.raises(StreamingIOFailure):
+            stream(ms, "t", range(TXNS), PER_TXN, ledger, batch=3, config=CONFIG, check_failure=killed)
+        check_table(ms, "t", ledger, PER_TXN)
+        stream(ms, "t", [TXNS], PER_TXN, ledger, batch=3)
+        assert check_table(ms, "t", ledger, PER_TXN)[TXNS] == PER_TXN
