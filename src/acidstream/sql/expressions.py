@@ -22,8 +22,8 @@ import pyarrow.dataset as ds
 from sqlglot import exp
 
 from acidstream.acid.types import parse_type
-from acidstream.errors import InvalidObjectException, SqlSyntaxError
-from acidstream.sql.parse import DIALECT, error_at, unsupported
+from acidstream.errors import InvalidObjectException
+from acidstream.sql.parse import DIALECT, error_at, shown, unsupported
 
 #: Resolves a column reference to (field name in the evaluated table, type); raises for unknown columns.
 Resolve = Callable[[exp.Column], tuple[str, pa.DataType]]
@@ -134,7 +134,7 @@ class Translator:
         raise unsupported(self.sql, node, _describe(node))
 
     def _column(self, node: exp.Column) -> Operand:
-        if node.args.get("db") is not None or isinstance(node.this, exp.Star):
+        if isinstance(node.this, exp.Star) or node.args.get("catalog") is not None:
             raise unsupported(self.sql, node, "this column reference")
         name, type = self._resolve(node)
         self._fields[name] = type
@@ -346,7 +346,7 @@ class Translator:
                 except _ARROW_ERRORS:
                     pass
             raise error_at(
-                self.sql, node, f"cannot use {_sql(node)} as a value of type {target}: {exc}"
+                self.sql, node, f"cannot use {shown(node)} as a value of type {target}: {exc}"
             ) from None
 
     def _typed(self, expr: pc.Expression, node: exp.Expr) -> Operand:
@@ -354,7 +354,7 @@ class Translator:
         try:
             return Operand(expr, self._type_of(expr))
         except _ARROW_ERRORS as exc:
-            raise error_at(self.sql, node, f"cannot evaluate {_sql(node)}: {exc}") from None
+            raise error_at(self.sql, node, f"cannot evaluate {shown(node)}: {exc}") from None
 
     def _type_of(self, expr: pc.Expression, extra: dict[str, pa.DataType] | None = None) -> pa.DataType:
         empty = pa.schema(list({**self._fields, **(extra or {})}.items())).empty_table()
@@ -403,9 +403,12 @@ def _describe(node: exp.Expr) -> str:
     return f"the construct {type(node).__name__}"
 
 
-def _sql(node: exp.Expr) -> str:
-    text = node.sql(dialect=DIALECT)
-    return text if len(text) <= 60 else text[:57] + "..."
+def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """The type values of types ``a`` and ``b`` meet in, as Arrow's kernels promote them (int and bigint:
+    bigint); an Arrow error if they do not meet."""
+    empty = pa.schema([("a", a), ("b", b)]).empty_table()
+    both = pc.coalesce(pc.field("a"), pc.field("b"))
+    return ds.dataset(empty).to_table(columns={"v": both}).schema.field("v").type
 
 
-__all__ = ["Operand", "Resolve", "SqlSyntaxError", "Translator", "literal"]
+__all__ = ["Operand", "Resolve", "Translator", "common_type", "literal"]

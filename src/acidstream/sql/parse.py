@@ -91,11 +91,15 @@ def _offset(sql: str, node: exp.Expr) -> int:
 
 def unsupported(sql: str, node: exp.Expr, what: str | None = None) -> SqlSyntaxError:
     """``what`` (default: the construct's SQL) is not something acidstream runs, reported at ``node``."""
-    text = node.sql(dialect=DIALECT)
-    shown = text if len(text) <= 60 else text[:57] + "..."
     return SqlSyntaxError(
-        f"{what or type(node).__name__} is not supported here: {shown}", sql, _offset(sql, node)
+        f"{what or type(node).__name__} is not supported here: {shown(node)}", sql, _offset(sql, node)
     )
+
+
+def shown(node: exp.Expr) -> str:
+    """The node's SQL, shortened for a message."""
+    text = node.sql(dialect=DIALECT)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def error_at(sql: str, node: exp.Expr, message: str) -> SqlSyntaxError:
