@@ -63,7 +63,7 @@ class Translator:
         op = self.operand(node)
         if not (pa.types.is_boolean(op.type) or pa.types.is_null(op.type)):
             raise error_at(self.sql, node, f"expected a condition, found a value of type {op.type}")
-        return op.expr
+        return op.expr.cast(pa.bool_()) if pa.types.is_null(op.type) else op.expr  # WHERE NULL
 
     def value(self, node: exp.Expr, target: pa.DataType) -> pc.Expression:
         """A value for a column of type ``target`` (SET, INSERT VALUES); a literal is converted here."""
@@ -313,9 +313,11 @@ class Translator:
         return other
 
     def _common(self, nodes: Sequence[exp.Expr]) -> list[Operand]:
-        """Operands that meet in one result (COALESCE, IF, CASE): literals take the first other's type."""
+        """Operands that meet in one result (COALESCE, IF, CASE): literals take the type of the first that is
+        not a literal, else of the first that is not NULL."""
         ops = [self.operand(n) for n in nodes]
         typed = next((op for op in ops if not op.literal), None)
+        typed = typed or next((op for op in ops if not pa.types.is_null(op.type)), None)
         if typed is None:
             return ops
         return [
