@@ -39,6 +39,7 @@ Side = Literal["t", "s"]
 TARGET: Side = "t"
 SOURCE: Side = "s"
 Indices = npt.NDArray[np.int64]
+_BOTH: set[Side] = {TARGET, SOURCE}
 
 
 @dataclass
@@ -131,7 +132,7 @@ def _plan(ms: Metastore, sql: str, statement: exp.Merge) -> MergePlan:
         )
     scope = _Scope(sql, target, source)
     on = statement.args.get("on")
-    if on is None:
+    if not isinstance(on, exp.Expr):
         raise error_at(sql, statement, "MERGE needs ON with an equality of a target and a source column")
     keys, rest = scope.keys(on)
     translator = Translator(sql, scope.resolver({TARGET, SOURCE}, "ON"))
@@ -223,9 +224,12 @@ class _Scope:
         self.tables: dict[Side, TableRef] = {TARGET: target, SOURCE: source}
         self.used: dict[Side, set[str]] = {TARGET: set(), SOURCE: set()}
 
-    def side_of(self, column: exp.Column) -> Side:
+    def side_of(self, column: exp.Column, allowed: set[Side] = _BOTH) -> Side:
+        """The table a column reference names; an unqualified name of both tables is the allowed one's."""
         sides = [side for side, ref in self.tables.items() if ref.owns(column)]
         qualifier = qualifier_of(column)
+        if len(sides) > 1 and not qualifier and len(allowed) == 1:
+            sides = [s for s in sides if s in allowed]
         if len(sides) == 1:
             return sides[0]
         if qualifier:
@@ -239,7 +243,7 @@ class _Scope:
 
     def resolver(self, sides: set[Side], place: str) -> Resolve:
         def resolve(column: exp.Column) -> tuple[str, pa.DataType]:
-            side = self.side_of(column)
+            side = self.side_of(column, sides)
             name, column_type = self.tables[side].column_type(column)
             if side not in sides:
                 which = "target" if side == TARGET else "source"
