@@ -124,6 +124,16 @@ def test_conditions_select_as_sql_does(condition: str, ids: list[Any]) -> None:
         ("id * 1.5", pa.float64(), [1.5, 3.0, 4.5, 6.0, None]),
         ("upper(name)", pa.string(), ["ANN", "BOB", None, "AL", "X_Y"]),
         ("CASE WHEN flag THEN 'y' END", pa.string(), ["y", None, None, "y", None]),
+        (
+            "price * 1.005",
+            pa.decimal128(10, 2),
+            [Decimal("1.51"), Decimal("10.04"), None, Decimal("-2.26"), Decimal("0.00")],
+        ),
+        ("1.555", pa.decimal128(10, 2), [Decimal("1.56")] * 5),  # rounded half away from zero, as Hive does
+        ("score * 1.5", pa.int32(), [1, 3, None, 6, -1]),  # truncated
+        ("CAST(score AS int)", pa.int32(), [1, 2, None, 4, -1]),
+        ("CAST(2.5 AS int)", pa.int32(), [2] * 5),
+        ("CAST('2024-01-31' AS date)", pa.date32(), [dt.date(2024, 1, 31)] * 5),
     ],
 )
 def test_values_take_the_column_type(expression: str, target: pa.DataType, values: list[Any]) -> None:

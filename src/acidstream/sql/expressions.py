@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 from sqlglot import exp
 
 from acidstream.acid.types import parse_type
-from acidstream.errors import InvalidObjectException
+from acidstream.errors import InvalidObjectException, SqlSyntaxError
 from acidstream.sql.parse import DIALECT, error_at, shown, unsupported
 
 #: Resolves a column reference to (field name in the evaluated table, type); raises for unknown columns.
@@ -66,11 +66,15 @@ class Translator:
         return op.expr.cast(pa.bool_()) if pa.types.is_null(op.type) else op.expr  # WHERE NULL
 
     def value(self, node: exp.Expr, target: pa.DataType) -> pc.Expression:
-        """A value for a column of type ``target`` (SET, INSERT VALUES); a literal is converted here."""
+        """A value for a column of type ``target`` (SET, INSERT VALUES), converted as Hive assigns: a decimal
+        rounded to the column's scale (half away from zero), a fraction into an integer truncated."""
         op = self.operand(node)
         if op.literal:
-            op = self._coerce(op, target, node, strict=True)
-        return op.expr
+            if pa.types.is_decimal(target) and isinstance(op.value, Decimal | float):
+                exponent = Decimal(1).scaleb(-target.scale)
+                op = literal(Decimal(str(op.value)).quantize(exponent, rounding=ROUND_HALF_UP))
+            return self._coerce(op, target, node, strict=True).expr
+        return self._typed(_convert(op, target), node).expr
 
     # --- translation ----------------------------------------------------------------------------------------
 
@@ -162,8 +166,12 @@ class Translator:
         target = _arrow_type(self.sql, node.to)
         op = self.operand(node.this)
         if op.literal:
-            return self._coerce(op, target, node.this, strict=True)
-        return self._typed(op.expr.cast(target), node)
+            try:
+                return self._coerce(op, target, node.this, strict=True)
+            except SqlSyntaxError:
+                if not (_numeric(op.type) and _numeric(target)):  # CAST(2.5 AS INT) is 2, as Hive has it
+                    raise
+        return self._typed(_convert(op, target), node)
 
     def _null_safe_equal(self, node: exp.NullSafeEQ) -> Operand:
         left, right = self._pair(node.this, node.expression, comparing=True)
@@ -387,6 +395,23 @@ _FUNCTIONS: dict[type[exp.Expr], Callable[[pc.Expression], pc.Expression]] = {
     exp.Length: pc.utf8_length,
     exp.Abs: pc.abs_checked,
 }
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
+
+
+def _convert(op: Operand, target: pa.DataType) -> pc.Expression:
+    """``op`` as a ``target`` value the way Hive converts: numbers rounded to a decimal's scale (half away from
+    zero) or truncated to an integer, where Arrow's cast would refuse to lose digits."""
+    if op.type == target:
+        return op.expr
+    expr = op.expr
+    if pa.types.is_decimal(target) and (pa.types.is_decimal(op.type) or pa.types.is_floating(op.type)):
+        expr = pc.round(expr, ndigits=target.scale, round_mode="half_towards_infinity")
+    elif pa.types.is_integer(target) and (pa.types.is_decimal(op.type) or pa.types.is_floating(op.type)):
+        expr = pc.trunc(expr)
+    return expr.cast(target)
 
 
 def _arrow_type(sql: str, node: exp.DataType) -> pa.DataType:
