@@ -37,6 +37,7 @@ def test_dml_is_told_by_its_first_word(sql: str, dml: bool) -> None:
         ("DELETE FROM t /* x", "an unterminated comment or quote", "/* x"),
         ("DELETE FROM t; DELETE FROM s", "expected one statement, found 2", " DELETE FROM s"),
         ("UPDATE t a = 1", "Unexpected token", "= 1"),
+        ("DELETE ", "Expected table name but the statement ends", ""),
     ],
 )
 def test_syntax_errors_point_at_the_token(sql: str, message: str, at: str) -> None:
@@ -45,7 +46,7 @@ def test_syntax_errors_point_at_the_token(sql: str, message: str, at: str) -> No
     error = info.value
     assert isinstance(error, InvalidObjectException) and not isinstance(error, DdlSyntaxError)
     assert message in str(error)
-    assert sql[error.position :].startswith(at)
+    assert sql[error.position :].startswith(at) and (at or error.position == len(sql.rstrip()))
     assert error.sql == sql
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from acidstream.errors import SqlSyntaxError
 from acidstream.sql import DML_RESULT_COLUMNS
 from acidstream.sql.expressions import Resolve, Translator
 from acidstream.sql.parse import error_at, parse_statement, unsupported
@@ -58,6 +59,8 @@ def _update(ms: Metastore, sql: str, statement: exp.Update) -> dict[str, int]:
     if statement.args.get("from_") is not None:
         raise unsupported(sql, statement.args["from_"], "UPDATE ... FROM (use MERGE INTO ... USING)")
     refuse_extras(sql, statement, {"this", "expressions", "where"}, "UPDATE")
+    if not statement.expressions:
+        raise SqlSyntaxError("expected column = value after SET", sql, len(sql.rstrip()))
     target = TableRef.of(ms, sql, statement.this)
     translator = Translator(sql, target.resolver())
     values = assignments(sql, statement.expressions, target, translator)

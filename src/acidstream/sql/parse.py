@@ -61,6 +61,13 @@ def _syntax_error(exc: ParseError, sql: str) -> SqlSyntaxError:
     # sqlglot's column is that of the highlighted token's last character (1-based)
     position = max(0, min(len(sql), line_start + col - len(highlight)))
     description = str(first.get("description") or "syntax error")
+    token = re.search(r"but got <Token token_type: TokenType\.(\w+), text: (.*?), line: ", description)
+    if token:  # sqlglot shows the token object: say what it is
+        ends = token.group(1) == "SENTINEL"
+        found = "the statement ends" if ends else f"found {token.group(2)!r}"
+        description = f"{description[: token.start()]}but {found}"
+        if ends:
+            position = len(sql.rstrip())
     missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", description)
     if missing:  # sqlglot built a node without a required part: the statement stops too early
         node = missing.group(2)
