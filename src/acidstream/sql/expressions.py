@@ -79,63 +79,48 @@ class Translator:
     # --- translation ----------------------------------------------------------------------------------------
 
     def operand(self, node: exp.Expr) -> Operand:
-        if isinstance(node, exp.Paren):
-            return self.operand(node.this)
-        if isinstance(node, exp.Column):
-            return self._column(node)
-        if isinstance(node, exp.Literal | exp.Boolean | exp.Null):
-            return self._literal(node)
-        if isinstance(node, exp.Cast):  # TryCast too: Hive's CAST
-            return self._cast(node)
+        translate = _TRANSLATIONS.get(exp.Cast if isinstance(node, exp.Cast) else type(node))
+        if translate is None:
+            raise unsupported(self.sql, node, _describe(node))
+        return translate(self, node)
+
+    def _paren(self, node: exp.Paren) -> Operand:
+        return self.operand(node.this)
+
+    def _logical(self, node: exp.And | exp.Or) -> Operand:
+        combine = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
+        return self._typed(combine(self.predicate(node.this), self.predicate(node.expression)), node)
+
+    def _not(self, node: exp.Not) -> Operand:
+        return self._typed(pc.invert(self.predicate(node.this)), node)
+
+    def _comparison(self, node: exp.Binary) -> Operand:
+        left, right = self._pair(node.this, node.expression, comparing=True)
+        return self._typed(_COMPARISONS[type(node)](left.expr, right.expr), node)
+
+    def _negate(self, node: exp.Neg) -> Operand:
+        return self._typed(pc.negate_checked(self.operand(node.this).expr), node)
+
+    def _concat(self, node: exp.DPipe | exp.Concat) -> Operand:
+        parts = [node.this, node.expression] if isinstance(node, exp.DPipe) else node.expressions
+        strings = [self._coerce(self.operand(p), pa.string(), p, strict=True).expr for p in parts]
+        return self._typed(pc.binary_join_element_wise(*strings, ""), node)
+
+    def _coalesce(self, node: exp.Coalesce) -> Operand:
+        args = self._common([node.this, *node.expressions])
+        return self._typed(pc.coalesce(*(a.expr for a in args)), node)
+
+    def _if(self, node: exp.If) -> Operand:
+        then, otherwise = self._common([node.args["true"], node.args.get("false") or exp.Null()])
+        return self._typed(pc.if_else(self.predicate(node.this), then.expr, otherwise.expr), node)
+
+    def _function(self, node: exp.Func) -> Operand:
+        return self._typed(_FUNCTIONS[type(node)](self.operand(node.this).expr), node)
+
+    def _now(self, node: exp.CurrentDate | exp.CurrentTimestamp) -> Operand:
         if isinstance(node, exp.CurrentDate):
             return literal(dt.date.today())
-        if isinstance(node, exp.CurrentTimestamp):
-            return literal(dt.datetime.now(), pa.timestamp("ns"))
-        if isinstance(node, exp.And | exp.Or):
-            fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
-            return self._typed(fn(self.predicate(node.this), self.predicate(node.expression)), node)
-        if isinstance(node, exp.Not):
-            return self._typed(pc.invert(self.predicate(node.this)), node)
-        comparison = _COMPARISONS.get(type(node))
-        if comparison is not None:
-            left, right = self._pair(node.this, node.expression, comparing=True)
-            return self._typed(comparison(left.expr, right.expr), node)
-        if isinstance(node, exp.NullSafeEQ):
-            return self._null_safe_equal(node)
-        if isinstance(node, exp.Is):
-            return self._is(node)
-        if isinstance(node, exp.In):
-            return self._in(node)
-        if isinstance(node, exp.Between):
-            return self._between(node)
-        if isinstance(node, exp.Like | exp.ILike | exp.RegexpLike):
-            return self._like(node)
-        if type(node) in _ARITHMETIC:
-            return self._arithmetic(node)
-        if isinstance(node, exp.Neg):
-            return self._typed(pc.negate_checked(self.operand(node.this).expr), node)
-        if isinstance(node, exp.DPipe | exp.Concat):
-            parts = [node.this, node.expression] if isinstance(node, exp.DPipe) else node.expressions
-            strings = [self._coerce(self.operand(p), pa.string(), p, strict=True).expr for p in parts]
-            return self._typed(pc.binary_join_element_wise(*strings, ""), node)
-        if isinstance(node, exp.Coalesce):
-            args = self._common([node.this, *node.expressions])
-            return self._typed(pc.coalesce(*(a.expr for a in args)), node)
-        if isinstance(node, exp.If):
-            then, otherwise = self._common([node.args["true"], node.args.get("false") or exp.Null()])
-            return self._typed(pc.if_else(self.predicate(node.this), then.expr, otherwise.expr), node)
-        if isinstance(node, exp.Case):
-            return self._case(node)
-        function = _FUNCTIONS.get(type(node))
-        if function is not None:
-            return self._typed(function(self.operand(node.this).expr), node)
-        if isinstance(node, exp.Trim):
-            return self._trim(node)
-        if isinstance(node, exp.Round):
-            return self._round(node)
-        if isinstance(node, exp.Substring):
-            return self._substring(node)
-        raise unsupported(self.sql, node, _describe(node))
+        return literal(dt.datetime.now(), pa.timestamp("ns"))
 
     def _column(self, node: exp.Column) -> Operand:
         if isinstance(node.this, exp.Star) or node.args.get("catalog") is not None:
@@ -394,6 +379,41 @@ _FUNCTIONS: dict[type[exp.Expr], Callable[[pc.Expression], pc.Expression]] = {
     exp.Lower: pc.utf8_lower,
     exp.Length: pc.utf8_length,
     exp.Abs: pc.abs_checked,
+}
+
+
+#: How each kind of node translates (a CAST's subclasses, Hive's TRY_CAST among them, as CAST).
+_TRANSLATIONS: dict[type[exp.Expr], Callable[[Translator, Any], Operand]] = {
+    exp.Paren: Translator._paren,
+    exp.Column: Translator._column,
+    exp.Literal: Translator._literal,
+    exp.Boolean: Translator._literal,
+    exp.Null: Translator._literal,
+    exp.Cast: Translator._cast,
+    exp.CurrentDate: Translator._now,
+    exp.CurrentTimestamp: Translator._now,
+    exp.And: Translator._logical,
+    exp.Or: Translator._logical,
+    exp.Not: Translator._not,
+    **dict.fromkeys(_COMPARISONS, Translator._comparison),
+    exp.NullSafeEQ: Translator._null_safe_equal,
+    exp.Is: Translator._is,
+    exp.In: Translator._in,
+    exp.Between: Translator._between,
+    exp.Like: Translator._like,
+    exp.ILike: Translator._like,
+    exp.RegexpLike: Translator._like,
+    **dict.fromkeys(_ARITHMETIC, Translator._arithmetic),
+    exp.Neg: Translator._negate,
+    exp.DPipe: Translator._concat,
+    exp.Concat: Translator._concat,
+    exp.Coalesce: Translator._coalesce,
+    exp.If: Translator._if,
+    exp.Case: Translator._case,
+    **dict.fromkeys(_FUNCTIONS, Translator._function),
+    exp.Trim: Translator._trim,
+    exp.Round: Translator._round,
+    exp.Substring: Translator._substring,
 }
 
 
