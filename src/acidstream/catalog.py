@@ -95,6 +95,18 @@ class Metastore(_ms.Metastore):
         assert isinstance(handle, Table)
         return handle
 
+    def execute(self, sql: str) -> list[tuple[Any, ...]] | None:
+        """Run one statement: Hive DDL as :meth:`acidstream.metastore.Metastore.execute` does, and ``DELETE``,
+        ``UPDATE`` and ``MERGE INTO`` (:mod:`acidstream.sql`), each one txn returning one row
+        ``(inserted, updated, deleted)``."""
+        from acidstream.sql import is_dml
+
+        if is_dml(sql):
+            from acidstream.sql.dml import run
+
+            return list(run(self, sql))
+        return super().execute(sql)
+
     def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> _ms.CompactionInfo:
         """Run request ``compaction_id`` here now; if a compactor daemon's worker took it first, wait for it."""
         from acidstream.compactor import Worker

@@ -145,13 +145,21 @@ class InvalidObjectException(MetaException):
     """A definition is malformed (unknown type, bad partition spec, bad property)."""
 
 
-class DdlSyntaxError(InvalidObjectException):
-    """A DDL statement does not parse; ``position`` is the 0-based offset of the offending token."""
+class SqlSyntaxError(InvalidObjectException):
+    """A statement does not parse, or uses a construct acidstream does not run; ``position`` is the 0-based
+    offset of the offending token (Hive's ``ParseException``)."""
 
     def __init__(self, message: str, sql: str, position: int) -> None:
-        pointer = f"\n  {sql}\n  {' ' * position}^"
-        super().__init__(f"{message} at position {position}{pointer}")
+        start = sql.rfind("\n", 0, position) + 1  # the caret points into the offending line only
+        end = len(sql) if (found := sql.find("\n", position)) < 0 else found
+        line = f" (line {sql.count(chr(10), 0, position) + 1})" if "\n" in sql.strip() else ""
+        pointer = f"\n  {sql[start:end]}\n  {' ' * (position - start)}^"
+        super().__init__(f"{message} at position {position}{line}{pointer}")
         self.sql, self.position = sql, position
+
+
+class DdlSyntaxError(SqlSyntaxError):
+    """A DDL statement (CREATE, DROP, ALTER, SHOW, DESCRIBE) does not parse."""
 
 
 class NoSuchTxnException(MetaException):

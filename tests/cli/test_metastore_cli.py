@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from acidstream.cli import cli, exit_code_for
@@ -90,3 +92,25 @@ def test_usage_errors_exit_2_and_help(run: Run) -> None:
     ):
         result = runner.invoke(cli, args)
         assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_sql_runs_dml_and_prints_its_counts(run: Run, tmp_path: Path) -> None:
+    assert run("metastore", "init")[0] == 0
+    assert run("sql", "CREATE DATABASE db")[0] == 0
+    for name in ("t", "s"):
+        ddl = (
+            f"CREATE TABLE db.{name} (id int, v string) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+        assert run("sql", ddl)[0] == 0
+    pq.write_table(pa.table({"id": [1, 2], "v": ["a", "b"]}), tmp_path / "s.parquet")
+    assert run("merge", "db.s", "--source", str(tmp_path / "s.parquet"), "--on", "id")[0] == 0
+    merge = "MERGE INTO db.t USING db.s ON t.id = s.id WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.v)"
+    assert run("sql", merge) == (0, "inserted\tupdated\tdeleted\n2\t0\t0\n", "")
+    assert (
+        run("sql", "UPDATE db.t SET v = upper(v) WHERE id = 1")[1] == "inserted\tupdated\tdeleted\n0\t1\t0\n"
+    )
+    code, _, err = run("sql", "UPDATE db.t SET v = 'x' WHERE id = ")
+    assert code == 2 and "SqlSyntaxError: incomplete expression: expected more after '='" in err
+    assert err.splitlines()[-1].endswith("^") and "looked in" not in err
+    assert sorted(run("cat", "db.t")[1].splitlines()) == ["1\tA", "2\tb"]
+    assert run("sql", "DELETE FROM db.t") == (0, "inserted\tupdated\tdeleted\n0\t0\t2\n", "")

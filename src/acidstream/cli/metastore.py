@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from acidstream.cli import EXIT_CODES_HELP
 from acidstream.cli._options import (
     CONFIG_FILE,
     LOCATION_KEY,
@@ -22,7 +23,7 @@ from acidstream.cli._options import (
 
 #: First words of statements ``sql`` does not run, and where they go instead.
 _QUERY_WORDS = frozenset({"select", "with", "from", "values", "table", "explain"})
-_WRITE_WORDS = frozenset({"insert", "update", "delete", "merge", "load", "truncate"})
+_WRITE_WORDS = frozenset({"insert", "load", "truncate"})
 
 #: Header lines of the state listings (tab separated like their rows).
 TXN_COLUMNS = ("txn_id", "state", "started", "last_heartbeat", "user", "host", "agent_info")
@@ -109,28 +110,36 @@ def _write_config(location: Location) -> None:
         handle.write("\n".join(lines) + "\n")
 
 
-@click.command("sql")
+_RUNS = "`acidstream sql` runs Hive DDL (CREATE, DROP, ALTER, SHOW, DESCRIBE) and DELETE, UPDATE, MERGE INTO"
+
+
+@click.command("sql", epilog=EXIT_CODES_HELP)
 @metastore_options
 @click.argument("statement")
 def sql(metastore: str, warehouse: str, statement: str) -> None:
-    """Run one Hive DDL statement (CREATE/DROP/ALTER/SHOW/DESCRIBE); result rows are tab-separated.
+    """Run one Hive statement: DDL (CREATE/DROP/ALTER/SHOW/DESCRIBE) or DML (DELETE, UPDATE, MERGE INTO).
 
-    Queries run in Spark SQL: acidstream spark-shell -e "SELECT ...".
+    Result rows are tab-separated. DELETE, UPDATE and MERGE INTO run as one transaction each and print the rows
+    inserted, updated and deleted under a header line. A statement that does not parse, or uses what acidstream
+    does not run, exits 2 and points at the place. Queries run in Spark SQL: acidstream spark-shell -e "SELECT ...".
     """
+    from acidstream.sql import DML_RESULT_COLUMNS, is_dml
+
     first = statement.split(None, 1)[0].lower().lstrip("(") if statement.strip() else ""
     if first in _QUERY_WORDS:
         raise click.UsageError(
-            "`acidstream sql` runs Hive DDL (CREATE, DROP, ALTER, SHOW, DESCRIBE); queries run in Spark SQL: "
-            f"acidstream spark-shell -e {shlex.quote(statement)}"
+            f"{_RUNS}; queries run in Spark SQL: acidstream spark-shell -e {shlex.quote(statement)}"
         )
     if first in _WRITE_WORDS:
         raise click.UsageError(
-            "`acidstream sql` runs Hive DDL (CREATE, DROP, ALTER, SHOW, DESCRIBE); rows are written by "
-            '`acidstream stream`, the Python streaming API or Spark\'s format("acidstream")'
+            f"{_RUNS}; rows are appended by `acidstream stream`, `acidstream merge`, the Python streaming API or "
+            'Spark\'s format("acidstream")'
         )
     with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute(statement)
-    if rows is not None:
+    if is_dml(statement):
+        _echo_rows([DML_RESULT_COLUMNS, *(rows or [])])
+    elif rows is not None:
         _echo_rows(rows)
 
 

@@ -9,7 +9,7 @@ update or delete of the same partition committed first makes the commit raise ``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from acidstream.read.scan import TableScan
 
 MatchedAction = Literal["update", "delete"] | None
+#: Told each step of a mutation as it starts ("reading db.t", "writing ...", "committing"), for a progress display.
+Progress = Callable[[str], None]
 PartitionValues = tuple[str | None, ...]
 
 
@@ -49,18 +51,19 @@ def merge(
     when_matched: MatchedAction = "update",
     when_not_matched: Literal["insert"] | None = "insert",
     when_not_matched_by_source: Literal["delete"] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, int]:
     """Apply ``source`` (Arrow table or pandas frame) to the table, matching rows on the ``on`` columns.
 
     Matched target rows are updated with the source's columns (columns the source lacks keep their value) or
     deleted; source rows matching nothing are inserted; target rows no source row matches are deleted if
     asked. Null keys never match. Two source rows matching one target row is an error, as in SQL's MERGE.
-    Returns the number of rows inserted, updated and deleted.
+    Returns the number of rows inserted, updated and deleted. ``progress`` is told each step as it starts.
     """
     _check_choice("when_matched", when_matched, ("update", "delete", None))
     _check_choice("when_not_matched", when_not_matched, ("insert", None))
     _check_choice("when_not_matched_by_source", when_not_matched_by_source, ("delete", None))
-    with TableMutation(metastore, table_name) as m:
+    with TableMutation(metastore, table_name, progress) as m:
         src = m.align_source(as_table(source), on)
         missing = [c.name for c in m.table.columns if c.name not in src.column_names]
         extra = missing if when_matched == "update" else []
@@ -116,8 +119,9 @@ def update(
 class TableMutation:
     """One table's mutation txn: locks, its snapshot, one coordinator, the commit (or abort on error)."""
 
-    def __init__(self, metastore: Metastore, table_name: str) -> None:
+    def __init__(self, metastore: Metastore, table_name: str, progress: Progress | None = None) -> None:
         self.metastore = metastore
+        self._progress: Progress = progress or (lambda step: None)
         self.table: Table = metastore.table(table_name)
         if not self.table.is_transactional:
             raise InvalidObjectException(
@@ -200,11 +204,15 @@ class TableMutation:
         parts: dict[PartitionValues, int] = {}
         batches = []
         scan = self.scan(columns, filter)
+        rows = 0
+        self._progress(f"reading {self.table.full_name}")
         for values, batch in scan.partition_batches():
             code = parts.setdefault(values, len(parts))
             batches.append(
                 batch.append_column("__part", pa.array(np.full(batch.num_rows, code, dtype=np.int32)))
             )
+            rows += batch.num_rows
+            self._progress(f"reading {self.table.full_name}: {rows:,} rows")
         schema = scan.schema.append(pa.field("__part", pa.int32()))
         return pa.Table.from_batches(batches, schema=schema), list(parts)
 
@@ -304,11 +312,13 @@ class TableMutation:
         mutations, codes = mutations.take(pa.array(order)).drop_columns(["__part"]), codes[order]
         starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
         for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+            self._progress(f"writing changes: {start:,} of {len(codes):,}")
             apply_mutations(self._coordinator, parts[int(codes[start])], mutations.slice(start, end - start))
 
     def commit(self) -> dict[str, int]:
         assert self._txn is not None and self._coordinator is not None
         summary: MutationSummary = self._coordinator.close()
+        self._progress("committing")
         write = table_write(self.metastore, self._coordinator.table, [summary])
         self._txn.commit(writes=[write] if write is not None else ())
         return {"inserted": summary.inserted, "updated": summary.updated, "deleted": summary.deleted}

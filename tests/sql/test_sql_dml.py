@@ -1,0 +1,112 @@
+"""DELETE and UPDATE through ``Metastore.execute`` on both backends: counts, rows, and errors before any txn."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+
+import pytest
+
+from acidstream.catalog import Metastore
+from acidstream.errors import InvalidObjectException, NoSuchObjectException, SqlSyntaxError
+from acidstream.metastore import TxnState
+from conftest import ACCOUNTS, table_rows
+
+
+@pytest.mark.parametrize(
+    ("where", "deleted"),
+    [
+        ("id IN (1, 2) OR opened >= '2024-01-09'", [1, 2, 8, 9]),
+        ("region = 'EU' AND balance BETWEEN 20 AND 60", [3, 5]),  # a partition key and a decimal
+        ("NOT (name LIKE 'n1%' OR id > 2)", [0, 2]),
+        ("opened = DATE '2024-01-04' OR name IS NULL", [3]),
+        ("balance / 4 > 20", [9]),
+        ("id = 42", []),
+    ],
+)
+def test_delete_where(ms: Metastore, where: str, deleted: list[int]) -> None:
+    assert ms.execute(f"DELETE FROM bank.accounts WHERE {where}") == [(0, 0, len(deleted))]
+    assert [r["id"] for r in table_rows(ms)] == [i for i in range(10) if i not in deleted]
+
+
+def test_delete_without_where_deletes_every_row(ms: Metastore) -> None:
+    assert ms.execute("delete from BANK.Accounts;") == [(0, 0, 10)]
+    assert table_rows(ms) == []
+
+
+def test_update_sets_expressions_constants_and_null(ms: Metastore) -> None:
+    before = {r["id"]: r for r in ms.table(ACCOUNTS).scan(with_row_id=True).to_arrow().to_pylist()}
+    counts = ms.execute(
+        "UPDATE bank.accounts a SET balance = a.balance * 2 + 0.5, name = upper(name), opened = NULL "
+        "WHERE a.region = 'EU' AND id < 6"
+    )
+    assert counts == [(0, 3, 0)]
+    rows = {r["id"]: r for r in ms.table(ACCOUNTS).scan(with_row_id=True).to_arrow().to_pylist()}
+    for i in (1, 3, 5):
+        assert rows[i]["balance"] == Decimal(i * 20) + Decimal("0.5")
+        assert (rows[i]["name"], rows[i]["opened"], rows[i]["region"]) == (f"N{i}", None, "EU")
+        assert rows[i]["ROW__ID"] != before[i]["ROW__ID"]  # a split update: a new version of the row
+    for i in (0, 2, 4, 6, 7, 8, 9):
+        assert rows[i] == before[i]  # untouched, ROW__ID included
+    assert ms.execute("UPDATE bank.accounts SET opened = '2000-02-29' WHERE id = 0") == [(0, 1, 0)]
+    assert table_rows(ms)[0]["opened"] == dt.date(2000, 2, 29)
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("UPDATE bank.accounts SET region = 'US'", "region is a partition key"),
+        ("UPDATE bank.accounts SET id = id + 100", "id is a bucketed column"),
+    ],
+)
+def test_update_never_moves_rows(ms: Metastore, statement: str, message: str) -> None:
+    before = table_rows(ms)
+    with pytest.raises(InvalidObjectException, match=message):
+        ms.execute(statement)
+    assert table_rows(ms) == before
+    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+
+
+@pytest.mark.parametrize(
+    ("statement", "message", "at"),
+    [
+        ("DELETE FROM bank.accounts WHERE nope = 1", "bank.accounts has no column 'nope'", "nope"),
+        ("DELETE FROM bank.accounts WHERE x.id = 1", "unknown table 'x'", "x.id"),
+        ("DELETE FROM bank.accounts a WHERE accounts.id = 1", "unknown table 'accounts'", "accounts.id"),
+        ("DELETE FROM bank.accounts WHERE id = 'one'", "cannot use 'one' as a value of type int64", "'one'"),
+        ("DELETE FROM bank.accounts WHERE id IN (SELECT id FROM bank.changes)", "a subquery", "id FROM"),
+        ("DELETE FROM bank.accounts WHERE id = 1 LIMIT 1", "LIMIT in DELETE is not supported", "1\n"),
+        (
+            "UPDATE bank.accounts SET balance = 'lots'",
+            "cannot use 'lots' as a value of type decimal",
+            "'lots'",
+        ),
+        ("UPDATE bank.accounts SET name = 'a', name = 'b'", "column name is set twice", "name = 'b'"),
+        (
+            "UPDATE bank.accounts SET name = 'a' FROM bank.changes",
+            "UPDATE ... FROM (use MERGE",
+            "bank.changes",
+        ),
+        ("UPDATE bank.accounts SET name", "expected column = value", "name"),
+        ("UPDATE bank.accounts SET", "expected column = value after SET", ""),
+        ("DELETE FROM bank.accounts WHERE", "expected a condition after WHERE", "WHERE"),
+    ],
+)
+def test_errors_point_at_the_statement_and_open_no_txn(
+    ms: Metastore, statement: str, message: str, at: str
+) -> None:
+    with pytest.raises(SqlSyntaxError, match=re.escape(message)) as info:
+        ms.execute(statement)
+    assert (statement + "\n")[info.value.position :].startswith(at or "\n")
+    assert ms.show_txns() == []  # nothing opened: the statement failed before its txn
+
+
+def test_a_missing_table_is_no_such_object(ms: Metastore) -> None:
+    with pytest.raises(NoSuchObjectException):
+        ms.execute("DELETE FROM bank.nope WHERE id = 1")
+
+
+def test_ddl_still_goes_to_the_metastore(ms: Metastore) -> None:
+    assert ms.execute("SHOW TABLES IN bank") == [("accounts",), ("changes",)]
+    assert ms.execute("DESCRIBE bank.changes")[0] == ("id", "int", "")
