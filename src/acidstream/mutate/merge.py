@@ -110,7 +110,7 @@ def update(
         if target.num_rows:
             columns = {c: target.column(c) for c in data}
             for name, value in changes.items():
-                columns[name] = _evaluate(value, target, m.column_type(name), name)
+                columns[name] = evaluate_assignment(value, target, m.column_type(name), name)
             rows = pa.table({ROW_ID: target.column(ROW_ID), **columns, "__part": target.column("__part")})
             m.write([m.with_op(rows, UPDATE)], parts)
         return m.commit()
@@ -446,7 +446,7 @@ def _cast(column: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.Chunked
         raise SerializationError(f"cannot convert {column.type} to {target}: {exc}", field=name) from exc
 
 
-def _evaluate(value: Any, rows: pa.Table, target: pa.DataType, name: str) -> pa.ChunkedArray:
+def evaluate_assignment(value: Any, rows: pa.Table, target: pa.DataType, name: str) -> pa.ChunkedArray:
     """A SET value for every row: an Arrow expression evaluated over the rows, or a constant."""
     if isinstance(value, pc.Expression):
         import pyarrow.dataset as ds

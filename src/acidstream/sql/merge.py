@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 from sqlglot import exp
 
 from acidstream.errors import InvalidObjectException
-from acidstream.mutate.merge import TableMutation, _evaluate
+from acidstream.mutate.merge import TableMutation, evaluate_assignment
 from acidstream.sql.dml import TableRef, assignments, qualifier_of, refuse_extras
 from acidstream.sql.expressions import Resolve, Translator, common_type
 from acidstream.sql.parse import error_at
@@ -390,7 +390,7 @@ def _truth(rows: pa.Table, condition: pc.Expression) -> npt.NDArray[np.bool_]:
 def _values(plan: MergePlan, clause: Clause, rows: pa.Table) -> pa.Table:
     """The clause's values for ``rows``, as a table of target columns of the target's types."""
     return pa.table(
-        {name: _evaluate(value, rows, plan.target.types[name], name) for name, value in clause.values.items()}
+        {name: evaluate_assignment(value, rows, plan.target.types[name], name) for name, value in clause.values.items()}
     )
 
 
