@@ -7,11 +7,11 @@ import re
 from decimal import Decimal
 
 import pytest
+from sqlhelpers import ACCOUNTS, table_rows
 
 from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, SqlSyntaxError
 from acidstream.metastore import TxnState
-from conftest import ACCOUNTS, table_rows
 
 
 @pytest.mark.parametrize(

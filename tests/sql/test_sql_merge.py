@@ -8,11 +8,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from sqlhelpers import ACCOUNTS, CHANGES, changes, table_rows
 
 from acidstream.catalog import Metastore, Table
 from acidstream.errors import InvalidObjectException, SqlSyntaxError
 from acidstream.metastore import TxnState
-from conftest import ACCOUNTS, CHANGES, changes, table_rows
 
 UPSERT = [
     {"id": 1, "name": "one", "balance": 1.5, "region": "EU", "op": "u"},

@@ -1,0 +1,39 @@
+"""Tables and rows the SQL tests share (constants and helpers; the fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+
+from acidstream.catalog import Metastore
+
+ACCOUNTS = "bank.accounts"
+CHANGES = "bank.changes"
+
+
+def accounts_frame(ids: Any) -> pd.DataFrame:
+    ids = list(ids)
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "name": [f"n{i}" for i in ids],
+            "balance": [Decimal(i * 10) for i in ids],
+            "opened": [dt.date(2024, 1, 1 + i) for i in ids],
+            "region": ["EU" if i % 2 else "US" for i in ids],
+        }
+    )
+
+
+def table_rows(ms: Metastore, name: str = ACCOUNTS) -> list[dict[str, Any]]:
+    rows = ms.table(name).scan().to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def changes(ms: Metastore, rows: list[dict[str, Any]]) -> None:
+    """Fill ``bank.changes`` (one txn)."""
+    frame = pd.DataFrame(rows, columns=["id", "name", "balance", "region", "op"])
+    frame["balance"] = [None if b is None else Decimal(str(b)) for b in frame["balance"]]
+    ms.table(CHANGES).merge(frame.astype({"id": "int32"}), on=["id"])
