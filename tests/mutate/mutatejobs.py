@@ -122,6 +122,7 @@ def stream(url: str, wh: str, log: str, stop_file: str, minimum: str) -> None:
             else:
                 conn.commit_transaction()
             n += 1
+            time.sleep(0.01)  # a steady stream, not one that takes the machine's cores from the transfers
     ms.close()
     print("DONE", n, flush=True)
 
