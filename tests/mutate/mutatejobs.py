@@ -51,10 +51,14 @@ def transfer_client(ms: Metastore, partition_conflicts: bool) -> MutatorClient:
     return client
 
 
-def transfers(url: str, wh: str, log: str, seed: str, count: str, partition_conflicts: str) -> None:
+def transfers(
+    url: str, wh: str, log: str, seed: str, count: str, partition_conflicts: str, early_snapshot: str
+) -> None:
     """``count`` committed transfers: each moves an amount from a savings account to a checking account (or
     back) in one txn over both tables, reading the balances at the txn's snapshot; a txn that loses a write
-    conflict or waits too long for its locks is redone from the start."""
+    conflict or waits too long for its locks is redone from the start. ``early_snapshot``: take the snapshot
+    before the locks, so the balances read may be stale when the txn waited for them: only the write
+    conflict check then keeps the transfer from losing another's update."""
     ms = Metastore.connect(url, warehouse=wh, lock_wait_timeout=30)
     client = transfer_client(ms, partition_conflicts == "1")
     rnd = random.Random(int(seed))
@@ -64,6 +68,8 @@ def transfers(url: str, wh: str, log: str, seed: str, count: str, partition_conf
             txn = client.new_transaction()
             tables = client.get_tables()
             try:
+                if early_snapshot == "1":
+                    txn.snapshot()
                 txn.begin()
                 snapshot = txn.snapshot()
                 picks = [rnd.choice(scan_accounts(ms, t.qualified_name, snapshot)) for t in tables]

@@ -122,9 +122,10 @@ def test_concurrent_transfers_never_change_the_sum(
     procs: list[subprocess.Popen[str]] = []
     try:
         procs.append(job("stream", metastore_url, wh, str(stream_log), str(stop), "8"))
-        # worker 0 detects conflicts per table (Hive's way), the others per partition (branch)
+        # worker 0 detects conflicts per table (Hive's way), the others per partition (branch); worker 2 reads
+        # at a snapshot taken before its locks
         procs += [
-            job("transfers", metastore_url, wh, str(log), str(w), "8", "0" if w == 0 else "1")
+            job("transfers", metastore_url, wh, str(log), str(w), "8", str(int(w > 0)), str(int(w == 2)))
             for w, log in enumerate(transfer_logs)
         ]
         seen, checks = 0, 0
