@@ -82,19 +82,22 @@ def planned(before: list[Row]) -> list[Row]:
     return sorted(after)
 
 
-def wait_aborted(ms: Metastore, txn_id: int) -> None:
-    """Run the housekeeper until it aborts ``txn_id`` (its heartbeats stopped), within 30 s."""
-    deadline = time.monotonic() + 30
-    while ms.get_txn_state(txn_id) is TxnState.OPEN:
-        assert time.monotonic() < deadline, f"txnid:{txn_id} still open"
-        ms.perform_timeouts()
-        time.sleep(0.2)
-    assert ms.get_txn_state(txn_id) is TxnState.ABORTED
+def wait_aborted(url: str, warehouse: Path, txn_id: int) -> None:
+    """Run the housekeeper until it aborts ``txn_id`` (its heartbeats stopped), within 30 s. Its short timeout
+    is its own: the test's other work runs on a handle with the default one, so no slow heartbeat of it is
+    mistaken for a dead client."""
+    with Metastore.connect(url, warehouse=warehouse, txn_timeout=TXN_TIMEOUT) as reaper:
+        deadline = time.monotonic() + 30
+        while reaper.get_txn_state(txn_id) is TxnState.OPEN:
+            assert time.monotonic() < deadline, f"txnid:{txn_id} still open"
+            reaper.perform_timeouts()
+            time.sleep(0.2)
+        assert reaper.get_txn_state(txn_id) is TxnState.ABORTED
 
 
 @pytest.fixture
 def crash(metastore_url: str, warehouse: Path) -> Iterator[Metastore]:
-    with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=TXN_TIMEOUT) as ms:
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE DATABASE crash")
         for name, partitioned in ((CRASH, True), (CRASH_OTHER, False)):
             ms.execute(
@@ -144,7 +147,7 @@ def test_kill_9_of_the_client_mid_transaction(
     finally:
         kill(proc)
     assert (rows(ms, CRASH), rows(ms, CRASH_OTHER)) == (before, before_other)  # nothing visible
-    wait_aborted(ms, txn_id)
+    wait_aborted(metastore_url, warehouse, txn_id)
     assert (rows(ms, CRASH), rows(ms, CRASH_OTHER)) == (before, before_other)
 
     # writable: its locks went with it (a mutation would wait for them), its files stay invisible
@@ -174,13 +177,7 @@ def test_kill_9_of_a_coordinator_process_and_the_retried_task(
     statement id, replacing what the attempt left; the commit then holds exactly the task's mutations."""
     ms = crash
     before = rows(ms, CRASH)
-    client = (
-        MutatorClient.builder()
-        .with_metastore(ms)
-        .add_sink_table(*CRASH.split("."))
-        .with_heartbeat_interval(0.3)
-        .build()
-    )
+    client = MutatorClient.builder().with_metastore(ms).add_sink_table(*CRASH.split(".")).build()
     client.connect()
     txn = client.new_transaction()
     [table] = client.get_tables()
@@ -211,15 +208,14 @@ def test_kill_9_of_a_coordinator_process_and_the_retried_task(
 def test_lock_failure_listener_of_a_live_client(
     crash: Metastore, metastore_url: str, warehouse: Path
 ) -> None:
-    """The client process heartbeats every 5 s; the housekeeper (this process, timeout 2 s) aborts its txn
-    in between. The client's next heartbeat calls the listener; its commit then fails with
+    """The client process heartbeats every 5 s; a housekeeper with a 2 s timeout aborts its txn in between. The client's next heartbeat calls the listener; its commit then fails with
     TransactionException and nothing of the txn is visible."""
     ms = crash
     before = rows(ms, CRASH)
     proc = job("listener", metastore_url, str(warehouse), "5")
     try:
         txn_id = int(wait_for(proc, "READY"))
-        wait_aborted(ms, txn_id)
+        wait_aborted(metastore_url, warehouse, txn_id)
         out, _ = proc.communicate(timeout=60)
     finally:
         kill(proc)
