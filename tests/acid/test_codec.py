@@ -89,3 +89,29 @@ def test_vectorised_rejects_illegal_versions() -> None:
         decode_writer_ids(np.array([536870912, 0x40000000], dtype=np.int32))
     with pytest.raises(AcidFormatError, match="Version=7"):
         decode_writer_ids(np.array([-1], dtype=np.int32))
+
+
+@given(st.lists(buckets, max_size=20), statements)
+def test_encode_many_matches_encode(bucket_ids: list[int], stmt: int) -> None:
+    encoded = BucketCodec.V1.encode_many(np.array(bucket_ids, dtype=np.int32), stmt)
+    assert encoded.dtype == np.int32
+    assert encoded.tolist() == [BucketCodec.V1.encode(b, stmt) for b in bucket_ids]
+
+
+@given(
+    st.lists(buckets | st.integers(-(2**40), 2**40), min_size=1, max_size=5),
+    statements | st.integers(-(2**33), 2**33),
+)
+def test_encode_many_refuses_what_encode_refuses(bucket_ids: list[int], stmt: int) -> None:
+    def scalar() -> list[int]:
+        return [BucketCodec.V1.encode(b, stmt) for b in bucket_ids]
+
+    try:
+        expected = scalar()
+    except ValueError:
+        with pytest.raises(ValueError, match="must be in"):
+            BucketCodec.V1.encode_many(np.array(bucket_ids, dtype=np.int64), stmt)
+    else:
+        assert BucketCodec.V1.encode_many(np.array(bucket_ids, dtype=np.int64), stmt).tolist() == expected
+    with pytest.raises(ValueError, match="only BucketCodec V1"):
+        BucketCodec.V0.encode_many(np.array(bucket_ids, dtype=np.int64), stmt)

@@ -21,6 +21,8 @@ Limits of Hive 2.3 as an oracle (measured, pyspark-notes.md §5):
 * The updater writes ORC through Spark's orc-core 2.2.2 (not a real Hive 2.3 cluster's ORC 1.3), V0
   ``bucket`` values (the plain bucket number, no BucketCodec), ACID version 0 (``_orc_acid_version`` holds
   4 zero bytes) and an empty ``hive.acid.key.index`` for the last stripe of a file.
+* The updater's delete events (split update) carry its own bucket number, not the deleted row's
+  ``ROW__ID.bucketid``: they match rows of V0 files only (those Hive 2 wrote), never V1 rows.
 * Files are written through Hadoop's raw local file system (no ``.crc`` files; ``hflush`` reaches the disk,
   so the data and ``_flush_length`` files of an updater left open are readable as on HDFS).
 """

@@ -142,6 +142,15 @@ def test_split_update_writes_delete_delta_that_hive_23_reader_ignores(hive: Hive
     ]
 
 
+def test_split_update_deletes_carry_the_updaters_bucket_not_the_rows(hive: HiveJvm, tmp_path: Path) -> None:
+    """Hive 2.3's limit as a referee: a delete of a row whose ROW__ID.bucketid is V1-encoded (bucket 0,
+    statement 0: 536870912) is written with the updater's plain bucket number, so it can never match that row."""
+    [written] = hive.write_with_record_updater(
+        str(tmp_path), COLS, [("delete", 3, (2, 536870912, 5))], bucket=0, min_write_id=3, max_write_id=3
+    )
+    assert hive.orc_rows(written) == [(2, 2, 0, 5, 3, None)]
+
+
 def test_legacy_inline_delete_is_applied_by_hive_reader(hive: HiveJvm, tmp_path: Path) -> None:
     t = str(tmp_path)
     hive.write_with_record_updater(

@@ -27,9 +27,11 @@ def take_ids(conn: Connection, counter: Table, n: int = 1) -> int:
     return int(after) - n
 
 
-def peek_next(conn: Connection, counter: Table) -> int:
-    """The id the counter would hand out next, without reserving it."""
-    return int(conn.execute(select(next(iter(counter.c)))).scalar_one())
+def peek_next(conn: Connection, counter: Table, *, lock: bool = False) -> int:
+    """The id the counter would hand out next, without reserving it. ``lock`` holds the counter's row lock until
+    the caller's transaction ends: takers (and other lockers) wait for it (SQLite's write lock is already held)."""
+    query = select(next(iter(counter.c)))
+    return int(conn.execute(query.with_for_update() if lock else query).scalar_one())
 
 
 def now_ms() -> int:

@@ -377,6 +377,14 @@ def commit_txn(
         (r.tc_database, r.tc_table, r.tc_partition, r.tc_operation_type, r.tc_writeid)
         for r in _COMPONENTS.run(conn, {"txn_id": txn_id})
     ]
+    update_delete = any(OperationType(c[3]).is_update_delete for c in components)
+    commit_id = None
+    if update_delete:
+        # Hive's S4U on NEXT_TXN_ID, before the conflict check: commits that update or delete and txn opens
+        # go one at a time from here to the end of this transaction. Otherwise (PostgreSQL, READ COMMITTED) a
+        # txn opened meanwhile gets an id above the commit id and a snapshot without this commit, and a
+        # concurrent commit checks conflicts without seeing this one's WRITE_SET: both lose an update.
+        commit_id = peek_next(conn, s.next_txn_id, lock=True) - 1
     conflict = _write_conflict(conn, txn_id, [c[:4] for c in components])
     if conflict is not None:
         if events:
@@ -385,7 +393,6 @@ def commit_txn(
         return WriteConflictException(conflict)
     _commit_key_value(conn, txn_id, key, value)
     now = now_ms()
-    update_delete = any(OperationType(c[3]).is_update_delete for c in components)
     if components:
         _INSERT_COMPLETED.run(
             conn,
@@ -402,8 +409,7 @@ def commit_txn(
                 for db, tbl, part, _op, wid in components
             ],
         )
-    if update_delete:
-        commit_id = peek_next(conn, s.next_txn_id) - 1
+    if commit_id is not None:
         conn.execute(
             insert(s.write_set),
             [

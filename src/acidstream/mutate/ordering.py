@@ -53,8 +53,9 @@ class SequenceValidator:
             w = np.concatenate([[self.last.write_id], w])
             b = np.concatenate([[self.last.bucket_id], b])
             r = np.concatenate([[self.last.row_id], r])
-        dw, db, dr = np.diff(w), np.diff(b), np.diff(r)
-        ascending = (dw > 0) | ((dw == 0) & ((db > 0) | ((db == 0) & (dr > 0))))
+        # compared, not subtracted: a difference of two int64 keys can overflow
+        w0, w1, b0, b1, r0, r1 = w[:-1], w[1:], b[:-1], b[1:], r[:-1], r[1:]
+        ascending = (w1 > w0) | ((w1 == w0) & ((b1 > b0) | ((b1 == b0) & (r1 > r0))))
         if not ascending.all():
             i = int(np.argmin(ascending))
             before = RecordIdentifier(int(w[i]), int(b[i]), int(r[i]))

@@ -203,6 +203,7 @@ class Transaction:
 
     def _check_usable(self) -> None:
         if self._dead is not None:
+            self.state = TxnState.ABORTED  # the metastore aborted it (or no longer knows it)
             raise TransactionError(f"txnid:{self.txn_id} is dead: {self._dead}") from self._dead
 
 
