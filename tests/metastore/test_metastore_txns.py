@@ -6,6 +6,7 @@ import getpass
 
 import pytest
 
+from acidstream import faults
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import (
     InvalidObjectException,
@@ -185,28 +186,24 @@ def test_first_committer_wins_on_update_delete(ms: Metastore) -> None:
     ms.commit_txn(d)
 
 
-def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(
-    ms: Metastore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(ms: Metastore) -> None:
     """No lost update: B opens and takes its snapshot while A's commit is under way, then locks and updates the
     same partition; B's snapshot contains A or B's commit conflicts. A commit must not take its commit id while
     an open can still slip in before the commit is visible (PostgreSQL, READ COMMITTED, lost B's conflict)."""
     import threading
     import time
 
-    from acidstream.metastore.txns import COMMIT_DELAY_ENV
-
     (a,) = ms.open_txns()
     _write(ms, a, OperationType.UPDATE, "ds=1")
-    monkeypatch.setenv(COMMIT_DELAY_ENV, "2")  # A sleeps at the end of its commit, inside its DB transaction
-    committing = threading.Thread(target=ms.commit_txn, args=(a,))
-    committing.start()
-    time.sleep(0.5)  # A has read the delay by now (if not, the race is not exercised; nothing fails wrongly)
-    monkeypatch.delenv(COMMIT_DELAY_ENV)
-    (b,) = ms.open_txns()
-    sees_a = ms.get_valid_write_ids("db.t", snapshot=ms.snapshot()).is_write_id_valid(1)
-    _write(ms, b, OperationType.UPDATE, "ds=1")
-    committing.join(30)
+    # A sleeps at the end of its commit, inside its DB transaction
+    with faults.armed("metastore.commit", faults.sleep(2), times=1):
+        committing = threading.Thread(target=ms.commit_txn, args=(a,))
+        committing.start()
+        time.sleep(0.5)  # A is in its commit by now (if not, the race is not exercised; nothing fails wrongly)
+        (b,) = ms.open_txns()
+        sees_a = ms.get_valid_write_ids("db.t", snapshot=ms.snapshot()).is_write_id_valid(1)
+        _write(ms, b, OperationType.UPDATE, "ds=1")
+        committing.join(30)
     assert ms.get_txn_state(a) is TxnState.COMMITTED
     if sees_a:
         ms.commit_txn(b)
