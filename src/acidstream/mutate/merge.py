@@ -252,9 +252,11 @@ class TableMutation:
 def _match(
     target: pa.Table, source: pa.Table, on: Sequence[str]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(target index, source index) of every matching pair; null keys never match; a target row matched by
-    two source rows is an error naming the key."""
+    """(target index, source index) of every matching pair, by target index; null keys never match; a target
+    row matched by two source rows is an error naming the key."""
     keys = [k.lower() for k in on]
+    if len(keys) == 1:
+        return _match_one(target.column(keys[0]), source.column(keys[0]), keys[0])
 
     def keyed(table: pa.Table, index: str) -> pa.Table:
         t = pa.table({**{k: table.column(k) for k in keys}, index: pa.array(np.arange(table.num_rows))})
@@ -275,6 +277,26 @@ def _match(
         raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", key)
     order = np.argsort(t_idx, kind="stable")
     return t_idx[order], s_idx[order]
+
+
+def _match_one(
+    target: pa.ChunkedArray, source: pa.ChunkedArray, name: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`_match` on one key column: a hash lookup of the target's keys in the source's (the usual change
+    set is the small side), without the cost of starting a join engine."""
+    position = pc.index_in(target, value_set=source.combine_chunks(), skip_nulls=True)
+    t_idx = np.flatnonzero(pc.is_valid(position).to_numpy(zero_copy_only=False))
+    s_idx = pc.drop_null(position).to_numpy().astype(np.int64)
+    counts = pc.value_counts(pc.drop_null(source))
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated) and len(t_idx):
+        hit = pc.is_in(target.take(pa.array(t_idx)), value_set=repeated).to_numpy(zero_copy_only=False)
+        if hit.any():
+            row = int(t_idx[np.argmax(hit)])
+            value = target[row]
+            rows = np.flatnonzero(pc.equal(source, value).to_numpy(zero_copy_only=False))[:2].tolist()
+            raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", {name: value.as_py()})
+    return t_idx.astype(np.int64), s_idx
 
 
 def _evaluate(value: Any, rows: pa.Table, target: pa.DataType, name: str) -> pa.ChunkedArray:
