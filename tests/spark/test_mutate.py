@@ -293,3 +293,48 @@ def test_a_second_mutation_of_one_row_in_a_task_is_refused(ms: Metastore) -> Non
     )
     with TableMutation(ms, "testing.twice") as m, pytest.raises(InvalidObjectException, match=r"\{'id': 4\}"):
         write_mutations(m.acid_table, ms, 0, 0, [batch, batch], keys=["id"])
+
+
+def test_typed_columns_on_an_unpartitioned_unbucketed_table(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str]
+) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    for name in ("typed_spark", "typed_python"):
+        ms.execute(
+            f"CREATE TABLE testing.{name} (k int, ts timestamp, amount decimal(10,2), d date, ok boolean) "
+            "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+
+    def rows(keys: list[int], day: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "k": keys,
+                "ts": [dt.datetime(2024, 1, day, k % 24, 30) for k in keys],
+                "amount": [Decimal(f"{k}.{day:02d}") for k in keys],
+                "d": [dt.date(2024, 2, day) for _ in keys],
+                "ok": [k % 2 == 0 for k in keys],
+            }
+        )
+
+    for name in ("typed_spark", "typed_python"):
+        ms.table(f"testing.{name}").merge(rows(list(range(10)), 1), on=["k"])
+    source = rows(list(range(5, 15)), 2)
+    counts = acid.merge(
+        acid_spark,
+        "testing.typed_spark",
+        acid_spark.createDataFrame(source),
+        on=["k"],
+        when_not_matched_by_source="delete",
+        **opts,
+    )
+    assert counts == {"inserted": 5, "updated": 5, "deleted": 5}
+    assert (
+        ms.table("testing.typed_python").merge(source, on=["k"], when_not_matched_by_source="delete")
+        == counts
+    )
+    spark_rows = ms.table("testing.typed_spark").scan().to_pandas().sort_values("k").reset_index(drop=True)
+    python_rows = ms.table("testing.typed_python").scan().to_pandas().sort_values("k").reset_index(drop=True)
+    pd.testing.assert_frame_equal(spark_rows, python_rows)
+    assert spark_rows.amount.tolist() == source.amount.tolist()
