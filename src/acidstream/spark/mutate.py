@@ -13,7 +13,9 @@ summary.
 Nothing is visible until that commit: a failed job aborts the txn, and a driver killed outright stops
 heartbeating, so the metastore aborts its txn after the txn timeout. Errors a task raises on purpose (a row
 that would move between buckets, two source rows matching one target row) reach the caller as the same
-exception classes the Python API raises.
+exception classes the Python API raises. A retried task replaces its statement's files and the driver deletes
+files of attempts no task reported before committing; two attempts of one statement running at once would
+collide, so keep ``spark.speculation`` off (its default), as for batch writes.
 """
 
 from __future__ import annotations
@@ -82,7 +84,10 @@ def merge(
     """Apply the DataFrame ``source`` to ``table`` (``db.table``), matching rows on the ``on`` columns, in one
     transaction; same semantics as ``Table.merge`` (matched rows updated or deleted, unmatched source rows
     inserted, unmatched target rows deleted if asked; null keys never match; a target row matched twice is an
-    error). Returns ``{"inserted": n, "updated": n, "deleted": n}``."""
+    error). Returns ``{"inserted": n, "updated": n, "deleted": n}``.
+
+    Unless unmatched target rows are deleted, the target is first semi-joined with the source's keys, so only
+    matching rows are shuffled; the source is then evaluated twice (``cache()`` an expensive one)."""
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with _mutation(metastore, warehouse, table) as (m, location):
         changes = m.changes
