@@ -19,19 +19,14 @@ from acidstream.mutate.apply import DELETE, INSERT, OP
 from acidstream.mutate.merge import TableMutation
 from acidstream.spark.mutate import BUCKET, remove_unreported, write_mutations
 from acidstream.spark.read import PARTITION_NAME
-
-COLUMNS = ["id", "name", "score", "p"]
-DDL = (
-    "CREATE TABLE testing.{} (id bigint, name string, score double) PARTITIONED BY (p string) "
-    "CLUSTERED BY (id) INTO 4 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-)
+from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 
 @pytest.fixture
 def twins(ms: Metastore) -> tuple[str, str]:
     """Two identical tables: one mutated through Spark, one through the Python API."""
     for name in ("by_spark", "by_python"):
-        ms.execute(DDL.format(name))
+        ms.execute(ACCOUNTS_DDL.format(f"testing.{name}"))
         ms.table(f"testing.{name}").merge(frame(list(range(200)), "a"), on=["id"])
     return "testing.by_spark", "testing.by_python"
 
@@ -43,22 +38,6 @@ def spread(acid_spark: Any) -> Any:
     acid_spark.conf.set(key, "false")
     yield acid_spark
     acid_spark.conf.unset(key)
-
-
-def frame(ids: list[int], tag: str, parts: list[str] | None = None) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "id": ids,
-            "name": [f"{tag}{i}" for i in ids],
-            "score": [float(i) * 1.5 for i in ids],
-            "p": parts if parts is not None else [f"p{i % 3}" for i in ids],
-        }
-    )
-
-
-def table_frame(ms: Metastore, name: str) -> pd.DataFrame:
-    df = ms.table(name).scan(columns=COLUMNS).to_pandas()
-    return df.sort_values("id").reset_index(drop=True)
 
 
 def no_open_txns(ms: Metastore) -> bool:
@@ -251,7 +230,7 @@ def mutations(rows: list[tuple[int, str]], table: Any) -> pa.RecordBatch:
 def test_files_of_killed_attempts_are_removed_before_the_commit(ms: Metastore) -> None:
     """Attempt 0 of statement 0 wrote p0 and p1, then died unreported; its retry writes p0 only (other input):
     p1's files must not become visible. A retry replaces the files of its own groups."""
-    ms.execute(DDL.format("retried"))
+    ms.execute(ACCOUNTS_DDL.format("testing.retried"))
     with TableMutation(ms, "testing.retried") as m:
         acid_table = m.acid_table
         write_mutations(acid_table, ms, 0, 0, [mutations([(1, "p0"), (2, "p1")], acid_table.table)])
@@ -270,7 +249,7 @@ def test_files_of_killed_attempts_are_removed_before_the_commit(ms: Metastore) -
 
 def test_a_second_mutation_of_one_row_in_a_task_is_refused(ms: Metastore) -> None:
     """Across batch boundaries too: sorted, a ROW__ID twice means two source rows matched it."""
-    ms.execute(DDL.format("twice"))
+    ms.execute(ACCOUNTS_DDL.format("testing.twice"))
     ms.table("testing.twice").merge(frame([4], "a", ["p0"]), on=["id"])
     [row_id] = (
         ms.table("testing.twice")
