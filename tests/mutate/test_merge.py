@@ -19,33 +19,13 @@ from acidstream.errors import (
 )
 from acidstream.metastore import TxnState as MsState
 from acidstream.mutate.merge import TableMutation
-
-COLUMNS = ["id", "name", "score", "p"]
+from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 
 @pytest.fixture
 def accounts(ms: Metastore) -> str:
-    ms.execute(
-        "CREATE TABLE testing.acc (id bigint, name string, score double) PARTITIONED BY (p string) "
-        "CLUSTERED BY (id) INTO 4 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-    )
+    ms.execute(ACCOUNTS_DDL.format("testing.acc"))
     return "testing.acc"
-
-
-def frame(ids: list[int], tag: str, parts: list[str] | None = None) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "id": ids,
-            "name": [f"{tag}{i}" for i in ids],
-            "score": [float(i) * 1.5 for i in ids],
-            "p": parts if parts is not None else [f"p{i % 3}" for i in ids],
-        }
-    )
-
-
-def table_frame(ms: Metastore, name: str) -> pd.DataFrame:
-    df = ms.table(name).scan(columns=COLUMNS).to_pandas()
-    return df.sort_values("id").reset_index(drop=True)
 
 
 def reference_upsert(

@@ -19,27 +19,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid.tabular import as_table
-from acidstream.acid.writeids import ValidTxnList
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException, SerializationError, StreamingException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType
-from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE, apply_mutations
-from acidstream.mutate.bucket_id import BucketIdResolver
+from acidstream.mutate.apply import UPDATE, apply_mutations
+from acidstream.mutate.changes import (
+    PART,
+    Changes,
+    KnownPartitions,
+    MatchedAction,
+    MergeActions,
+    PartitionValues,
+    cast_column,
+    duplicate_match,
+    known_partitions,
+    with_op,
+)
 from acidstream.mutate.client import table_write
 from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType, plain_definition
-from acidstream.read.planning import partition_value_table
 from acidstream.txn import Transaction, TxnHeartbeat
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore, Table
     from acidstream.read.scan import TableScan
 
-MatchedAction = Literal["update", "delete"] | None
 #: Told each step of a mutation as it starts ("reading db.t", "writing ...", "committing"), for a progress display.
 Progress = Callable[[str], None]
-PartitionValues = tuple[str | None, ...]
 
 
 def merge(
@@ -60,30 +68,12 @@ def merge(
     asked. Null keys never match. Two source rows matching one target row is an error, as in SQL's MERGE.
     Returns the number of rows inserted, updated and deleted. ``progress`` is told each step as it starts.
     """
-    _check_choice("when_matched", when_matched, ("update", "delete", None))
-    _check_choice("when_not_matched", when_not_matched, ("insert", None))
-    _check_choice("when_not_matched_by_source", when_not_matched_by_source, ("delete", None))
+    actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with TableMutation(metastore, table_name, progress) as m:
-        src = m.align_source(as_table(source), on)
-        missing = [c.name for c in m.table.columns if c.name not in src.column_names]
-        extra = missing if when_matched == "update" else []
-        target, parts = m.read_target([*dict.fromkeys([*on, *extra])])
+        src = m.changes.align_source(as_table(source), on)
+        target, parts = m.read_target(m.changes.target_columns(src.column_names, on, actions))
         t_idx, s_idx = _match(target, src, on)
-        n_target, n_source = target.num_rows, src.num_rows
-        pieces: list[pa.Table] = []
-        if when_matched == "update" and len(t_idx):
-            pieces.append(m.updates(target, parts, src, t_idx, s_idx))
-        elif when_matched == "delete" and len(t_idx):
-            pieces.append(m.deletes(target.take(pa.array(t_idx))))
-        if when_not_matched == "insert":
-            inserted = np.setdiff1d(np.arange(n_source), s_idx, assume_unique=False)
-            if len(inserted):
-                pieces.append(m.inserts(src.take(pa.array(inserted)), parts))
-        if when_not_matched_by_source == "delete":
-            orphans = np.setdiff1d(np.arange(n_target), t_idx, assume_unique=False)
-            if len(orphans):
-                pieces.append(m.deletes(target.take(pa.array(orphans))))
-        m.write(pieces, parts)
+        m.write(m.changes.merge(target, parts, src, t_idx, s_idx, actions, m.known_partitions), parts)
         return m.commit()
 
 
@@ -92,7 +82,7 @@ def delete(metastore: Metastore, table_name: str, filter: pc.Expression | None =
     None: every row). Returns the counts."""
     with TableMutation(metastore, table_name) as m:
         target, parts = m.read_target([], filter)
-        m.write([m.deletes(target)] if target.num_rows else [], parts)
+        m.write([m.changes.marked(target)] if target.num_rows else [], parts)
         return m.commit()
 
 
@@ -103,21 +93,22 @@ def update(
     row's columns (``pc.field("balance") - 10``). Partition and bucketed columns cannot change: rows never move.
     """
     with TableMutation(metastore, table_name) as m:
-        changes = m.check_assignments(set)
+        changes = m.changes.check_assignments(set)
         data = [c.name for c in m.table.columns]
         keys = [k.name for k in m.table.partition_keys]
         target, parts = m.read_target([*data, *keys], filter)
         if target.num_rows:
             columns = {c: target.column(c) for c in data}
             for name, value in changes.items():
-                columns[name] = evaluate_assignment(value, target, m.column_type(name), name)
-            rows = pa.table({ROW_ID: target.column(ROW_ID), **columns, "__part": target.column("__part")})
-            m.write([m.with_op(rows, UPDATE)], parts)
+                columns[name] = evaluate_assignment(value, target, m.changes.column_type(name), name)
+            rows = pa.table({ROW_ID: target.column(ROW_ID), **columns, PART: target.column(PART)})
+            m.write([with_op(rows, UPDATE)], parts)
         return m.commit()
 
 
 class TableMutation:
-    """One table's mutation txn: locks, its snapshot, one coordinator, the commit (or abort on error)."""
+    """One table's mutation txn: locks, its snapshot, the commit (or abort on error); in-process writes go
+    through one coordinator (statement 0), writers elsewhere (Spark tasks) hand their summaries to :meth:`commit`."""
 
     def __init__(self, metastore: Metastore, table_name: str, progress: Progress | None = None) -> None:
         self.metastore = metastore
@@ -127,10 +118,12 @@ class TableMutation:
             raise InvalidObjectException(
                 f"{self.table.full_name} is not a full-ACID table: it cannot be mutated"
             )
+        self.changes = Changes(plain_definition(self.table))
         self._txn: Transaction | None = None
         self._heartbeat: TxnHeartbeat | None = None
+        self._acid: AcidTable | None = None
         self._coordinator: MutatorCoordinator | None = None
-        self._resolver = BucketIdResolver(self.table)
+        self._known: KnownPartitions | None = None
 
     def __enter__(self) -> TableMutation:
         user, host = client_identity()
@@ -157,15 +150,14 @@ class TableMutation:
                 self.metastore, lambda: [txn], name=f"acidstream-mutation-{txn.txn_id}"
             )
             self._heartbeat.start()
-            acid = AcidTable(
+            self._acid = AcidTable(
                 self.table.db,
                 self.table.name,
                 TableType.SINK,
-                definition=plain_definition(self.table),
+                definition=self.changes.table,
                 txn_id=txn.txn_id,
                 write_id=txn.write_id(name),
             )
-            self._coordinator = MutatorCoordinator(acid, metastore=self.metastore, statement_id=0)
         except BaseException:
             self._end()
             raise
@@ -187,9 +179,27 @@ class TableMutation:
                 self._txn.abort()
 
     @property
+    def acid_table(self) -> AcidTable:
+        """The table with the txn's write id: what coordinators (here or on workers) write with."""
+        assert self._acid is not None, "enter the TableMutation first"
+        return self._acid
+
+    @property
     def snapshot(self) -> ValidTxnList:
         assert self._txn is not None
         return self._txn.snapshot()
+
+    def valid_write_ids(self) -> ValidWriteIdList:
+        """The table's write ids at the txn's snapshot (what a reader elsewhere reads the target at)."""
+        assert self._txn is not None
+        return self._txn.valid_write_ids(self.table.full_name)
+
+    def known_partitions(self) -> KnownPartitions:
+        """The table's partitions by typed values (listed once per txn)."""
+        if self._known is None:
+            existing = [p.values for p in self.metastore.list_partitions(self.table.full_name)]
+            self._known = known_partitions(self.table, existing)
+        return self._known
 
     # --- reading ----------------------------------------------------------------------------------------------
 
@@ -208,210 +218,56 @@ class TableMutation:
         self._progress(f"reading {self.table.full_name}")
         for values, batch in scan.partition_batches():
             code = parts.setdefault(values, len(parts))
-            batches.append(
-                batch.append_column("__part", pa.array(np.full(batch.num_rows, code, dtype=np.int32)))
-            )
+            batches.append(batch.append_column(PART, pa.array(np.full(batch.num_rows, code, dtype=np.int32))))
             rows += batch.num_rows
             self._progress(f"reading {self.table.full_name}: {rows:,} rows")
-        schema = scan.schema.append(pa.field("__part", pa.int32()))
+        schema = scan.schema.append(pa.field(PART, pa.int32()))
         return pa.Table.from_batches(batches, schema=schema), list(parts)
 
-    # --- mutations ------------------------------------------------------------------------------------------
+    # --- writing and committing -----------------------------------------------------------------------------
 
-    def align_source(self, source: pa.Table, on: Sequence[str]) -> pa.Table:
-        """Source columns renamed to the table's (case-insensitive) and cast to its types; unknown columns and
-        keys are refused, naming them."""
-        types = {c.name: c.type.to_arrow() for c in (*self.table.columns, *self.table.partition_keys)}
-        lowered = [str(n).lower() for n in source.column_names]
-        unknown = [n for n in lowered if n not in types]
-        if unknown:
-            raise SerializationError(
-                f"source columns {unknown} are not in {self.table.full_name}", field=unknown[0]
-            )
-        if len(set(lowered)) != len(lowered):
-            raise SerializationError("source has duplicate column names (names are case-insensitive)")
-        bad_keys = [k for k in on if k.lower() not in lowered]
-        if not on or bad_keys:
-            raise SerializationError(
-                f"merge keys {list(on)} must be source columns", field=(bad_keys or [""])[0]
-            )
-        source = source.rename_columns(lowered)
-        return pa.table({n: _cast(source.column(n), types[n], n) for n in lowered})
-
-    def updates(
-        self,
-        target: pa.Table,
-        parts: list[PartitionValues],
-        source: pa.Table,
-        t_idx: npt.NDArray[np.int64],
-        s_idx: npt.NDArray[np.int64],
-    ) -> pa.Table:
-        """New versions of matched rows: source values, target values for columns the source lacks."""
-        t_take, s_take = pa.array(t_idx), pa.array(s_idx)
-        part_codes = target.column("__part").take(t_take)
-        self._check_same_partition(part_codes, parts, source, s_take)
-        columns = {
-            c.name: (source if c.name in source.column_names else target)
-            .column(c.name)
-            .take(s_take if c.name in source.column_names else t_take)
-            for c in self.table.columns
-        }
-        rows = pa.table({ROW_ID: target.column(ROW_ID).take(t_take), **columns, "__part": part_codes})
-        return self.with_op(rows, UPDATE)
-
-    def deletes(self, target: pa.Table) -> pa.Table:
-        nulls = {c.name: pa.nulls(target.num_rows, c.type.to_arrow()) for c in self.table.columns}
-        rows = pa.table({ROW_ID: target.column(ROW_ID), **nulls, "__part": target.column("__part")})
-        return self.with_op(rows, DELETE)
-
-    def inserts(self, source: pa.Table, parts: list[PartitionValues]) -> pa.Table:
-        """New rows with their bucket attached and their partition (from the source's partition columns)."""
-        n = source.num_rows
-        columns = {
-            c.name: source.column(c.name) if c.name in source.column_names else pa.nulls(n, c.type.to_arrow())
-            for c in self.table.columns
-        }
-        codes = self._insert_partitions(source, parts)
-        rows = self._resolver.attach_batch(pa.table(columns))
-        rows = pa.table({ROW_ID: rows.column(ROW_ID), **columns, "__part": pa.array(codes)})
-        return self.with_op(rows, INSERT)
-
-    def with_op(self, rows: pa.Table, op: int) -> pa.Table:
-        return rows.append_column(OP, pa.array(np.full(rows.num_rows, op, dtype=np.int8)))
-
-    def check_assignments(self, assignments: Mapping[str, Any]) -> dict[str, Any]:
-        names = {c.name for c in self.table.columns}
-        keys = {k.name for k in self.table.partition_keys}
-        bucketed = set(self.table.bucket_columns)
-        checked = {}
-        for name, value in assignments.items():
-            col = name.lower()
-            if col in keys:
-                raise InvalidObjectException(f"{col} is a partition key: rows never move between partitions")
-            if col in bucketed:
-                raise InvalidObjectException(f"{col} is a bucketed column: rows never move between buckets")
-            if col not in names:
-                raise InvalidObjectException(f"{self.table.full_name} has no column {name!r}")
-            checked[col] = value
-        if not checked:
-            raise InvalidObjectException("update needs at least one column to set")
-        return checked
-
-    def column_type(self, name: str) -> pa.DataType:
-        return next(c.type.to_arrow() for c in self.table.columns if c.name == name)
+    with_op = staticmethod(with_op)
 
     def write(self, pieces: Sequence[pa.Table], parts: list[PartitionValues]) -> None:
-        """Every mutation, partition by partition, through the coordinator."""
+        """Every mutation, partition by partition, through this process's coordinator."""
         if not pieces:
             return
-        assert self._coordinator is not None
+        if self._coordinator is None:
+            self._coordinator = MutatorCoordinator(self.acid_table, metastore=self.metastore, statement_id=0)
         schema = pieces[0].schema
         mutations = pa.concat_tables([p.cast(schema) for p in pieces])
-        codes = mutations.column("__part").to_numpy()
+        codes = mutations.column(PART).to_numpy()
         order = np.argsort(codes, kind="stable")
-        mutations, codes = mutations.take(pa.array(order)).drop_columns(["__part"]), codes[order]
+        mutations, codes = mutations.take(pa.array(order)).drop_columns([PART]), codes[order]
         starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
         for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
             self._progress(f"writing changes: {start:,} of {len(codes):,}")
             apply_mutations(self._coordinator, parts[int(codes[start])], mutations.slice(start, end - start))
 
-    def commit(self) -> dict[str, int]:
-        assert self._txn is not None and self._coordinator is not None
-        summary: MutationSummary = self._coordinator.close()
+    def commit(self, summaries: Sequence[MutationSummary] = ()) -> dict[str, int]:
+        """Commit what this process's coordinator and the given ``summaries`` (coordinators elsewhere, with
+        their own statement ids) wrote; returns the counts."""
+        assert self._txn is not None
         self._progress("committing")
-        write = table_write(self.metastore, self._coordinator.table, [summary])
+        mine = [self._coordinator.close()] if self._coordinator is not None else []
+        every = [*mine, *summaries]
+        write = table_write(self.metastore, self.acid_table, every)
         self._txn.commit(writes=[write] if write is not None else ())
-        return {"inserted": summary.inserted, "updated": summary.updated, "deleted": summary.deleted}
-
-    # --- partitions -----------------------------------------------------------------------------------------
-
-    def _check_same_partition(
-        self, codes: pa.Array, parts: list[PartitionValues], source: pa.Table, s_take: pa.Array
-    ) -> None:
-        """A matched source row that names another partition than its target row's would move the row."""
-        keys = [k for k in self.table.partition_keys if k.name in source.column_names]
-        if not keys:
-            return
-        typed = partition_value_table(self.table.partition_keys, parts)
-        for key in keys:
-            target_values = typed.column(key.name).take(codes)
-            source_values = source.column(key.name).take(s_take)
-            same = pc.fill_null(pc.equal(target_values, source_values), False)
-            both_null = pc.and_(pc.is_null(target_values), pc.is_null(source_values))
-            moved = pc.invert(pc.or_(same, both_null))
-            if pc.any(moved).as_py():
-                i = pc.index(moved, True).as_py()
-                raise InvalidObjectException(
-                    f"merge would move a row from {key.name}={target_values[i]} to {source_values[i]}: "
-                    "rows never move between partitions (delete and insert it instead)"
-                )
-
-    def _insert_partitions(self, source: pa.Table, parts: list[PartitionValues]) -> npt.NDArray[np.int32]:
-        """Each new row's partition code in ``parts`` (extended with new partitions)."""
-        keys = self.table.partition_keys
-        if not keys:
-            return np.full(source.num_rows, _add(parts, ()), dtype=np.int32)
-        absent = [k.name for k in keys if k.name not in source.column_names]
-        if absent:
-            raise SerializationError(f"inserted rows need the partition columns {absent}", field=absent[0])
-        codes, distinct = _distinct_rows(source.select([k.name for k in keys]))
-        known = self._known_partitions()
-        mapping = np.array(
-            [_add(parts, known.get(row) or _partition_text(row, keys)) for row in distinct], dtype=np.int32
-        )
-        return mapping[codes]
-
-    def _known_partitions(self) -> dict[tuple[Any, ...], PartitionValues]:
-        """The table's partitions by typed values, so a source value finds its partition's exact name."""
-        existing = [tuple(p.values) for p in self.metastore.list_partitions(self.table.full_name)]
-        typed = partition_value_table(self.table.partition_keys, existing).to_pylist()
-        return {tuple(row.values()): values for row, values in zip(typed, existing, strict=True)}
-
-
-def _add(parts: list[PartitionValues], values: PartitionValues) -> int:
-    if values in parts:
-        return parts.index(values)
-    parts.append(values)
-    return len(parts) - 1
-
-
-def _partition_text(row: tuple[Any, ...], keys: Sequence[Any]) -> PartitionValues:
-    """A new partition's values as text (None: the default partition)."""
-    out: list[str | None] = []
-    for value, key in zip(row, keys, strict=True):
-        if value is None:
-            out.append(None)
-        else:
-            out.append(pa.scalar(value, key.type.to_arrow()).cast(pa.string()).as_py())
-    return tuple(out)
-
-
-def _distinct_rows(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[tuple[Any, ...]]]:
-    """(code per row, the distinct rows as tuples): one dictionary encoding per column, no per-row Python."""
-    codes = np.zeros(table.num_rows, dtype=np.int64)
-    dictionaries = []
-    for column in table.columns:
-        encoded = pc.dictionary_encode(column.combine_chunks())
-        size = len(encoded.dictionary) + 1  # the last code stands for null
-        codes = codes * size + pc.fill_null(encoded.indices, size - 1).to_numpy().astype(np.int64)
-        dictionaries.append([*encoded.dictionary.to_pylist(), None])
-    used, inverse = np.unique(codes, return_inverse=True)
-    rows = []
-    for code in used.tolist():
-        values = []
-        for dictionary in reversed(dictionaries):
-            code, index = divmod(code, len(dictionary))
-            values.append(dictionary[index])
-        rows.append(tuple(reversed(values)))
-    return inverse.astype(np.int64), rows
+        return {
+            "inserted": sum(s.inserted for s in every),
+            "updated": sum(s.updated for s in every),
+            "deleted": sum(s.deleted for s in every),
+        }
 
 
 def _match(
     target: pa.Table, source: pa.Table, on: Sequence[str]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(target index, source index) of every matching pair; null keys never match; a target row matched by
-    two source rows is an error naming the key."""
+    """(target index, source index) of every matching pair, by target index; null keys never match; a target
+    row matched by two source rows is an error naming the key."""
     keys = [k.lower() for k in on]
+    if len(keys) == 1:
+        return _match_one(target.column(keys[0]), source.column(keys[0]), keys[0])
 
     def keyed(table: pa.Table, index: str) -> pa.Table:
         t = pa.table({**{k: table.column(k) for k in keys}, index: pa.array(np.arange(table.num_rows))})
@@ -429,21 +285,29 @@ def _match(
         row = int(np.argmax(counts > 1))
         rows = sorted(s_idx[t_idx == row].tolist())[:2]
         key = {k: target.column(k)[row].as_py() for k in keys}
-        raise InvalidObjectException(
-            f"source rows {rows[0]} and {rows[1]} both match the target row with {key}: a merge updates a row "
-            "at most once (deduplicate the source)"
-        )
+        raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", key)
     order = np.argsort(t_idx, kind="stable")
     return t_idx[order], s_idx[order]
 
 
-def _cast(column: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.ChunkedArray:
-    if column.type == target:
-        return column
-    try:
-        return pc.cast(column, target, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise SerializationError(f"cannot convert {column.type} to {target}: {exc}", field=name) from exc
+def _match_one(
+    target: pa.ChunkedArray, source: pa.ChunkedArray, name: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`_match` on one key column: a hash lookup of the target's keys in the source's (the usual change
+    set is the small side), without the cost of starting a join engine."""
+    position = pc.index_in(target, value_set=source.combine_chunks(), skip_nulls=True)
+    t_idx = np.flatnonzero(pc.is_valid(position).to_numpy(zero_copy_only=False))
+    s_idx = pc.drop_null(position).to_numpy().astype(np.int64)
+    counts = pc.value_counts(pc.drop_null(source))
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated) and len(t_idx):
+        hit = pc.is_in(target.take(pa.array(t_idx)), value_set=repeated).to_numpy(zero_copy_only=False)
+        if hit.any():
+            row = int(t_idx[np.argmax(hit)])
+            value = target[row]
+            rows = np.flatnonzero(pc.equal(source, value).to_numpy(zero_copy_only=False))[:2].tolist()
+            raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", {name: value.as_py()})
+    return t_idx.astype(np.int64), s_idx
 
 
 def evaluate_assignment(value: Any, rows: pa.Table, target: pa.DataType, name: str) -> pa.ChunkedArray:
@@ -461,9 +325,4 @@ def evaluate_assignment(value: Any, rows: pa.Table, target: pa.DataType, name: s
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise SerializationError(f"cannot use {value!r} for {name}: {exc}", field=name) from exc
-    return _cast(result, target, name)
-
-
-def _check_choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
+    return cast_column(result, target, name)

@@ -10,7 +10,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from acidstream.errors import SerializationError, TransactionError
 from acidstream.spark.batch_write import OVERWRITE_REFUSED, AcidBatchWriter
 from acidstream.spark.options import Target, flag, resolve
-from acidstream.spark.read import TARGET_PARTITION_BYTES, TASKS_OPTION, AcidReader, selected_columns
+from acidstream.spark.read import (
+    PARTITION_NAME,
+    PARTITION_NAME_OPTION,
+    TARGET_PARTITION_BYTES,
+    TASKS_OPTION,
+    AcidReader,
+    selected_columns,
+)
 from acidstream.spark.stream_write import AcidStreamWriter
 from acidstream.spark.types import schema_ddl
 
@@ -35,7 +42,10 @@ class AcidDataSource(DataSource):
     def schema(self) -> str:
         target = self._target()
         columns = selected_columns(target.table, self.options.get("columns"))
-        return schema_ddl(columns, flag(self.options, "withRowId"))
+        ddl = schema_ddl(columns, flag(self.options, "withRowId"))
+        if flag(self.options, PARTITION_NAME_OPTION):
+            ddl = ", ".join(d for d in (ddl, f"`{PARTITION_NAME}` string") if d)
+        return ddl
 
     def reader(self, schema: Any) -> DataSourceReader:
         target = self._target()
@@ -47,6 +57,7 @@ class AcidDataSource(DataSource):
             tasks=self.options.get(TASKS_OPTION) or None,
             batch_rows=int(self.options.get("batchRows") or DEFAULT_BATCH_ROWS),
             target_bytes=int(self.options.get("partitionBytes") or TARGET_PARTITION_BYTES),
+            with_partition_name=flag(self.options, PARTITION_NAME_OPTION),
         )
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:

@@ -46,6 +46,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from acidstream.acid.partitions import make_part_name
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.read.planning import BucketTask, ScanPlan, partition_value_table
@@ -59,6 +60,10 @@ if TYPE_CHECKING:
 
 #: Internal option: read exactly these tasks (base64 pickle), at their snapshot, instead of planning.
 TASKS_OPTION = "_acidstream_tasks"
+#: Internal option: add a last column holding each row's partition name exactly as the metastore names it
+#: (``""`` for an unpartitioned table): typed partition values may not print back to the same name.
+PARTITION_NAME_OPTION = "_acidstream_partition_name"
+PARTITION_NAME = "__partition_name"
 
 
 def selected_columns(table: Any, columns: Sequence[str] | str | None) -> list[Column]:
@@ -159,10 +164,12 @@ class AcidReader(DataSourceReader):
         tasks: str | None,
         batch_rows: int,
         target_bytes: int = TARGET_PARTITION_BYTES,
+        with_partition_name: bool = False,
     ) -> None:
         self.target = target
         self.columns = list(columns)
         self.with_row_id = with_row_id
+        self.with_partition_name = with_partition_name
         self.snapshot = snapshot
         self.tasks = tasks
         self.batch_rows = batch_rows
@@ -209,7 +216,13 @@ class AcidReader(DataSourceReader):
             batch
             for task in piece.tasks
             for batch in read_piece(
-                self.target, task, piece.write_ids, self.columns, self.with_row_id, self.batch_rows
+                self.target,
+                task,
+                piece.write_ids,
+                self.columns,
+                self.with_row_id,
+                self.batch_rows,
+                self.with_partition_name,
             )
         )
         if piece.reader_id is None:
@@ -225,6 +238,7 @@ def read_piece(
     columns: Sequence[Column],
     with_row_id: bool,
     batch_rows: int,
+    with_partition_name: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The visible rows of one bucket task, as Arrow batches typed the way Spark expects."""
     from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
@@ -251,8 +265,12 @@ def read_piece(
         char_widths={c.name: c.type.length for c in table.columns if c.type.name == "char"},
     )
     spark_schema = spark_arrow_schema(columns, with_row_id)
+    name = make_part_name(part_names, task.partition_values) if part_names else ""
     for batch in reader.batches():
-        yield to_spark_batch(batch, spark_schema)
+        batch = to_spark_batch(batch, spark_schema)
+        if with_partition_name:
+            batch = batch.append_column(PARTITION_NAME, pa.repeat(pa.scalar(name), batch.num_rows))
+        yield batch
 
 
 def split_for_jvm(plan: ScanPlan) -> tuple[ScanPlan, list[BucketTask]]:

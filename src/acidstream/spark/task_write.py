@@ -8,7 +8,7 @@ never share a file, and reports what it wrote in a picklable :class:`TaskResult`
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -151,10 +151,15 @@ def coalesce(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]
 
 
 def statement_dirs(
-    fs: pafs.FileSystem, table_dir: str, depth: int, write_id: int
+    fs: pafs.FileSystem,
+    table_dir: str,
+    depth: int,
+    write_id: int,
+    kind: Callable[[int, int], str] = delta_dir,
 ) -> Iterator[tuple[str, int, str]]:
-    """``(partition name, statement id, path)`` of every ``delta_w_w_<stmt>`` dir of ``write_id`` in the table."""
-    prefix = delta_dir(write_id, write_id) + "_"
+    """``(partition name, statement id, path)`` of every ``delta_w_w_<stmt>`` dir of ``write_id`` in the table
+    (``kind=delete_delta_dir``: every ``delete_delta_w_w_<stmt>`` dir)."""
+    prefix = kind(write_id, write_id) + "_"
     level = [("", table_dir)]
     for _ in range(depth):
         below = []

@@ -91,7 +91,7 @@ def run_merge(ms: Metastore, sql: str, statement: exp.Merge) -> dict[str, int]:
     with TableMutation(ms, plan.target.table.full_name) as m:
         for clause in (*plan.matched, *plan.by_source):
             if clause.action == "update" and clause.explicit:
-                m.check_assignments(clause.values)
+                m.changes.check_assignments(clause.values)
         source = plan.source.table.scan(columns=plan.source_columns(), snapshot=m.snapshot).to_arrow()
         # without BY SOURCE clauses only target rows whose keys the source holds matter
         target, parts = m.read_target(
@@ -107,7 +107,9 @@ def run_merge(ms: Metastore, sql: str, statement: exp.Merge) -> dict[str, int]:
             unmatched = np.setdiff1d(np.arange(source.num_rows), s_idx)
             rows = _rows(plan, None, unmatched, source, unmatched)
             for clause, chosen in _route(rows, plan.not_matched):
-                pieces.append(m.inserts(_values(plan, clause, rows.take(chosen)), parts))
+                pieces.append(
+                    m.changes.inserts(_values(plan, clause, rows.take(chosen)), parts, m.known_partitions())
+                )
         if plan.by_source:
             orphans = np.setdiff1d(np.arange(target.num_rows), t_idx)
             rows = _rows(plan, target, orphans, None, orphans)
@@ -390,7 +392,10 @@ def _truth(rows: pa.Table, condition: pc.Expression) -> npt.NDArray[np.bool_]:
 def _values(plan: MergePlan, clause: Clause, rows: pa.Table) -> pa.Table:
     """The clause's values for ``rows``, as a table of target columns of the target's types."""
     return pa.table(
-        {name: evaluate_assignment(value, rows, plan.target.types[name], name) for name, value in clause.values.items()}
+        {
+            name: evaluate_assignment(value, rows, plan.target.types[name], name)
+            for name, value in clause.values.items()
+        }
     )
 
 
@@ -405,5 +410,7 @@ def _act(
 ) -> pa.Table:
     """The mutations of an UPDATE or DELETE clause on target rows ``t_idx`` (``rows``: their columns)."""
     if clause.action == "delete":
-        return m.deletes(target.take(pa.array(t_idx)))
-    return m.updates(target, parts, _values(plan, clause, rows), t_idx, np.arange(len(t_idx), dtype=np.int64))
+        return m.changes.marked(target.take(pa.array(t_idx)))
+    return m.changes.updates(
+        target, parts, _values(plan, clause, rows), t_idx, np.arange(len(t_idx), dtype=np.int64)
+    )

@@ -1,0 +1,279 @@
+"""Merge by key against deltalake's merge, scans before/after it, and the Spark merge (issue 16's benchmark).
+
+The table: ``id bigint, name string, c0..c9 double`` partitioned by ``p`` (``id % 4``) and clustered by id into
+8 buckets, N rows loaded in T committed transactions (streaming ``write_batch``); the same rows are appended
+to a deltalake table partitioned by ``p`` in T commits. Two change sets keyed by ``id``:
+
+* upsert: 1% of the rows updated (new values for every column) plus 1% new rows — acidstream
+  ``Table.merge(source, on=["id"])``, deltalake ``merge(...).when_matched_update_all()
+  .when_not_matched_insert_all()``;
+* delete: 1% of the rows — ``Table.merge(keys, on=["id"], when_matched="delete", when_not_matched=None)``,
+  deltalake ``merge(...).when_matched_delete()``.
+
+Every case runs in its own subprocess (its peak RSS is its own) on a fresh copy of the loaded tables, cases
+interleaved ``--repeat`` times, best run reported. Spark cases (``acidstream.spark.merge``, local[2]) time the
+merge call only, after a warm-up merge on a small table (JVM start and Python workers excluded); their peak RSS
+is the sum over the driver's process tree (JVM, Python workers), an upper bound. Scans drain
+``table.scan().to_batches()`` before and after the change sets. Goals: acidstream merge >= 3x deltalake in wall
+time; scan after >= 50% of scan before; Spark merge within 2x of the Python merge. Prints a markdown table.
+
+    python bench/bench_merge.py [--rows 2000000] [--txns 10] [--percent 1] [--repeat 3] [--dir DIR]
+    python bench/bench_merge.py --rows 200000 --repeat 1      # a quick run at a tenth of the size
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from _memory import peak_rss_mib, tree_peak_rss_mib
+from bench_compaction import restore, snapshot
+from bench_read import TABLE, _metastore, run_cases
+
+DOUBLES = [f"c{i}" for i in range(10)]
+PARTITIONS = 4
+
+
+def rows_for(ids: np.ndarray, seed: int) -> pa.Table:
+    """Rows with these ids: a name, ten doubles, and their partition ``p = id % 4``."""
+    rng = np.random.default_rng(seed)
+    values = rng.random((len(DOUBLES), len(ids)))
+    columns: dict[str, Any] = {"id": pa.array(ids, pa.int64()), "name": pa.array(np.char.mod("name-%d", ids))}
+    columns.update({c: values[i] for i, c in enumerate(DOUBLES)})
+    columns["p"] = pa.array(ids % PARTITIONS, pa.int32())
+    return pa.table(columns)
+
+
+def create_table(ms: Any, name: str) -> None:
+    columns = ", ".join(["id bigint", "name string", *(f"{c} double" for c in DOUBLES)])
+    ms.execute(
+        f"CREATE TABLE {name} ({columns}) PARTITIONED BY (p int) CLUSTERED BY (id) INTO 8 BUCKETS "
+        "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+
+
+def load(ms: Any, name: str, per_txn: int, txns: int) -> None:
+    """``txns`` committed streaming transactions of ``per_txn`` rows (ids in order)."""
+    from acidstream import StreamingConnection, StrictDelimitedInputWriter
+
+    db, table = name.split(".")
+    conn = (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database(db)
+        .with_table(table)
+        .with_record_writer(StrictDelimitedInputWriter.builder().build())  # unused: write_batch takes Arrow
+        .connect()
+    )
+    with conn:
+        for t in range(txns):
+            conn.begin_transaction()
+            conn.write_batch(rows_for(np.arange(t * per_txn, (t + 1) * per_txn), t))
+            conn.commit_transaction()
+
+
+def build(root: Path, rows: int, txns: int, percent: float) -> None:
+    """Load both tables in ``txns`` commits; write the change sets as parquet."""
+    from deltalake import write_deltalake
+
+    ms = _metastore(root)
+    ms.execute("CREATE DATABASE bench")
+    create_table(ms, TABLE)
+    per_txn = rows // txns
+    load(ms, TABLE, per_txn, txns)
+    ms.close()
+    for t in range(txns):
+        ids = np.arange(t * per_txn, (t + 1) * per_txn)
+        write_deltalake(root / "delta", rows_for(ids, t), mode="append", partition_by=["p"])
+
+    loaded = per_txn * txns
+    changed = int(loaded * percent / 100)
+    rng = np.random.default_rng(42)
+    updated = np.sort(rng.choice(loaded, changed, replace=False))
+    upsert = pa.concat_tables([rows_for(updated, 1000), rows_for(np.arange(loaded, loaded + changed), 1001)])
+    pq.write_table(upsert, root / "upsert.parquet")
+    deleted = np.sort(rng.choice(loaded, changed, replace=False))
+    pq.write_table(pa.table({"id": pa.array(deleted, pa.int64())}), root / "delete.parquet")
+
+
+def save_delta(root: Path) -> None:
+    shutil.copytree(root / "delta", root / "saved" / "delta")
+
+
+def restore_delta(root: Path) -> None:
+    shutil.rmtree(root / "delta")
+    shutil.copytree(root / "saved" / "delta", root / "delta")
+
+
+def acid_merge(ms: Any, kind: str, source: pa.Table) -> dict[str, int]:
+    table = ms.table(TABLE)
+    if kind == "upsert":
+        return dict(table.merge(source, on=["id"]))
+    return dict(table.merge(source, on=["id"], when_matched="delete", when_not_matched=None))
+
+
+def apply_changes(root: Path, kinds: list[str]) -> None:
+    ms = _metastore(root)
+    for kind in kinds:
+        acid_merge(ms, kind, pq.read_table(root / f"{kind}.parquet"))
+    ms.close()
+
+
+def delta_merge(root: Path, kind: str, source: pa.Table) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    merger = DeltaTable(str(root / "delta")).merge(
+        source, predicate="t.id = s.id", source_alias="s", target_alias="t"
+    )
+    if kind == "upsert":
+        merger = merger.when_matched_update_all().when_not_matched_insert_all()
+    else:
+        merger = merger.when_matched_delete()
+    metrics = merger.execute()
+    return {
+        "inserted": metrics["num_target_rows_inserted"],
+        "updated": metrics["num_target_rows_updated"],
+        "deleted": metrics["num_target_rows_deleted"],
+    }
+
+
+def spark_merge(root: Path, kind: str) -> tuple[float, float, dict[str, int]]:
+    """(seconds, CPU seconds of this driver process, counts) of the Spark merge, after a warm-up merge on a
+    small table of its own (JVM start, Python workers)."""
+    from acidstream import spark as acid
+
+    session = acid.session("bench-merge", master="local[2]")
+    with tempfile.TemporaryDirectory() as warm_dir:
+        warm_ms = _metastore(Path(warm_dir))
+        warm_ms.execute("CREATE DATABASE bench")
+        create_table(warm_ms, TABLE)
+        load(warm_ms, TABLE, 1000, 1)
+        warm = session.createDataFrame(rows_for(np.arange(500, 1500), 7).to_pandas())
+        warm_location = {"metastore": f"sqlite:///{warm_dir}/metastore.db", "warehouse": f"{warm_dir}/wh"}
+        acid.merge(session, TABLE, warm, on=["id"], **warm_location)
+        warm_ms.close()
+    location = {"metastore": f"sqlite:///{root / 'metastore.db'}", "warehouse": str(root / "wh")}
+    source = session.read.parquet(str(root / f"{kind}.parquet"))
+    start, cpu = time.perf_counter(), time.process_time()
+    if kind == "upsert":
+        counts = acid.merge(session, TABLE, source, on=["id"], **location)
+    else:
+        counts = acid.merge(
+            session, TABLE, source, on=["id"], when_matched="delete", when_not_matched=None, **location
+        )
+    return time.perf_counter() - start, time.process_time() - cpu, counts
+
+
+def scan(ms: Any) -> int:
+    rows = 0
+    for batch in ms.table(TABLE).scan().to_batches():
+        rows += batch.num_rows
+    return rows
+
+
+def case(root: Path, name: str) -> dict[str, Any]:
+    """Run one case in this process on a fresh copy of the tables: rows, seconds, CPU seconds, peak RSS."""
+    engine, _, kind = name.partition(" ")
+    restore(root)
+    if engine == "deltalake":
+        restore_delta(root)
+        source = pq.read_table(root / f"{kind}.parquet")
+        start, cpu = time.perf_counter(), time.process_time()
+        counts = delta_merge(root, kind, source)
+    elif engine == "spark":
+        seconds, cpu_seconds, counts = spark_merge(root, kind)
+        return {"seconds": seconds, "cpu": cpu_seconds, "rss_mib": tree_peak_rss_mib(), **counts}
+    elif engine == "acidstream":
+        ms = _metastore(root)
+        source = pq.read_table(root / f"{kind}.parquet")
+        start, cpu = time.perf_counter(), time.process_time()
+        counts = acid_merge(ms, kind, source)
+    elif engine == "scan":
+        if kind != "before":  # in a child process: the merges' memory is not the scan's
+            child = multiprocessing.get_context("fork").Process(
+                target=apply_changes, args=(root, kind.split("+"))
+            )
+            child.start()
+            child.join()
+            assert child.exitcode == 0, f"applying {kind} failed"
+        ms = _metastore(root)
+        start, cpu = time.perf_counter(), time.process_time()
+        counts = {"rows": scan(ms)}
+    else:
+        raise ValueError(name)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"seconds": seconds, "cpu": cpu, "rss_mib": peak_rss_mib(), **counts}
+
+
+CASES = {
+    "acidstream upsert": "deltalake upsert",
+    "deltalake upsert": None,
+    "spark upsert": "acidstream upsert",
+    "acidstream delete": "deltalake delete",
+    "deltalake delete": None,
+    "spark delete": "acidstream delete",
+    "scan before": None,
+    "scan upsert": "scan before",
+    "scan upsert+delete": "scan before",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--txns", type=int, default=10)
+    parser.add_argument("--percent", type=float, default=1.0, help="rows updated, inserted and deleted, each")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cases", help="comma list of cases to run (default: all)")
+    parser.add_argument("--dir", type=Path, help="work directory (kept; default: a temporary one)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(case(args.dir, args.case)))
+        return
+    root = args.dir or Path(tempfile.mkdtemp(prefix="bench_merge_"))
+    root.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    build(root, args.rows, args.txns, args.percent)
+    snapshot(root)
+    save_delta(root)
+    print(
+        f"built {args.rows:,} rows in {args.txns} txns, both tables, in {time.perf_counter() - start:.1f} s ({root})"
+    )
+    names = args.cases.split(",") if args.cases else list(CASES)
+    results = run_cases(root, names, args.repeat, __file__)
+    print(
+        f"\n{args.rows:,} rows in {args.txns} txns, {args.percent:g}% changes; {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}, best of {args.repeat}\n"
+    )
+    print(
+        "| case | rows (ins/upd/del or scanned) | wall s | CPU s | peak RSS MiB | compared with | speed-up |"
+    )
+    print("|---|---|---:|---:|---:|---|---:|")
+    for name in names:
+        r = results[name]
+        ref = CASES[name]
+        counts = f"{r['rows']:,}" if "rows" in r else f"{r['inserted']:,}/{r['updated']:,}/{r['deleted']:,}"
+        ratio = f"{results[ref]['seconds'] / r['seconds']:.2f}x" if ref in results else ""
+        print(
+            f"| {name} | {counts} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['rss_mib']:.0f} | "
+            f"{ref if ref in results else ''} | {ratio} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

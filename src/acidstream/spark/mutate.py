@@ -1,0 +1,502 @@
+"""Merge, update and delete by key on Spark: one transaction, the driver's; Spark tasks write the mutations.
+
+The driver opens the txn as the Python API does (:class:`~acidstream.mutate.merge.TableMutation`: shared-write
+lock, the snapshot taken after it, heartbeats), reads the target's keys and ROW__IDs at that snapshot through
+the ``acidstream`` data source, and lets Spark join them with the source. A Python stage turns each joined
+batch into mutation rows with the Python merge's own code (:class:`~acidstream.mutate.changes.Changes`:
+updates keep their ROW__ID, inserts get their bucket attached). Spark then repartitions the mutations by
+(partition, bucket) and sorts each task's rows as the seed prescribes — partition, bucket, then ROW__ID, inserts
+last — and each task writes them through a :class:`MutatorCoordinator` built from the pickled ``AcidTable``,
+its Spark partition id as statement id, returning its ``MutationSummary``. The driver commits with every
+summary.
+
+Nothing is visible until that commit: a failed job aborts the txn, and a driver killed outright stops
+heartbeating, so the metastore aborts its txn after the txn timeout. Errors a task raises on purpose (a row
+that would move between buckets, two source rows matching one target row) reach the caller as the same
+exception classes the Python API raises. A retried task replaces its statement's files and the driver deletes
+files of attempts no task reported before committing; two attempts of one statement running at once would
+collide, so keep ``spark.speculation`` off (its default), as for batch writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from acidstream.acid.codec import decode_writer_ids
+from acidstream.acid.location import table_filesystem
+from acidstream.acid.names import delete_delta_dir, delta_dir
+from acidstream.acid.partitions import make_part_name, parse_part_name
+from acidstream.metastore.models import Table as TableDefinition
+from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE, apply_mutations
+from acidstream.mutate.changes import (
+    PART,
+    Changes,
+    KnownPartitions,
+    MatchedAction,
+    MergeActions,
+    PartitionValues,
+    duplicate_match,
+)
+from acidstream.mutate.coordinator import MutatorCoordinator
+from acidstream.mutate.merge import TableMutation
+from acidstream.mutate.record_id import ROW_ID, row_id_arrays
+from acidstream.mutate.table import AcidTable, MutationSummary
+from acidstream.spark.errors import driver_errors, task_errors
+from acidstream.spark.options import client, metastore_location
+from acidstream.spark.read import PARTITION_NAME, PARTITION_NAME_OPTION
+from acidstream.spark.task_write import statement_id_for
+from acidstream.spark.types import schema_ddl, spark_arrow_schema, to_spark_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame, SparkSession
+
+#: A matched target row a merge leaves as it is: it goes through the shuffle only so that a second source row
+#: matching it is found (and refused), then tasks drop it.
+MATCHED = 3
+#: Each mutation's bucket (decoded from its ROW__ID): with the partition name, what Spark groups by.
+BUCKET = "__bucket"
+_SOURCE = "__s_"
+_TARGET = "__t_"
+_SOURCE_PRESENT = "__s_present"
+
+
+def merge(
+    spark: SparkSession,
+    table: str,
+    source: DataFrame,
+    on: Sequence[str],
+    *,
+    when_matched: MatchedAction = "update",
+    when_not_matched: Literal["insert"] | None = "insert",
+    when_not_matched_by_source: Literal["delete"] | None = None,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+) -> dict[str, int]:
+    """Apply the DataFrame ``source`` to ``table`` (``db.table``), matching rows on the ``on`` columns, in one
+    transaction; same semantics as ``Table.merge`` (matched rows updated or deleted, unmatched source rows
+    inserted, unmatched target rows deleted if asked; null keys never match; a target row matched twice is an
+    error). Returns ``{"inserted": n, "updated": n, "deleted": n}``.
+
+    Unless unmatched target rows are deleted, the target is first semi-joined with the source's keys, so only
+    matching rows are shuffled; the source is then evaluated twice (``cache()`` an expensive one)."""
+    actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
+    with _mutation(metastore, warehouse, table) as (m, location):
+        changes = m.changes
+        names = changes.source_columns(source.columns, on)
+        keys = [k.lower() for k in on]
+        target_columns = changes.target_columns(names, keys, actions)
+        target = _read_target(spark, m, location, target_columns)
+        joined = _join(target, source, names, keys, target_columns, actions, changes.table)
+        stage = MergeStage(
+            changes,
+            actions,
+            keys,
+            target_columns,
+            names,
+            m.known_partitions() if actions.when_not_matched == "insert" else {},
+        )
+        mutations = joined.mapInArrow(stage, mutation_ddl(changes.table))
+        return _write(m, location, mutations, keys)
+
+
+def delete(
+    spark: SparkSession,
+    table: str,
+    condition: str | SparkColumn | None = None,
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+) -> dict[str, int]:
+    """Delete the rows of ``table`` matching ``condition`` (a Spark SQL string or Column over any columns,
+    partition keys included, which prune partitions; None: every row) in one transaction."""
+    from pyspark.sql import functions as F
+
+    with _mutation(metastore, warehouse, table) as (m, location):
+        every = [c.name for c in (*m.table.columns, *m.table.partition_keys)]
+        rows = _where(_read_target(spark, m, location, every), condition)
+        mutations = rows.select(
+            ROW_ID, PARTITION_NAME, _bucket_of_row_id().alias(BUCKET), F.lit(DELETE).cast("tinyint").alias(OP)
+        )
+        return _write(m, location, mutations, [])
+
+
+def update(
+    spark: SparkSession,
+    table: str,
+    condition: str | SparkColumn | None,
+    set: Mapping[str, Any],
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+) -> dict[str, int]:
+    """Set columns of the rows of ``table`` matching ``condition`` in one transaction. Each value is a Spark
+    Column, a Spark SQL expression string over the row's columns (as Delta Lake's ``update`` takes them:
+    ``"score * 2"``, ``"'text'"``), or a Python constant. Partition and bucketed columns cannot change."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    with _mutation(metastore, warehouse, table) as (m, location):
+        assignments = m.changes.check_assignments(set)
+        data = [c.name for c in m.table.columns]
+        keys = [k.name for k in m.table.partition_keys]
+        rows = _where(_read_target(spark, m, location, [*data, *keys]), condition)
+
+        def value(v: Any) -> Column:
+            if isinstance(v, Column):
+                return v
+            return F.expr(v) if isinstance(v, str) else F.lit(v)
+
+        mutations = rows.select(
+            ROW_ID,
+            *[(value(assignments[c]) if c in assignments else F.col(c)).alias(c) for c in data],
+            PARTITION_NAME,
+            _bucket_of_row_id().alias(BUCKET),
+            F.lit(UPDATE).cast("tinyint").alias(OP),
+        )
+        return _write(m, location, mutations, [])
+
+
+# --- the driver --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _mutation(
+    metastore: str | None, warehouse: str | None, table: str
+) -> Iterator[tuple[TableMutation, dict[str, str]]]:
+    """The open mutation txn and the options that find the metastore (for the data source and the tasks)."""
+    location = {k: v for k, v in (("metastore", metastore), ("warehouse", warehouse)) if v is not None}
+    url, wh = metastore_location(location)
+    with TableMutation(client(url, wh), table) as m:
+        yield m, {"metastore": url, "warehouse": wh}
+
+
+def _read_target(
+    spark: SparkSession, m: TableMutation, location: dict[str, str], columns: Sequence[str]
+) -> DataFrame:
+    """ROW__ID, ``columns`` and the partition name of every row at the txn's snapshot."""
+    from acidstream.spark import register
+
+    register(spark)
+    return (
+        spark.read.format("acidstream")
+        .options(**location)
+        .option("columns", ",".join(columns))
+        .option("withRowId", "true")
+        .option("snapshot", str(m.valid_write_ids()))
+        .option(PARTITION_NAME_OPTION, "true")
+        .load(m.table.full_name)
+    )
+
+
+def _where(rows: DataFrame, condition: str | SparkColumn | None) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    if condition is None:
+        return rows
+    return rows.where(F.expr(condition) if isinstance(condition, str) else condition)
+
+
+def _join(
+    target: DataFrame,
+    source: DataFrame,
+    names: Sequence[str],
+    keys: Sequence[str],
+    target_columns: Sequence[str],
+    actions: MergeActions,
+    table: TableDefinition,
+) -> DataFrame:
+    """The target's rows joined with the source's on the keys (null never matches), each side's columns
+    prefixed; an outer side only where an action needs its unmatched rows."""
+    from pyspark.sql import functions as F
+
+    from acidstream.spark.types import spark_ddl
+
+    types = {c.name: c.type for c in (*table.columns, *table.partition_keys)}
+    t = target.select(ROW_ID, PARTITION_NAME, *[F.col(c).alias(_TARGET + c) for c in target_columns])
+    s = source.select(
+        *[
+            F.col(f"`{original}`").alias(_SOURCE + name)
+            for original, name in zip(source.columns, names, strict=True)
+        ],
+        F.lit(True).alias(_SOURCE_PRESENT),
+    )
+    if actions.when_not_matched_by_source is None:
+        # only target rows some source row matches matter: a semi-join (the source is usually the small side)
+        # keeps the outer join below from shuffling the whole target
+        probe = s.select(*[F.col(_SOURCE + k).cast(spark_ddl(types[k])).alias(_TARGET + k) for k in keys])
+        t = t.join(probe.distinct(), on=[_TARGET + k for k in keys], how="left_semi")
+    condition = None
+    for k in keys:
+        equal = t[_TARGET + k] == s[_SOURCE + k].cast(spark_ddl(types[k]))
+        condition = equal if condition is None else condition & equal
+    inserts = actions.when_not_matched == "insert"
+    orphans = actions.when_not_matched_by_source == "delete"
+    how = {(True, True): "full", (True, False): "right", (False, True): "left", (False, False): "inner"}
+    return t.join(s, on=condition, how=how[(inserts, orphans)])
+
+
+def mutation_ddl(table: TableDefinition) -> str:
+    """The Spark schema of mutation rows: ROW__ID, the data columns, partition name, bucket, operation."""
+    return f"{schema_ddl(table.columns, True)}, `{PARTITION_NAME}` string, `{BUCKET}` int, `{OP}` tinyint"
+
+
+def _bucket_of_row_id() -> SparkColumn:
+    """``decode_writer_ids`` in Spark SQL: the bucket of a V1 bucket property; V0 holds the bucket itself."""
+    from pyspark.sql import functions as F
+
+    prop = F.col(f"{ROW_ID}.bucketid")
+    return F.when(F.shiftright(prop, 29) == 1, F.shiftright(prop, 16).bitwiseAND(0xFFF)).otherwise(prop)
+
+
+def _write(
+    m: TableMutation, location: dict[str, str], mutations: DataFrame, keys: Sequence[str]
+) -> dict[str, int]:
+    """Group and order the mutations as the seed prescribes, write them in tasks, commit their summaries."""
+    from pyspark.sql import functions as F
+
+    ordered = mutations.repartition(PARTITION_NAME, BUCKET).sortWithinPartitions(
+        PARTITION_NAME,
+        BUCKET,
+        F.col(OP) == INSERT,
+        F.col(f"{ROW_ID}.writeid"),
+        F.col(f"{ROW_ID}.bucketid"),
+        F.col(f"{ROW_ID}.rowid"),
+    )
+    stage = WriteStage(m.acid_table, location["metastore"], location["warehouse"], tuple(keys))
+    with driver_errors():
+        reports = ordered.mapInArrow(stage, "summary string, attempt int").collect()
+    summaries = [MutationSummary.from_json(r.summary) for r in reports]
+    if any(r.attempt > 0 for r in reports):
+        remove_unreported(m.acid_table, summaries)
+    return m.commit(summaries)
+
+
+def remove_unreported(table: AcidTable, summaries: Sequence[MutationSummary]) -> None:
+    """After task retries: delete files of this write id that no successful attempt reported.
+
+    A retry replaces the files of the groups it writes (``delete_delta_if_exists``), but a killed attempt may
+    have written a group its retry did not (non-deterministic input); those carry the committed write id and
+    would become visible. Cost: one listing per partition.
+    """
+    from acidstream.spark.task_write import statement_dirs
+
+    assert table.write_id is not None
+    reported = {f for s in summaries for p in s.partitions.values() for f in p.files}
+    fs, table_dir = table_filesystem(table.table.location)
+    depth = len(table.table.partition_keys)
+    for kind in (delta_dir, delete_delta_dir):
+        for _, _, directory in statement_dirs(fs, table_dir, depth, table.write_id, kind):
+            files = fs.get_file_info(pafs.FileSelector(directory))
+            if not any(f.path in reported for f in files):
+                fs.delete_dir(directory)
+                continue
+            for f in files:
+                if f.path not in reported:
+                    fs.delete_file(f.path)
+
+
+# --- the tasks ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MergeStage:
+    """Joined batches in, mutation rows out (a ``mapInArrow`` function): the Python merge's code per batch."""
+
+    changes: Changes
+    actions: MergeActions
+    keys: Sequence[str]
+    target_columns: Sequence[str]
+    source_columns: Sequence[str]
+    known: KnownPartitions
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = self.changes.table
+        schema = spark_arrow_schema(table.columns, True)
+        with task_errors():
+            for batch in batches:
+                if batch.num_rows:
+                    yield from self.mutations(batch, schema)
+
+    def mutations(self, batch: pa.RecordBatch, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        t_present = pc.is_valid(batch.column(ROW_ID)).to_numpy(zero_copy_only=False)
+        s_present = pc.is_valid(batch.column(_SOURCE_PRESENT)).to_numpy(zero_copy_only=False)
+        rows = pa.Table.from_batches([batch])
+        target_rows = rows.filter(pa.array(t_present))
+        codes, parts = _partition_codes(target_rows.column(PARTITION_NAME), self.changes.table)
+        target = pa.table(
+            {
+                ROW_ID: target_rows.column(ROW_ID),
+                **{c: target_rows.column(_TARGET + c) for c in self.target_columns},
+                PART: codes,
+            }
+        )
+        source_rows = rows.filter(pa.array(s_present))
+        source = self.changes.align_source(
+            pa.table({c: source_rows.column(_SOURCE + c) for c in self.source_columns}), self.keys
+        )
+        matched = t_present & s_present
+        t_idx = (np.cumsum(t_present) - 1)[matched]
+        s_idx = (np.cumsum(s_present) - 1)[matched]
+        pieces = self.changes.merge(target, parts, source, t_idx, s_idx, self.actions, lambda: self.known)
+        if self.actions.when_matched is None and len(t_idx):
+            pieces.append(self.changes.marked(target.take(pa.array(t_idx)), MATCHED))
+        if pieces:
+            yield _spark_mutations(
+                pa.concat_tables([p.cast(pieces[0].schema) for p in pieces]),
+                parts,
+                self.changes.table,
+                schema,
+            )
+
+
+def _partition_codes(
+    names: pa.ChunkedArray, table: TableDefinition
+) -> tuple[pa.Array, list[PartitionValues]]:
+    """Partition names as codes into the list of their values (as ``TableMutation.read_target`` gives them)."""
+    encoded = pc.dictionary_encode(names.combine_chunks())
+    parts: list[PartitionValues] = [
+        tuple(parse_part_name(name).values()) if table.partition_keys else ()
+        for name in encoded.dictionary.to_pylist()
+    ]
+    return encoded.indices.cast(pa.int32()), parts
+
+
+def _spark_mutations(
+    mutations: pa.Table, parts: list[PartitionValues], table: TableDefinition, data_schema: pa.Schema
+) -> pa.RecordBatch:
+    """Mutation rows (``__part`` codes into ``parts``) as the Spark rows of :func:`mutation_ddl`."""
+    keys = [k.name for k in table.partition_keys]
+    names = pa.array([make_part_name(keys, p) if keys else "" for p in parts], pa.string())
+    data = to_spark_batch(
+        pa.RecordBatch.from_arrays(
+            [mutations.column(n).combine_chunks() for n in data_schema.names], names=data_schema.names
+        ),
+        data_schema,
+    )
+    _, props, _, _ = row_id_arrays(mutations.column(ROW_ID))
+    extra = [(PARTITION_NAME, pa.string()), (BUCKET, pa.int32()), (OP, pa.int8())]
+    return pa.RecordBatch.from_arrays(
+        [
+            *data.columns,
+            names.take(mutations.column(PART).combine_chunks()),
+            pa.array(decode_writer_ids(props), pa.int32()),
+            mutations.column(OP).combine_chunks(),
+        ],
+        schema=pa.schema([*data_schema, *(pa.field(n, t) for n, t in extra)]),
+    )
+
+
+@dataclass(frozen=True)
+class WriteStage:
+    """Ordered mutation rows in, this task's ``MutationSummary`` out (a ``mapInArrow`` function)."""
+
+    table: AcidTable
+    url: str
+    warehouse: str
+    keys: tuple[str, ...]
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        with task_errors():
+            summary = write_mutations(
+                self.table,
+                client(self.url, self.warehouse),
+                statement_id_for(partition),
+                attempt,
+                batches,
+                self.keys,
+            )
+        if summary is not None:
+            yield pa.RecordBatch.from_pydict(
+                {"summary": [summary.to_json()], "attempt": pa.array([attempt], pa.int32())}
+            )
+
+
+def write_mutations(
+    table: AcidTable,
+    metastore: Any,
+    statement_id: int,
+    attempt: int,
+    batches: Iterable[pa.RecordBatch],
+    keys: Sequence[str] = (),
+) -> MutationSummary | None:
+    """Write ordered mutation rows (:func:`mutation_ddl`) through one coordinator; None if there were none.
+
+    Two mutations of one ROW__ID (adjacent, being sorted) mean two source rows matched one target row: refused,
+    naming the row by ``keys``. A retry (``attempt > 0``) replaces what an earlier attempt of the statement
+    left.
+    """
+    coordinator: MutatorCoordinator | None = None
+    last: tuple[str, int, int, int] | None = None
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if coordinator is None:
+                coordinator = MutatorCoordinator(
+                    table, metastore=metastore, statement_id=statement_id, delete_delta_if_exists=attempt > 0
+                )
+            last = _check_single_match(batch, last, keys, table.table)
+            ops = batch.column(OP).to_numpy(zero_copy_only=False)
+            if (ops == MATCHED).any():
+                batch = batch.filter(pa.array(ops != MATCHED))
+            names = batch.column(PARTITION_NAME)
+            encoded = pc.dictionary_encode(names)
+            codes = encoded.indices.to_numpy(zero_copy_only=False)
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
+            data = pa.Table.from_batches([batch.drop_columns([PARTITION_NAME, BUCKET])])
+            for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+                if end == start:
+                    continue
+                name = encoded.dictionary[int(codes[start])].as_py()
+                values = tuple(parse_part_name(name).values()) if table.table.partition_keys else ()
+                apply_mutations(coordinator, values, data.slice(start, end - start), presorted=True)
+        return coordinator.close() if coordinator is not None else None
+    except BaseException:
+        if coordinator is not None:
+            coordinator.abort()
+        raise
+
+
+def _check_single_match(
+    batch: pa.RecordBatch,
+    last: tuple[str, int, int, int] | None,
+    keys: Sequence[str],
+    table: TableDefinition,
+) -> tuple[str, int, int, int] | None:
+    """Refuse a ROW__ID that comes twice among updates and deletes (sorted: twice means adjacent); returns
+    the batch's last (partition, ROW__ID) for the next batch."""
+    ops = batch.column(OP).to_numpy(zero_copy_only=False)
+    positions = np.flatnonzero(ops != INSERT)
+    if not len(positions):
+        return last
+    sub = batch.take(pa.array(positions))
+    write_ids, props, row_ids, _ = row_id_arrays(sub.column(ROW_ID))
+    names = sub.column(PARTITION_NAME)
+    codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False)
+    same = (np.diff(write_ids) == 0) & (np.diff(props) == 0) & (np.diff(row_ids) == 0) & (np.diff(codes) == 0)
+    first = (names[0].as_py(), int(write_ids[0]), int(props[0]), int(row_ids[0]))
+    if last is not None and first == last:
+        raise duplicate_match("two source rows", _key_of(sub, 0, keys, table))
+    if same.any():
+        raise duplicate_match("two source rows", _key_of(sub, int(np.argmax(same)) + 1, keys, table))
+    return (names[-1].as_py(), int(write_ids[-1]), int(props[-1]), int(row_ids[-1]))
+
+
+def _key_of(rows: pa.RecordBatch, i: int, keys: Sequence[str], table: TableDefinition) -> dict[str, Any]:
+    """The merge keys of row ``i``: data columns from the row, partition keys from its partition name."""
+    partition = parse_part_name(rows.column(PARTITION_NAME)[i].as_py()) if table.partition_keys else {}
+    return {k: rows.column(k)[i].as_py() if k in rows.schema.names else partition.get(k) for k in keys}

@@ -1,0 +1,319 @@
+"""Spark's merge, update and delete: the same tables as the Python API and pandas give, one txn, nothing on failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from acidstream import spark as acid
+from acidstream.catalog import Metastore
+from acidstream.errors import BucketIdException, InvalidObjectException, SerializationError, WorkerException
+from acidstream.metastore import TxnState
+from acidstream.mutate.apply import DELETE, INSERT, OP
+from acidstream.mutate.merge import TableMutation
+from acidstream.spark.mutate import BUCKET, remove_unreported, write_mutations
+from acidstream.spark.read import PARTITION_NAME
+from support.accounts import ACCOUNTS_DDL, frame, table_frame
+
+
+@pytest.fixture
+def twins(ms: Metastore) -> tuple[str, str]:
+    """Two identical tables: one mutated through Spark, one through the Python API."""
+    for name in ("by_spark", "by_python"):
+        ms.execute(ACCOUNTS_DDL.format(f"testing.{name}"))
+        ms.table(f"testing.{name}").merge(frame(list(range(200)), "a"), on=["id"])
+    return "testing.by_spark", "testing.by_python"
+
+
+@pytest.fixture
+def spread(acid_spark: Any) -> Any:
+    """The session with Spark's adaptive coalescing off: small test data still spreads over several tasks."""
+    key = "spark.sql.adaptive.coalescePartitions.enabled"
+    acid_spark.conf.set(key, "false")
+    yield acid_spark
+    acid_spark.conf.unset(key)
+
+
+def no_open_txns(ms: Metastore) -> bool:
+    return all(t.state is not TxnState.OPEN for t in ms.show_txns())
+
+
+def test_merge_equals_the_python_merge_and_pandas(
+    spread: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+) -> None:
+    by_spark, by_python = twins
+    before = table_frame(ms, by_spark)
+    rng = np.random.default_rng(11)
+    changed = sorted(rng.choice(200, 60, replace=False).tolist())
+    source = pd.concat([frame(changed, "b"), frame(list(range(200, 230)), "new", ["p1"] * 10 + ["p9"] * 20)])
+    counts = acid.merge(spread, by_spark, spread.createDataFrame(source), on=["id"], **opts)
+    assert counts == {"inserted": 30, "updated": 60, "deleted": 0}
+    assert ms.table(by_python).merge(source, on=["id"]) == counts
+
+    expected = (
+        pd.concat([before[~before.id.isin(source.id)], source]).sort_values("id").reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(table_frame(ms, by_spark), expected)
+    pd.testing.assert_frame_equal(table_frame(ms, by_spark), table_frame(ms, by_python))
+    assert "p=p9" in {p.name for p in ms.list_partitions(by_spark)}
+
+    rows = ms.table(by_spark).scan(columns=["id"], with_row_id=True).to_arrow().to_pylist()
+    untouched = {r["ROW__ID"]["writeid"] for r in rows if r["id"] not in set(source.id)}
+    assert untouched == {1}  # rows outside the change set keep their ROW__IDs
+    deltas = {d.name for d in Path(ms.table(by_spark).location).glob("p=*/*delta_0000002_0000002_*")}
+    assert len({d.rsplit("_", 1)[1] for d in deltas}) > 1  # several tasks wrote, each with its statement id
+
+
+def test_merge_with_deletes_of_missing_rows_and_a_partial_source(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+) -> None:
+    by_spark, by_python = twins
+    source = pd.DataFrame(
+        {"ID": list(range(150, 250)), "Score": [-1.0] * 100, "p": [f"p{i % 3}" for i in range(150, 250)]}
+    )
+    kwargs: dict[str, Any] = {"on": ["id"], "when_not_matched_by_source": "delete"}
+    counts = acid.merge(acid_spark, by_spark, acid_spark.createDataFrame(source), **kwargs, **opts)
+    assert counts == {"inserted": 50, "updated": 50, "deleted": 150}
+    assert ms.table(by_python).merge(source, **kwargs) == counts
+    result = table_frame(ms, by_spark)
+    pd.testing.assert_frame_equal(result, table_frame(ms, by_python))
+    assert result.id.tolist() == list(range(150, 250)) and set(result.score) == {-1.0}
+    assert result.name.tolist()[:50] == [f"a{i}" for i in range(150, 200)]  # kept: the source lacks it
+    assert result.name.iloc[50:].isna().all()
+
+    keys = acid_spark.createDataFrame(pd.DataFrame({"id": [150, 151, 999]}))
+    counts = acid.merge(
+        acid_spark, by_spark, keys, on=["id"], when_matched="delete", when_not_matched=None, **opts
+    )
+    assert counts == {"inserted": 0, "updated": 0, "deleted": 2}
+    assert table_frame(ms, by_spark).id.tolist() == list(range(152, 250))
+
+
+def test_delete_and_update_by_condition(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+) -> None:
+    from pyspark.sql import functions as F
+
+    by_spark, by_python = twins
+    counts = acid.update(
+        acid_spark, by_spark, "id < 10 OR p = 'p2'", {"score": "score * 2", "name": F.lit("cut")}, **opts
+    )
+    assert counts == {"inserted": 0, "updated": 73, "deleted": 0}
+    assert (
+        ms.table(by_python).update(
+            (pc.field("id") < 10) | (pc.field("p") == "p2"), {"score": pc.field("score") * 2, "name": "cut"}
+        )
+        == counts
+    )
+    assert acid.delete(acid_spark, by_spark, F.col("p") == "p1", **opts) == {
+        "inserted": 0,
+        "updated": 0,
+        "deleted": 67,
+    }
+    ms.table(by_python).delete(pc.field("p") == "p1")
+    assert acid.update(acid_spark, by_spark, None, {"name": "concat(name, '!')"}, **opts)["updated"] == 133
+    ms.table(by_python).update(None, {"name": pc.binary_join_element_wise(pc.field("name"), "!", "")})
+    pd.testing.assert_frame_equal(table_frame(ms, by_spark), table_frame(ms, by_python))
+    assert acid.delete(acid_spark, by_spark, **opts)["deleted"] == 133
+    assert table_frame(ms, by_spark).empty
+
+
+def test_a_failing_task_aborts_the_whole_merge(
+    spread: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+) -> None:
+    """Directories stand where the tasks writing partition p1 must create their bucket files: those tasks
+    fail, the others succeed, and nothing of the merge becomes visible."""
+    by_spark, _ = twins
+    before = table_frame(ms, by_spark)
+    p1 = Path(ms.table(by_spark).location) / "p=p1"
+    blockers = [
+        p1 / f"{kind}_0000002_0000002_{s:04d}" / f"bucket_{b:05d}"
+        for kind in ("delta", "delete_delta")
+        for s in range(8)
+        for b in range(4)
+    ]
+    for blocker in blockers:
+        blocker.mkdir(parents=True)
+    source = spread.createDataFrame(frame(list(range(0, 300, 2)), "x"))
+    with pytest.raises(WorkerException, match="p1"):
+        acid.merge(spread, by_spark, source, on=["id"], **opts)
+    pd.testing.assert_frame_equal(table_frame(ms, by_spark), before)
+    assert no_open_txns(ms)
+    write_ids = ms.get_valid_write_ids(by_spark)
+    assert write_ids.is_write_id_aborted(2)
+
+    for blocker in blockers:
+        blocker.rmdir()
+    assert acid.merge(spread, by_spark, source, on=["id"], **opts) == {
+        "inserted": 50,
+        "updated": 100,
+        "deleted": 0,
+    }
+
+
+def test_two_source_rows_matching_one_target_row_are_refused(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+) -> None:
+    by_spark, _ = twins
+    before = table_frame(ms, by_spark)
+    source = acid_spark.createDataFrame(frame([5, 2, 300, 2], "dup"))
+    for when_matched in ("update", "delete", None):
+        with pytest.raises(InvalidObjectException, match=r"both match the target row with \{'id': 2\}"):
+            acid.merge(acid_spark, by_spark, source, on=["id"], when_matched=when_matched, **opts)
+    pd.testing.assert_frame_equal(table_frame(ms, by_spark), before)
+    assert no_open_txns(ms)
+
+
+def test_rows_never_move_and_bad_sources_are_refused(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+) -> None:
+    by_spark, _ = twins
+    moved = acid_spark.createDataFrame(frame([1], "m", ["p7"]))
+    with pytest.raises(InvalidObjectException, match="move a row from p=p1 to p7"):
+        acid.merge(acid_spark, by_spark, moved, on=["id"], **opts)
+    with pytest.raises(InvalidObjectException, match="bucketed column"):
+        acid.update(acid_spark, by_spark, None, {"id": 5}, **opts)
+    with pytest.raises(InvalidObjectException, match="partition key"):
+        acid.update(acid_spark, by_spark, "id = 1", {"p": "'x'"}, **opts)
+    with pytest.raises(SerializationError, match="bogus"):
+        acid.merge(
+            acid_spark,
+            by_spark,
+            acid_spark.createDataFrame(pd.DataFrame({"id": [1], "bogus": [1]})),
+            on=["id"],
+            **opts,
+        )
+    with pytest.raises(SerializationError, match="field 'score'"):
+        bad = acid_spark.createDataFrame(pd.DataFrame({"id": [1000], "score": ["lots"], "p": ["p0"]}))
+        acid.merge(acid_spark, by_spark, bad, on=["id"], **opts)
+
+    ms.execute(
+        "CREATE TABLE testing.byname (id bigint, name string) CLUSTERED BY (name) INTO 8 BUCKETS "
+        "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    named = "testing.byname"
+    ms.table(named).merge(
+        pd.DataFrame({"id": list(range(20)), "name": [f"n{i}" for i in range(20)]}), on=["id"]
+    )
+    renamed = acid_spark.createDataFrame(
+        pd.DataFrame({"id": list(range(20)), "name": [f"m{i}" for i in range(20)]})
+    )
+    with pytest.raises(BucketIdException, match="rows never move between buckets"):
+        acid.merge(acid_spark, named, renamed, on=["id"], **opts)
+    assert sorted(ms.table(named).scan().to_pandas().name) == sorted(f"n{i}" for i in range(20))
+    assert no_open_txns(ms)
+
+
+def mutations(rows: list[tuple[int, str]], table: Any) -> pa.RecordBatch:
+    """Insert mutation rows (id, partition) as the write stage receives them, sorted."""
+    from acidstream.mutate import BucketIdResolver
+
+    data = pa.table({"id": [i for i, _ in rows], "name": ["r"] * len(rows), "score": [0.0] * len(rows)})
+    attached = BucketIdResolver(table).attach_batch(data)
+    buckets = [r["bucketid"] >> 16 & 0xFFF for r in attached.column("ROW__ID").to_pylist()]
+    batch = attached.select(["ROW__ID", "id", "name", "score"]).append_column(
+        PARTITION_NAME, pa.array([f"p={p}" for _, p in rows])
+    )
+    batch = batch.append_column(BUCKET, pa.array(buckets, pa.int32()))
+    batch = batch.append_column(OP, pa.array([INSERT] * len(rows), pa.int8()))
+    return (
+        batch.sort_by([(PARTITION_NAME, "ascending"), (BUCKET, "ascending")]).combine_chunks().to_batches()[0]
+    )
+
+
+def test_files_of_killed_attempts_are_removed_before_the_commit(ms: Metastore) -> None:
+    """Attempt 0 of statement 0 wrote p0 and p1, then died unreported; its retry writes p0 only (other input):
+    p1's files must not become visible. A retry replaces the files of its own groups."""
+    ms.execute(ACCOUNTS_DDL.format("testing.retried"))
+    with TableMutation(ms, "testing.retried") as m:
+        acid_table = m.acid_table
+        write_mutations(acid_table, ms, 0, 0, [mutations([(1, "p0"), (2, "p1")], acid_table.table)])
+        retry = write_mutations(acid_table, ms, 0, 1, [mutations([(1, "p0"), (3, "p0")], acid_table.table)])
+        other = write_mutations(acid_table, ms, 1, 0, [mutations([(7, "p2")], acid_table.table)])
+        assert retry is not None and other is not None
+        remove_unreported(acid_table, [retry, other])
+        assert m.commit([retry, other]) == {"inserted": 3, "updated": 0, "deleted": 0}
+    assert table_frame(ms, "testing.retried")[["id", "p"]].values.tolist() == [
+        [1, "p0"],
+        [3, "p0"],
+        [7, "p2"],
+    ]
+    assert not list((Path(ms.table("testing.retried").location) / "p=p1").glob("*"))
+
+
+def test_a_second_mutation_of_one_row_in_a_task_is_refused(ms: Metastore) -> None:
+    """Across batch boundaries too: sorted, a ROW__ID twice means two source rows matched it."""
+    ms.execute(ACCOUNTS_DDL.format("testing.twice"))
+    ms.table("testing.twice").merge(frame([4], "a", ["p0"]), on=["id"])
+    [row_id] = (
+        ms.table("testing.twice")
+        .scan(columns=["id"], with_row_id=True)
+        .to_arrow()
+        .column("ROW__ID")
+        .to_pylist()
+    )
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "ROW__ID": pa.array(
+                [row_id],
+                pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())]),
+            ),
+            "id": pa.array([4], pa.int64()),
+            PARTITION_NAME: ["p=p0"],
+            BUCKET: pa.array([row_id["bucketid"] >> 16 & 0xFFF], pa.int32()),
+            OP: pa.array([DELETE], pa.int8()),
+        }
+    )
+    with TableMutation(ms, "testing.twice") as m, pytest.raises(InvalidObjectException, match=r"\{'id': 4\}"):
+        write_mutations(m.acid_table, ms, 0, 0, [batch, batch], keys=["id"])
+
+
+def test_typed_columns_on_an_unpartitioned_unbucketed_table(
+    acid_spark: Any, ms: Metastore, opts: dict[str, str]
+) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    for name in ("typed_spark", "typed_python"):
+        ms.execute(
+            f"CREATE TABLE testing.{name} (k int, ts timestamp, amount decimal(10,2), d date, ok boolean) "
+            "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+
+    def rows(keys: list[int], day: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "k": keys,
+                "ts": [dt.datetime(2024, 1, day, k % 24, 30) for k in keys],
+                "amount": [Decimal(f"{k}.{day:02d}") for k in keys],
+                "d": [dt.date(2024, 2, day) for _ in keys],
+                "ok": [k % 2 == 0 for k in keys],
+            }
+        )
+
+    for name in ("typed_spark", "typed_python"):
+        ms.table(f"testing.{name}").merge(rows(list(range(10)), 1), on=["k"])
+    source = rows(list(range(5, 15)), 2)
+    counts = acid.merge(
+        acid_spark,
+        "testing.typed_spark",
+        acid_spark.createDataFrame(source),
+        on=["k"],
+        when_not_matched_by_source="delete",
+        **opts,
+    )
+    assert counts == {"inserted": 5, "updated": 5, "deleted": 5}
+    assert (
+        ms.table("testing.typed_python").merge(source, on=["k"], when_not_matched_by_source="delete")
+        == counts
+    )
+    spark_rows = ms.table("testing.typed_spark").scan().to_pandas().sort_values("k").reset_index(drop=True)
+    python_rows = ms.table("testing.typed_python").scan().to_pandas().sort_values("k").reset_index(drop=True)
+    pd.testing.assert_frame_equal(spark_rows, python_rows)
+    assert spark_rows.amount.tolist() == source.amount.tolist()
