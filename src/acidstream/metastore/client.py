@@ -40,6 +40,7 @@ from acidstream.metastore.models import (
     TableWrite,
     TxnInfo,
     TxnState,
+    WrittenFile,
 )
 
 R = TypeVar("R")
@@ -379,9 +380,15 @@ class Metastore:
         )
 
     def add_write_notification(
-        self, txn_id: int, write_id: int, table_name: str, partition_name: str | None, files: Sequence[str]
+        self,
+        txn_id: int,
+        write_id: int,
+        table_name: str,
+        partition_name: str | None,
+        files: Sequence[str | WrittenFile],
     ) -> None:
-        """An ACID_WRITE event (files a txn wrote); its id is given when a reader publishes it."""
+        """An ACID_WRITE event (files a txn wrote, by path or described for replicas); its id is given when a
+        reader publishes it."""
         db, name = catalog.split_name(table_name)
         self._write(
             lambda c: txns.add_write_notification(c, txn_id, write_id, db, name, partition_name, files)

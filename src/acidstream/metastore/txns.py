@@ -31,6 +31,7 @@ from acidstream.metastore.models import (
     TableWrite,
     TxnInfo,
     TxnState,
+    WrittenFile,
 )
 from acidstream.metastore.prepared import Prepared
 
@@ -625,7 +626,7 @@ def add_write_notification(
     db: str,
     table: str,
     partition: str | None,
-    files: Sequence[str],
+    files: Sequence[str | WrittenFile],
 ) -> None:
     require_open(conn, txn_id)
     allocated = get_write_id(conn, txn_id, db, table)
@@ -642,8 +643,14 @@ def _write_event(
     db: str,
     table: str,
     partition: str | None,
-    files: Sequence[str],
+    files: Sequence[str | WrittenFile],
 ) -> dict[str, Any]:
+    """The ACID_WRITE event: ``files`` (paths) and, for files described in full, ``written`` (what a replica
+    needs to copy and verify them, see :class:`WrittenFile`)."""
+    message: dict[str, Any] = {"files": [f if isinstance(f, str) else f.path for f in files]}
+    written = [f.to_json() for f in files if isinstance(f, WrittenFile)]
+    if written:
+        message["written"] = written
     return notifications.event(
         "ACID_WRITE",
         db=db,
@@ -651,7 +658,7 @@ def _write_event(
         partition=partition,
         txn_id=txn_id,
         write_id=write_id,
-        message={"files": list(files)},
+        message=message,
     )
 
 
