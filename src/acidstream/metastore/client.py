@@ -577,8 +577,10 @@ class Metastore:
             lambda c: compaction.blocking_readers(c, compaction_id, int(self.txn_timeout * 1000))
         )
 
-    def mark_cleaned(self, compaction_id: int, forget_write_ids: Sequence[int] = ()) -> None:
-        self._write(lambda c: compaction.mark_cleaned(c, compaction_id, forget_write_ids))
+    def mark_cleaned(
+        self, compaction_id: int, forget_write_ids: Sequence[int] = (), removed: Sequence[str] = ()
+    ) -> None:
+        self._write(lambda c: compaction.mark_cleaned(c, compaction_id, forget_write_ids, removed))
 
     def find_potential_compactions(self, aborted_threshold: int) -> list[PotentialCompaction]:
         return self._read(lambda c: compaction.find_potential(c, aborted_threshold))

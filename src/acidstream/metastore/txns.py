@@ -109,6 +109,9 @@ _WRITE_ID = Prepared(
         T2W.t2w_table == bindparam("table"),
     )
 )
+_REPLICATED = (
+    select(s.repl_txn_map.c.rtm_target_txn_id).where(s.repl_txn_map.c.rtm_target_txn_id == T.txn_id).exists()
+)
 _COMPONENTS = Prepared(select(s.txn_components).where(TC.tc_txnid == bindparam("txn_id")))
 _DELETE_COMPONENTS = Prepared(delete(s.txn_components).where(TC.tc_txnid == bindparam("txn_id")))
 _INSERT_COMPONENTS = Prepared(insert(s.txn_components))
@@ -668,7 +671,11 @@ def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
     stale = list(
         conn.execute(
             select(T.txn_id)
-            .where(T.txn_state == TxnState.OPEN.value, T.txn_last_heartbeat < cutoff)
+            .where(
+                T.txn_state == TxnState.OPEN.value,
+                T.txn_last_heartbeat < cutoff,
+                ~_REPLICATED,  # a replica's txns for source txns end when the source's do, never by timeout
+            )
             .order_by(T.txn_id)
             .with_for_update()
         ).scalars()
