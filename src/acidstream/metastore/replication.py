@@ -361,6 +361,22 @@ def target_txns(conn: Connection, policy: str, src_ids: Sequence[int]) -> dict[i
     return out
 
 
+def write_id_txns(conn: Connection, db: str, table: str, write_ids: Sequence[int]) -> dict[int, int]:
+    """Write id → txn of ``db.table`` (on a source, for the bootstrap's open and aborted write ids)."""
+    out: dict[int, int] = {}
+    ids = sorted(set(write_ids))
+    for chunk in range(0, len(ids), txns.IN_CHUNK):
+        for txn, wid in conn.execute(
+            select(T2W.t2w_txnid, T2W.t2w_writeid).where(
+                T2W.t2w_database == db,
+                T2W.t2w_table == table,
+                T2W.t2w_writeid.in_(ids[chunk : chunk + txns.IN_CHUNK]),
+            )
+        ):
+            out[wid] = txn
+    return out
+
+
 def file_state(conn: Connection, path: str) -> tuple[int, int] | None:
     """(length, CRC-32) copied so far of a replicated file."""
     row = conn.execute(select(RF.rf_length, RF.rf_crc32).where(RF.rf_path == path)).first()

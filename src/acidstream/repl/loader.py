@@ -1,0 +1,283 @@
+"""The replica side: apply a bootstrap plan, then source events one by one (Hive's REPL LOAD).
+
+Each event is applied in two steps: first its bytes are copied (data files, then side files), then its metastore
+effect and its id are recorded in one DB transaction of the replica — the commit that makes rows visible comes
+last. Killed anywhere, a loader re-applies from the first event not recorded: copies resume from the replica
+files' physical lengths (no byte is appended twice) and every metastore operation tolerates its effect already
+being there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from acidstream.acid.location import table_filesystem
+from acidstream.acid.partitions import parse_part_name
+from acidstream.errors import NoSuchObjectException, ReplicationError
+from acidstream.metastore import replication as r
+from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
+from acidstream.repl.bootstrap import partition_files
+from acidstream.repl.copy import Copied, FileCopier, SourceBytes, copy_file_whole
+from acidstream.repl.plan import BootstrapPlan, relative_path
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLICY = "default"
+
+
+@dataclass
+class LoadResult:
+    """What one load pass did."""
+
+    events_applied: int = 0
+    last_event_id: int = 0
+    bootstrapped: bool = False
+    rebootstrapped: list[str] = field(default_factory=list)
+
+
+class Loader:
+    """Applies a source's replication stream to the replica metastore ``target`` and its warehouse."""
+
+    def __init__(self, target: Metastore, source: SourceBytes, *, policy: str = DEFAULT_POLICY) -> None:
+        self.target = target
+        self.policy = policy
+        self.copier = FileCopier(source)
+        self._tables: dict[str, Table] = {}
+
+    @property
+    def last_event_id(self) -> int | None:
+        state = self.target.repl_state(self.policy)
+        return None if state is None else state.last_event_id
+
+    # --- bootstrap -----------------------------------------------------------------------------------------------
+
+    def bootstrap(self, plan: BootstrapPlan) -> None:
+        state = self.target.repl_state(self.policy)
+        if state is not None and state.last_event_id > 0:  # 0: a bootstrap killed half-way, done again
+            raise ReplicationError(
+                f"the replica {self.target.url} already replicates (policy {self.policy!r}, last event "
+                f"{self.last_event_id}): a bootstrap would mix two histories; load incremental dumps instead"
+            )
+        catalog_ops = [
+            op for op in plan.ops if isinstance(op, (r.CreateDatabase, r.CreateTable, r.AddPartition))
+        ]
+        self.target.repl_apply(self.policy, plan.source, 0, 0, catalog_ops, bootstrap=True)
+        states = []
+        for f in plan.files:
+            table = self._table(f.db, f.table)
+            fs, root = table_filesystem(table.location)
+            target = f"{root.rstrip('/')}/{f.relative}"
+            written = WrittenFile(f.source_path, f.length, 0, open=f.open)
+            states.append(self._copy_whole(fs, target, written))
+        ops = [op for op in plan.ops if op not in catalog_ops]
+        ops.append(r.FileStates(tuple((c.path, c.length, c.crc32) for c in states)))
+        self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
+
+    def _copy_whole(self, fs: pafs.FileSystem, target: str, written: WrittenFile) -> Copied:
+        copied = copy_file_whole(
+            self.copier.source, fs, target, written.path, written.length, self.copier.stats
+        )
+        if written.open:
+            self.copier._finish_side_file(fs, target, written, written.length)
+        return copied
+
+    # --- events --------------------------------------------------------------------------------------------------
+
+    def apply_events(self, source: str, events: Iterable[NotificationEvent]) -> LoadResult:
+        result = LoadResult()
+        last = self.last_event_id
+        if last is None:
+            raise ReplicationError(
+                f"the replica {self.target.url} has not been bootstrapped (policy {self.policy!r})"
+            )
+        result.last_event_id = last
+        for event in events:
+            if event.event_id <= last:
+                continue
+            if event.event_id != last + 1:
+                raise ReplicationError(
+                    f"event {event.event_id} does not follow the replica's last event {last}: events are missing"
+                )
+            self.apply(source, event, result)
+            last = result.last_event_id = event.event_id
+            result.events_applied += 1
+        return result
+
+    def apply(self, source: str, event: NotificationEvent, result: LoadResult | None = None) -> None:
+        ops = self._effects(event, result)
+        self.target.repl_apply(self.policy, source, event.event_id, event.event_time, ops)
+
+    def _effects(self, e: NotificationEvent, result: LoadResult | None) -> list[r.ReplOp]:
+        """Copy the event's bytes; return its metastore operations (applied with the event's id)."""
+        m = e.message
+        kind = e.event_type
+        if kind == "CREATE_DATABASE" and e.db:
+            return [r.CreateDatabase(e.db)]
+        if kind == "DROP_DATABASE" and e.db:
+            self._tables.clear()
+            return [r.DropDatabase(e.db)]
+        if kind == "CREATE_TABLE" and e.db and e.table:
+            return [
+                r.CreateTable(
+                    e.db,
+                    e.table,
+                    tuple((str(n), str(t)) for n, t in m["columns"]),
+                    tuple((str(n), str(t)) for n, t in m.get("partition_keys", ())),
+                    tuple(m.get("bucket_columns", ())),
+                    int(m.get("num_buckets", 0)),
+                    tuple(sorted(m.get("properties", {}).items())),
+                )
+            ]
+        if kind == "DROP_TABLE" and e.db and e.table:
+            self._tables.pop(f"{e.db}.{e.table}", None)
+            return [r.DropTable(e.db, e.table)]
+        if kind == "ALTER_TABLE" and e.db and e.table:
+            self._tables.pop(f"{e.db}.{e.table}", None)
+            return [r.AlterTable(e.db, e.table, tuple(sorted(m.get("properties", {}).items())))]
+        if kind in ("ADD_PARTITION", "DROP_PARTITION") and e.db and e.table and e.partition:
+            values = tuple(parse_part_name(e.partition).values())
+            op = r.AddPartition if kind == "ADD_PARTITION" else r.DropPartition
+            return [op(e.db, e.table, values)]
+        if kind == "OPEN_TXN":
+            return [r.OpenTxns(tuple(m["txn_ids"]))]
+        if kind == "ALLOC_WRITE_ID" and e.db and e.table:
+            return [r.AllocWriteIds(e.db, e.table, tuple((int(t), int(w)) for t, w in m["txn_to_write_id"]))]
+        if kind == "COMMIT_TXN" and e.txn_id is not None:
+            return [r.CommitTxn(e.txn_id)]
+        if kind == "ABORT_TXN":
+            return [r.AbortTxns(tuple(m["txn_ids"]))]
+        if kind == "ACID_WRITE" and e.db and e.table:
+            return self._acid_write(e, result)
+        if kind == "COMPACTED" and e.db and e.table:
+            return self._compacted(e)
+        if kind == "CLEANED" and e.db and e.table:
+            return self._cleaned(e)
+        return []  # events a replica has nothing to do for
+
+    def _table(self, db: str, name: str) -> Table:
+        key = f"{db}.{name}"
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = self.target.table(key)
+        return table
+
+    def _partition_dir(self, table: Table, partition: str | None) -> tuple[pafs.FileSystem, str]:
+        fs, root = table_filesystem(table.location)
+        return fs, root.rstrip("/") + (f"/{partition}" if partition else "")
+
+    def _acid_write(self, e: NotificationEvent, result: LoadResult | None) -> list[r.ReplOp]:
+        assert e.db and e.table
+        try:
+            table = self._table(e.db, e.table)
+        except NoSuchObjectException:
+            return []  # dropped later on the source (the drop follows)
+        fs, root = table_filesystem(table.location)
+        depth = len(table.partition_keys) + 2
+        states = []
+        for value in e.message.get("written", ()):
+            written = WrittenFile.from_json(value)
+            target = f"{root.rstrip('/')}/{relative_path(written.path, depth)}"
+            have = self.target.repl_file_state(target)
+            try:
+                states.append(self.copier.copy(fs, target, written, have, event_id=e.event_id))
+            except FileNotFoundError as exc:
+                states.extend(self._rebootstrap(table, e.partition, written.path, exc, result))
+                break
+        return [r.FileStates(tuple((c.path, c.length, c.crc32) for c in states))] if states else []
+
+    def _rebootstrap(
+        self, table: Table, partition: str | None, path: str, exc: Exception, result: LoadResult | None
+    ) -> list[Copied]:
+        """A source file is gone before this replica copied it (cleaned after a compaction while the follower was
+        away): copy the partition's current files again. Rows stay invisible until their write ids commit here."""
+        where = table.full_name + (f"/{partition}" if partition else "")
+        log.warning(
+            "replication: source file %s is gone (%s): it was cleaned before this replica copied it; "
+            "bootstrapping %s again from the source's current files",
+            path,
+            exc,
+            where,
+        )
+        if result is not None:
+            result.rebootstrapped.append(where)
+        source_location = path.rsplit("/", 2 + len(table.partition_keys))[0]
+        source_table = _table_with_location(table, source_location)
+        source_dir = source_location.rstrip("/") + (f"/{partition}" if partition else "")
+        fs, root = table_filesystem(table.location)
+        copied = []
+        for f in partition_files(source_table, source_dir, None):
+            target = f"{root.rstrip('/')}/{f.relative}"
+            if self.target.repl_file_state(target) is not None and not f.open:
+                continue  # a closed file is never rewritten: the copy is complete
+            copied.append(self._copy_whole(fs, target, WrittenFile(f.source_path, f.length, 0, open=f.open)))
+        return copied
+
+    def _compacted(self, e: NotificationEvent) -> list[r.ReplOp]:
+        """Copy the compaction's output directories into a hidden directory, then rename each into place."""
+        assert e.db and e.table
+        try:
+            table = self._table(e.db, e.table)
+        except NoSuchObjectException:
+            return []
+        m = e.message
+        fs, directory = self._partition_dir(table, e.partition)
+        source_dir = str(m.get("location") or "")
+        tmp = f"{directory}/_tmp_repl_{uuid.uuid4().hex}"
+        states: list[Copied] = []
+        try:
+            for name in m.get("outputs", ()):
+                final = f"{directory}/{name}"
+                described = [WrittenFile.from_json(v) for v in m.get("files", {}).get(name, ())]
+                if fs.get_file_info(final).type == pafs.FileType.Directory:
+                    states.extend(Copied(f"{final}/{w.path}", w.length, w.crc32) for w in described)
+                    continue  # moved into place by an earlier attempt
+                for w in described:
+                    source = WrittenFile(f"{source_dir}/{name}/{w.path}", w.length, w.crc32)
+                    staged = self._copy_whole(fs, f"{tmp}/{name}/{w.path}", source)
+                    if staged.crc32 != w.crc32:
+                        raise ReplicationError(
+                            f"{source.path}: CRC-32 {staged.crc32} differs from the compaction's {w.crc32}"
+                        )
+                    states.append(Copied(f"{final}/{w.path}", w.length, w.crc32))
+                fs.move(f"{tmp}/{name}", final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_dir(tmp)
+        return [r.FileStates(tuple((c.path, c.length, c.crc32) for c in states))] if states else []
+
+    def _cleaned(self, e: NotificationEvent) -> list[r.ReplOp]:
+        """Delete what the source's cleaner deleted (before the event is recorded: a re-run deletes nothing)."""
+        assert e.db and e.table
+        try:
+            table = self._table(e.db, e.table)
+        except NoSuchObjectException:
+            return []
+        fs, directory = self._partition_dir(table, e.partition)
+        forget = []
+        for name in e.message.get("removed", ()):
+            target = f"{directory}/{name}"
+            with contextlib.suppress(FileNotFoundError):
+                info = fs.get_file_info(target)
+                if info.type == pafs.FileType.Directory:
+                    fs.delete_dir(target)
+                elif info.type == pafs.FileType.File:
+                    fs.delete_file(target)
+            forget.append(target + "/")
+        return [r.FileStates(forget=tuple(forget))] if forget else []
+
+
+def _table_with_location(table: Table, location: str) -> Table:
+    """``table``'s definition at another location (the source's, for listing its files)."""
+    fields: dict[str, Any] = {f: getattr(table, f) for f in table.__dataclass_fields__}
+    fields["location"] = location
+    return Table(**fields)
