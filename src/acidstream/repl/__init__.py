@@ -4,7 +4,20 @@
 same through a directory. A replica's readers see, after each applied event, what the source's saw at it.
 """
 
+from acidstream.repl.dump import DumpInfo, dump, load
 from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
+from acidstream.repl.status import ReplStatus, status
 from acidstream.repl.sync import SyncResult, sync
 
-__all__ = ["DEFAULT_POLICY", "LoadResult", "Loader", "SyncResult", "sync"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "DumpInfo",
+    "LoadResult",
+    "Loader",
+    "ReplStatus",
+    "SyncResult",
+    "dump",
+    "load",
+    "status",
+    "sync",
+]

@@ -148,7 +148,7 @@ class FileCopier:
         value = 0
         try:
             with fs.open_output_stream(staging) as out:
-                for chunk in self.source.read(written.path, 0, written.length, event_id=None):
+                for chunk in self.source.read(written.path, 0, written.length, event_id=event_id):
                     out.write(chunk)
                     value = crc32(chunk, value)
                     self.stats.bytes_copied += len(chunk)
