@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import random
 import struct
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,8 +95,11 @@ class FileCopier:
             _write_side_file(fs, target, [0])  # readers see 0 bytes until the side file says more
             physical = _size(fs, target)
         length, value = have if have is not None else (0, 0)
-        if physical is None or physical < length:
-            return self._whole(fs, target, written, event_id, "missing or shorter than recorded")
+        if physical is None:  # a new closed file appears whole, through a rename
+            why = "missing on the replica" if have is not None else None
+            return self._whole(fs, target, written, event_id, why)
+        if physical < length:
+            return self._whole(fs, target, written, event_id, "shorter on the replica than recorded")
         if (
             physical > length
         ):  # an earlier attempt (or the bootstrap) copied ahead: those bytes are the source's
@@ -134,14 +140,17 @@ class FileCopier:
                 stream.write(chunk)
                 value = crc32(chunk, value)
                 self.stats.bytes_copied += len(chunk)
+        crash_window()
         return value
 
     def _whole(
-        self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None, why: str
+        self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None, why: str | None
     ) -> Copied:
-        """The seed's approach 1: copy ``[0, length)`` again into a hidden file, verify, rename over."""
-        log.warning("replication: copying %s whole (%s)", written.path, why)
-        self.stats.files_recopied += 1
+        """Copy ``[0, length)`` into a hidden file, verify, rename over: a new file, or (``why``) the seed's
+        approach 1 when the range copy cannot be trusted."""
+        if why is not None:
+            log.warning("replication: copying %s whole (%s)", written.path, why)
+            self.stats.files_recopied += 1
         directory, name = target.rsplit("/", 1)
         prepare_directory(fs, directory)
         staging = f"{directory}/.{name}.repl-{uuid.uuid4().hex}"
@@ -184,6 +193,17 @@ class FileCopier:
         elif not lengths or lengths[-1] < length:
             with fs.open_append_stream(side) as out:
                 out.write(_LONG.pack(length))
+
+
+#: Seconds to pause (at random up to) at each step of a load — after a file's bytes, before each event's record:
+#: lets crash tests kill -9 a loader at many different points.
+STEP_DELAY_ENV = "ACIDSTREAM_REPL_STEP_DELAY"
+
+
+def crash_window() -> None:
+    delay = os.environ.get(STEP_DELAY_ENV)
+    if delay:
+        time.sleep(random.random() * float(delay))
 
 
 def _size(fs: pafs.FileSystem, path: str) -> int | None:

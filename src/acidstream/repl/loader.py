@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from acidstream.errors import NoSuchObjectException, ReplicationError
 from acidstream.metastore import replication as r
 from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
 from acidstream.repl.bootstrap import partition_files
-from acidstream.repl.copy import Copied, FileCopier, SourceBytes, copy_file_whole
+from acidstream.repl.copy import Copied, FileCopier, SourceBytes, copy_file_whole, crash_window
 from acidstream.repl.plan import BootstrapPlan, relative_path
 
 if TYPE_CHECKING:
@@ -115,6 +114,7 @@ class Loader:
 
     def apply(self, source: str, event: NotificationEvent, result: LoadResult | None = None) -> None:
         ops = self._effects(event, result)
+        crash_window()
         self.target.repl_apply(self.policy, source, event.event_id, event.event_time, ops)
 
     def _effects(self, e: NotificationEvent, result: LoadResult | None) -> list[r.ReplOp]:
@@ -124,8 +124,12 @@ class Loader:
         if kind == "CREATE_DATABASE" and e.db:
             return [r.CreateDatabase(e.db)]
         if kind == "DROP_DATABASE" and e.db:
-            self._tables.clear()
-            return [r.DropDatabase(e.db)]
+            try:
+                tables = self.target.list_tables(e.db)
+            except NoSuchObjectException:
+                tables = []
+            forget = [op for t in tables for op in self._forget_table(e.db, t)]
+            return [*forget, r.DropDatabase(e.db)]
         if kind == "CREATE_TABLE" and e.db and e.table:
             return [
                 r.CreateTable(
@@ -139,8 +143,7 @@ class Loader:
                 )
             ]
         if kind == "DROP_TABLE" and e.db and e.table:
-            self._tables.pop(f"{e.db}.{e.table}", None)
-            return [r.DropTable(e.db, e.table)]
+            return [*self._forget_table(e.db, e.table), r.DropTable(e.db, e.table)]
         if kind == "ALTER_TABLE" and e.db and e.table:
             self._tables.pop(f"{e.db}.{e.table}", None)
             return [r.AlterTable(e.db, e.table, tuple(sorted(m.get("properties", {}).items())))]
@@ -163,6 +166,15 @@ class Loader:
         if kind == "CLEANED" and e.db and e.table:
             return self._cleaned(e)
         return []  # events a replica has nothing to do for
+
+    def _forget_table(self, db: str, name: str) -> list[r.ReplOp]:
+        """A dropped table's files leave ``repl_files`` (a table created again under its name starts afresh)."""
+        self._tables.pop(f"{db}.{name}", None)
+        try:
+            location = self.target.table(f"{db}.{name}").location
+        except NoSuchObjectException:
+            return []
+        return [r.FileStates(forget=(table_filesystem(location)[1].rstrip("/") + "/",))]
 
     def _table(self, db: str, name: str) -> Table:
         key = f"{db}.{name}"
@@ -232,7 +244,9 @@ class Loader:
         m = e.message
         fs, directory = self._partition_dir(table, e.partition)
         source_dir = str(m.get("location") or "")
-        tmp = f"{directory}/_tmp_repl_{uuid.uuid4().hex}"
+        tmp = f"{directory}/_tmp_repl_{e.event_id}"  # hidden; what a killed attempt left is redone
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_dir(tmp)
         states: list[Copied] = []
         try:
             for name in m.get("outputs", ()):
