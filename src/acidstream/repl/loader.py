@@ -52,6 +52,7 @@ class Loader:
         self.policy = policy
         self.copier = FileCopier(source)
         self._tables: dict[str, Table] = {}
+        self._rebootstrapped: set[str] = set()  # partitions copied again from the source's current files
 
     @property
     def last_event_id(self) -> int | None:
@@ -213,6 +214,9 @@ class Loader:
         """A source file is gone before this replica copied it (cleaned after a compaction while the follower was
         away): copy the partition's current files again. Rows stay invisible until their write ids commit here."""
         where = table.full_name + (f"/{partition}" if partition else "")
+        if where in self._rebootstrapped:
+            return []  # its current files, copied already, hold what this file held
+        self._rebootstrapped.add(where)
         log.warning(
             "replication: source file %s is gone (%s): it was cleaned before this replica copied it; "
             "bootstrapping %s again from the source's current files",
