@@ -98,6 +98,11 @@ def load_command(metastore: str, warehouse: str, policy: str, directory: str) ->
 @click.argument("source_url")
 @click.argument("target_url")
 @click.option("--target-warehouse", required=True, help="The replica's warehouse root (directory or URI).")
+@click.option(
+    "--source-warehouse",
+    default=None,
+    help="The source's warehouse root, whose filesystem holds its files.  [default: the local filesystem]",
+)
 @click.option("--follow", is_flag=True, help="Keep applying new events until interrupted.")
 @click.option("--poll-interval", type=float, default=1.0, show_default=True, help="Seconds between polls.")
 @click.option("--max-events", type=click.IntRange(min=1), default=None, help="At most this many events.")
@@ -107,6 +112,7 @@ def sync_command(
     source_url: str,
     target_url: str,
     target_warehouse: str,
+    source_warehouse: str | None,
     follow: bool,
     poll_interval: float,
     max_events: int | None,
@@ -121,7 +127,7 @@ def sync_command(
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
     with (
-        open_metastore(source_url, os.getcwd()) as source,
+        open_metastore(source_url, source_warehouse or os.getcwd()) as source,
         open_metastore(target_url, target_warehouse, create=True) as target,
     ):
         result = sync(

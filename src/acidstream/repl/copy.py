@@ -43,16 +43,23 @@ class SourceBytes(Protocol):
 
 
 class LiveSource:
-    """The source's files, each through the pyarrow filesystem its path names."""
+    """The source's files: a URI through the filesystem it names, a plain path (as writers name files in
+    events) through ``filesystem`` — the source warehouse's (see :func:`source_filesystem`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, filesystem: pafs.FileSystem | None = None) -> None:
+        self.filesystem = filesystem or pafs.LocalFileSystem()
         self.bytes_read = 0
 
     def read(self, path: str, start: int, end: int, *, event_id: int | None = None) -> Iterator[bytes]:
-        fs, inner = table_filesystem(path)
+        fs, inner = table_filesystem(path) if "://" in path else (self.filesystem, path)
         for chunk in read_range(fs, inner, start, end):
             self.bytes_read += len(chunk)
             yield chunk
+
+
+def source_filesystem(warehouse: str) -> pafs.FileSystem:
+    """The filesystem of a source warehouse (a directory or URI), where its events' plain paths live."""
+    return table_filesystem(warehouse)[0]
 
 
 @dataclass

@@ -24,7 +24,7 @@ from acidstream.acid.location import table_filesystem
 from acidstream.errors import ReplicationError
 from acidstream.metastore.models import WrittenFile
 from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
-from acidstream.repl.copy import LiveSource
+from acidstream.repl.copy import LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
 from acidstream.repl.plan import BootstrapPlan, event_from_json, event_to_json
 
@@ -61,7 +61,7 @@ def dump(
     :func:`acidstream.spark.repl.spark_file_copier`); by default this process copies them one by one."""
     fs, root = table_filesystem(to)
     fs.create_dir(root, recursive=True)
-    live = LiveSource()
+    live = LiveSource(source_filesystem(source.warehouse))
     if from_event is None:
         with bootstrap_plan(source, open_txn_timeout=open_txn_timeout) as plan:
             path = f"{root}/bootstrap-{plan.event_id:012d}"
@@ -87,6 +87,7 @@ def dump(
         {
             "kind": info.kind,
             "source": source.url,
+            "source_warehouse": source.warehouse,
             "first_event_id": info.first_event_id,
             "last_event_id": info.last_event_id,
             "bytes": info.bytes,
@@ -161,10 +162,10 @@ class DumpSource:
     """Source bytes from a dump's blobs; a range the dump lacks is read from the source's files if they are
     reachable from here (a copy that must start over), else the load stops with ReplicationError."""
 
-    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
+    def __init__(self, fs: pafs.FileSystem, path: str, source_warehouse: str | None) -> None:
         self.fs, self.path = fs, path
         self.blobs: dict[tuple[int | None, str], list[Any]] = {}
-        self._live = LiveSource()
+        self._live = LiveSource(source_filesystem(source_warehouse) if source_warehouse else None)
 
     def read(self, path: str, start: int, end: int, *, event_id: int | None = None) -> Iterator[bytes]:
         found = self.blobs.get((event_id, path)) or self.blobs.get((None, path))
@@ -172,7 +173,7 @@ class DumpSource:
             blob, first = found[0], found[1]
             return _blob_range(self.fs, f"{self.path}/{blob}", start - first, end - first)
         try:
-            fs, inner = table_filesystem(path)
+            fs, inner = table_filesystem(path) if "://" in path else (self._live.filesystem, path)
             if fs.get_file_info(inner).type != pafs.FileType.File:
                 raise FileNotFoundError(path)
         except (OSError, ValueError) as exc:
@@ -211,7 +212,7 @@ def load(target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY) -> 
         raise ReplicationError(f"{directory} holds no complete dump (no {MANIFEST})")
     total = LoadResult()
     for path, manifest in dumps:
-        source_bytes = DumpSource(fs, path)
+        source_bytes = DumpSource(fs, path, manifest.get("source_warehouse"))
         loader = Loader(target, source_bytes, policy=policy)
         last = loader.last_event_id
         if manifest["kind"] == "bootstrap":

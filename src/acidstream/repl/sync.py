@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import make_url
 
 from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
-from acidstream.repl.copy import CopyStats, LiveSource
+from acidstream.repl.copy import CopyStats, LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def sync(
     keeps the files the replica may still copy (for ``follower_lease`` seconds of silence at most).
     """
     result = SyncResult()
-    loader = Loader(target, LiveSource(), policy=policy)
+    loader = Loader(target, LiveSource(source_filesystem(source.warehouse)), policy=policy)
     result.stats = loader.copier.stats
     name = follower_name(target, policy)
     last = loader.last_event_id
