@@ -71,6 +71,9 @@ def dump_command(
             open_txn_timeout=open_txn_timeout,
             copy_files=copy_files,
         )
+    if info.first_event_id > info.last_event_id:
+        click.echo(f"nothing to dump: no event after {info.last_event_id}")
+        return
     click.echo(
         f"{info.kind} dump {info.path}: events {info.first_event_id}..{info.last_event_id}, "
         f"{info.bytes} bytes of data"
@@ -153,7 +156,12 @@ def sync_command(
 @metastore_options
 @_POLICY
 @click.option("--source", "source_url", default=None, help="The source metastore URL: also show the lag.")
-def status_command(metastore: str, warehouse: str, policy: str, source_url: str | None) -> None:
+@click.option(
+    "--last-event", is_flag=True, help="Print only the last event applied (for `repl dump --from`)."
+)
+def status_command(
+    metastore: str, warehouse: str, policy: str, source_url: str | None, last_event: bool
+) -> None:
     """Show the replica's last applied event and, with --source, its lag in events and seconds."""
     from acidstream.repl import status
 
@@ -167,6 +175,9 @@ def status_command(metastore: str, warehouse: str, policy: str, source_url: str 
         raise click.ClickException(
             f"{metastore} is no replica (policy {policy!r}): nothing was loaded into it"
         )
+    if last_event:
+        click.echo(st.last_event_id)
+        return
     rows: list[tuple[str, Any]] = [
         ("policy", st.policy),
         ("source", st.source),

@@ -57,7 +57,7 @@ def dump(
     copy_files: FileCopyJob | None = None,
 ) -> DumpInfo:
     """Dump ``source`` under directory ``to`` (local path or URI): a bootstrap without ``from_event``, else the
-    events after it (at most ``max_events``). ``copy_files`` copies a bootstrap's files (in parallel, e.g.
+    events after it (at most ``max_events``; none: nothing is written and the info's range is empty). ``copy_files`` copies a bootstrap's files (in parallel, e.g.
     :func:`acidstream.spark.repl.spark_file_copier`); by default this process copies them one by one."""
     fs, root = table_filesystem(to)
     fs.create_dir(root, recursive=True)
@@ -71,8 +71,16 @@ def dump(
             _write_json(fs, f"{path}/plan.json", {"plan": plan.to_json(), "blobs": blobs})
             info = DumpInfo(path, "bootstrap", plan.event_id, plan.event_id, copied)
     else:
+        current = source.current_notification_event_id()
+        if from_event > current:
+            raise ReplicationError(
+                f"--from {from_event} is beyond the source's last event {current}: that replica follows "
+                "another source, or this source was recreated"
+            )
         events = source.notifications(from_event, max_events or 1_000_000_000)
-        last = events[-1].event_id if events else from_event
+        if not events:
+            return DumpInfo("", "incremental", from_event + 1, from_event, 0)
+        last = events[-1].event_id
         path = f"{root}/events-{from_event + 1:012d}-{last:012d}"
         lines = []
         for event in events:
@@ -210,7 +218,8 @@ def load(target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY) -> 
     dumps = complete_dumps(fs, root)
     if not dumps:
         raise ReplicationError(f"{directory} holds no complete dump (no {MANIFEST})")
-    total = LoadResult()
+    state = target.repl_state(policy)
+    total = LoadResult(last_event_id=state.last_event_id if state is not None else 0)
     for path, manifest in dumps:
         source_bytes = DumpSource(fs, path, manifest.get("source_warehouse"))
         loader = Loader(target, source_bytes, policy=policy)
