@@ -12,10 +12,11 @@ from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWrite
 from acidstream.cli import cli
 
 
-def _source(wh: Path) -> str:
+def _source(wh: Path, *, create: bool = True) -> str:
     url = f"sqlite:///{wh / 'metastore.db'}"
     with Metastore.connect(url, warehouse=wh) as ms:
-        ms.execute("CREATE TABLE t (id int, msg string) TBLPROPERTIES ('transactional'='true')")
+        if create:
+            ms.execute("CREATE TABLE t (id int, msg string) TBLPROPERTIES ('transactional'='true')")
         writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
         with (
             StreamingConnection.builder()
@@ -75,6 +76,7 @@ def test_dump_load_status(tmp_path: Path) -> None:
     assert code == 0 and out.startswith("incremental dump "), err
     code, out, err = _invoke("repl", "load", "--metastore", target, "--warehouse", str(dst_wh), str(dumps))
     assert code == 0, err
+    assert _count(target, dst_wh) == 4
     code, out, err = _invoke(
         "repl", "status", "--metastore", target, "--warehouse", str(dst_wh), "--source", source
     )
