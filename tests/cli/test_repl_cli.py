@@ -61,18 +61,11 @@ def test_dump_load_status(tmp_path: Path) -> None:
     assert code == 0, err
     assert out.startswith("bootstrapped")
     assert _count(target, dst_wh) == 2
-    code, out, err = _invoke(
-        "repl",
-        "dump",
-        "--metastore",
-        source,
-        "--warehouse",
-        str(src_wh),
-        "--to",
-        str(dumps),
-        "--from",
-        str(last),
-    )
+    incremental = ("repl", "dump", "--metastore", source, "--warehouse", str(src_wh), "--to", str(dumps))
+    code, out, err = _invoke(*incremental, "--from", str(last))
+    assert code == 0 and out.startswith("nothing to dump"), err
+    _source(src_wh, create=False)  # two more rows
+    code, out, err = _invoke(*incremental, "--from", str(last))
     assert code == 0 and out.startswith("incremental dump "), err
     code, out, err = _invoke("repl", "load", "--metastore", target, "--warehouse", str(dst_wh), str(dumps))
     assert code == 0, err
