@@ -2,44 +2,24 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from acidstream.catalog import Metastore
-
-PG_URL = os.environ.get("ACIDSTREAM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _pg_available() -> bool:
-    import psycopg
-
-    try:
-        with psycopg.connect(PG_URL, connect_timeout=3):
-            return True
-    except Exception:
-        return False
+from support.pgschema import pg_schema, pg_unavailable_reason
 
 
 @pytest.fixture
 def replica_url(metastore_url: str, tmp_path: Path) -> Iterator[str]:
     """The replica's metastore on the other backend: PostgreSQL for a SQLite source and the reverse (SQLite when
     no PostgreSQL server answers)."""
-    if metastore_url.startswith("postgresql") or not _pg_available():
+    if metastore_url.startswith("postgresql") or pg_unavailable_reason() is not None:
         yield f"sqlite:///{tmp_path / 'replica.db'}"
         return
-    import psycopg
-
-    schema = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in PG_URL else "?"
-    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with pg_schema("r") as url:
+        yield url
 
 
 @pytest.fixture

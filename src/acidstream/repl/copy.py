@@ -153,11 +153,23 @@ class FileCopier:
     def _whole(
         self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None, why: str | None
     ) -> Copied:
-        """Copy ``[0, length)`` into a hidden file, verify, rename over: a new file, or (``why``) the seed's
-        approach 1 when the range copy cannot be trusted."""
+        """A new file, or (``why``) the seed's approach 1 when a range copy cannot be trusted."""
         if why is not None:
             log.warning("replication: copying %s whole (%s)", written.path, why)
             self.stats.files_recopied += 1
+        return self.copy_whole(fs, target, written, event_id=event_id)
+
+    def copy_whole(
+        self,
+        fs: pafs.FileSystem,
+        target: str,
+        written: WrittenFile,
+        *,
+        event_id: int | None = None,
+        verify: bool = True,
+    ) -> Copied:
+        """Copy ``[0, length)`` into a hidden file, check its CRC-32 (unless not ``verify``: none is known),
+        rename it over ``target``; an open file's side file says 0 before and its length after."""
         directory, name = target.rsplit("/", 1)
         prepare_directory(fs, directory)
         staging = f"{directory}/.{name}.repl-{uuid.uuid4().hex}"
@@ -168,7 +180,7 @@ class FileCopier:
                     out.write(chunk)
                     value = crc32(chunk, value)
                     self.stats.bytes_copied += len(chunk)
-            if value != written.crc32:
+            if verify and value != written.crc32:
                 raise ReplicationError(
                     f"{written.path}: the source's first {written.length} bytes have CRC-32 {value}, its commit "
                     f"recorded {written.crc32}: the source file changed or is corrupt"
@@ -233,24 +245,3 @@ def _rewrite_side_file(fs: pafs.FileSystem, side: str) -> None:
     with fs.open_output_stream(staging) as out:
         out.write(whole)
     fs.move(staging, side)
-
-
-def copy_file_whole(
-    source: SourceBytes, fs: pafs.FileSystem, target: str, source_path: str, length: int, stats: CopyStats
-) -> Copied:
-    """A file copied whole into place through a hidden name (bootstrap and compaction outputs)."""
-    directory, name = target.rsplit("/", 1)
-    prepare_directory(fs, directory)
-    staging = f"{directory}/.{name}.repl-{uuid.uuid4().hex}"
-    value = 0
-    try:
-        with fs.open_output_stream(staging) as out:
-            for chunk in source.read(source_path, 0, length):
-                out.write(chunk)
-                value = crc32(chunk, value)
-                stats.bytes_copied += len(chunk)
-        fs.move(staging, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            fs.delete_file(staging)
-    return Copied(target, length, value)

@@ -23,7 +23,7 @@ from acidstream.errors import NoSuchObjectException, ReplicationError
 from acidstream.metastore import replication as r
 from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
 from acidstream.repl.bootstrap import partition_files
-from acidstream.repl.copy import Copied, FileCopier, SourceBytes, copy_file_whole, crash_window
+from acidstream.repl.copy import Copied, FileCopier, SourceBytes, crash_window
 from acidstream.repl.plan import BootstrapPlan, relative_path
 
 if TYPE_CHECKING:
@@ -84,12 +84,8 @@ class Loader:
         self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
 
     def _copy_whole(self, fs: pafs.FileSystem, target: str, written: WrittenFile) -> Copied:
-        copied = copy_file_whole(
-            self.copier.source, fs, target, written.path, written.length, self.copier.stats
-        )
-        if written.open:
-            self.copier._finish_side_file(fs, target, written, written.length)
-        return copied
+        """A file of the source's current state (no checksum recorded for it: copied as it is)."""
+        return self.copier.copy_whole(fs, target, written, verify=False)
 
     # --- events --------------------------------------------------------------------------------------------------
 
@@ -261,11 +257,7 @@ class Loader:
                     continue  # moved into place by an earlier attempt
                 for w in described:
                     source = WrittenFile(f"{source_dir}/{name}/{w.path}", w.length, w.crc32)
-                    staged = self._copy_whole(fs, f"{tmp}/{name}/{w.path}", source)
-                    if staged.crc32 != w.crc32:
-                        raise ReplicationError(
-                            f"{source.path}: CRC-32 {staged.crc32} differs from the compaction's {w.crc32}"
-                        )
+                    self.copier.copy_whole(fs, f"{tmp}/{name}/{w.path}", source, event_id=e.event_id)
                     states.append(Copied(f"{final}/{w.path}", w.length, w.crc32))
                 fs.move(f"{tmp}/{name}", final)
         finally:
