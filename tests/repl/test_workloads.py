@@ -74,3 +74,40 @@ def test_byte_ranges_not_whole_files(source: Metastore, replica: Metastore) -> N
     written = sum(p.stat().st_size for p in Path(source.table("db.flat").location).rglob("bucket_0000?"))
     assert written <= copied <= written * 1.05
     assert view(replica, TABLES) == view(source, TABLES)
+
+
+def test_files_named_without_description(source: Metastore, replica: Metastore, tmp_path: Path) -> None:
+    """An ACID_WRITE naming files by path only (a writer that does not describe them) still replicates, live
+    and through a dump: the file is copied whole as it is."""
+    from acidstream import StreamingConnection, StrictDelimitedInputWriter
+
+    create_tables(source)
+    repl.sync(source, replica)
+    second = Metastore.connect(f"sqlite:///{tmp_path / 'second.db'}", warehouse=tmp_path / "second-wh")
+    dumps = str(tmp_path / "dumps")
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(second, dumps)
+    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+    with (
+        StreamingConnection.builder()
+        .with_metastore(source)
+        .with_database("db")
+        .with_table("flat")
+        .with_record_writer(writer)
+        .with_configuration({"write_notifications": False})
+        .connect()
+    ) as conn:
+        conn.begin_transaction()
+        conn.write(b"1,one")
+        conn.commit_transaction()
+    txn = source.open_txns()[0]
+    wid = source.allocate_table_write_ids([txn], "db.flat")[0][1]
+    files = [str(p) for p in Path(source.table("db.flat").location).rglob("bucket_0000?")]
+    source.add_write_notification(txn, wid, "db.flat", None, files)  # by path only
+    source.commit_txn(txn)
+    repl.sync(source, replica)
+    assert view(replica, TABLES) == view(source, TABLES)
+    repl.dump(source, dumps, from_event=last)
+    repl.load(second, dumps)
+    assert view(second, TABLES) == view(source, TABLES)
+    second.close()

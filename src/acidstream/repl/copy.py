@@ -41,6 +41,10 @@ class SourceBytes(Protocol):
         """Bytes ``[start, end)`` of source file ``path`` (as named by event ``event_id``)."""
         ...
 
+    def size(self, path: str, *, event_id: int | None = None) -> int:
+        """How many bytes of ``path`` there are to copy (for files an event names without describing them)."""
+        ...
+
 
 class LiveSource:
     """The source's files: a URI through the filesystem it names, a plain path (as writers name files in
@@ -50,8 +54,18 @@ class LiveSource:
         self.filesystem = filesystem or pafs.LocalFileSystem()
         self.bytes_read = 0
 
+    def _resolve(self, path: str) -> tuple[pafs.FileSystem, str]:
+        return table_filesystem(path) if "://" in path else (self.filesystem, path)
+
+    def size(self, path: str, *, event_id: int | None = None) -> int:
+        fs, inner = self._resolve(path)
+        info = fs.get_file_info(inner)
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(path)
+        return int(info.size or 0)
+
     def read(self, path: str, start: int, end: int, *, event_id: int | None = None) -> Iterator[bytes]:
-        fs, inner = table_filesystem(path) if "://" in path else (self.filesystem, path)
+        fs, inner = self._resolve(path)
         for chunk in read_range(fs, inner, start, end):
             self.bytes_read += len(chunk)
             yield chunk

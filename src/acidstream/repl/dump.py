@@ -130,6 +130,11 @@ def _dump_ranges(
     files: list[WrittenFile] = []
     if kind == "ACID_WRITE":
         files = [WrittenFile.from_json(v) for v in message.get("written", ())]
+        known = {w.path for w in files}
+        for named in message.get("files", ()):  # named by path only (older writers): the file as it is now
+            if named not in known:
+                size = live.size(named)
+                files.append(WrittenFile(named, size, crc32_of_chunks(live.read(named, 0, size))))
     elif kind == "COMPACTED":
         location = message.get("location")
         for name, described in message.get("files", {}).items():
@@ -190,6 +195,10 @@ class DumpSource:
                 f"reachable ({exc}): dump again from the replica's last event"
             ) from exc
         return self._live.read(path, start, end)
+
+    def size(self, path: str, *, event_id: int | None = None) -> int:
+        found = self.blobs.get((event_id, path)) or self.blobs.get((None, path))
+        return int(found[2]) if found is not None else self._live.size(path)
 
 
 def _blob_range(fs: pafs.FileSystem, path: str, start: int, end: int) -> Iterator[bytes]:

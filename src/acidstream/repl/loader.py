@@ -193,15 +193,33 @@ class Loader:
         fs, root = table_filesystem(table.location)
         depth = len(table.partition_keys) + 2
         states = []
-        for value in e.message.get("written", ()):
-            written = WrittenFile.from_json(value)
+        described = [WrittenFile.from_json(v) for v in e.message.get("written", ())]
+        known = {w.path for w in described}
+        for path in e.message.get(
+            "files", ()
+        ):  # named by path only (older writers): copied whole, as it is now
+            if path not in known:
+                try:
+                    described.append(WrittenFile(path, self.copier.source.size(path, event_id=e.event_id), 0))
+                except FileNotFoundError as exc:
+                    return self._file_states(self._rebootstrap(table, e.partition, path, exc, result))
+        for written in described:
             target = f"{root.rstrip('/')}/{relative_path(written.path, depth)}"
             have = self.target.repl_file_state(target)
             try:
-                states.append(self.copier.copy(fs, target, written, have, event_id=e.event_id))
+                if written.crc32 or written.path in known:
+                    states.append(self.copier.copy(fs, target, written, have, event_id=e.event_id))
+                else:
+                    states.append(
+                        self.copier.copy_whole(fs, target, written, event_id=e.event_id, verify=False)
+                    )
             except FileNotFoundError as exc:
                 states.extend(self._rebootstrap(table, e.partition, written.path, exc, result))
                 break
+        return self._file_states(states)
+
+    @staticmethod
+    def _file_states(states: list[Copied]) -> list[r.ReplOp]:
         return [r.FileStates(tuple((c.path, c.length, c.crc32) for c in states))] if states else []
 
     def _rebootstrap(
@@ -263,7 +281,7 @@ class Loader:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 fs.delete_dir(tmp)
-        return [r.FileStates(tuple((c.path, c.length, c.crc32) for c in states))] if states else []
+        return self._file_states(states)
 
     def _cleaned(self, e: NotificationEvent) -> list[r.ReplOp]:
         """Delete what the source's cleaner deleted (before the event is recorded: a re-run deletes nothing)."""
