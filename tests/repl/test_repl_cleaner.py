@@ -4,6 +4,7 @@ compaction; a follower that was away longer than its lease finds files gone and 
 from __future__ import annotations
 
 import logging
+import os
 
 import pyarrow as pa
 import pytest
@@ -50,13 +51,28 @@ def test_cleaner_waits_for_followers(source: Metastore, replica: Metastore, tabl
     _stream(source, 0, 3)
     source.compact(table, kind="major", wait=True)
     assert _clean(source) == []  # the follower has not applied the compaction: its inputs stay
-    repl.sync(source, replica)
+    applied = repl.sync(source, replica, cleaner_retention=0)  # no replica reader: its inputs go there
     removed = _clean(source)
     assert removed and all(name.startswith("delta_") for name in removed)
-    repl.sync(source, replica)
+    assert sorted(applied.cleaned) == sorted(f"{table}/{name}" for name in removed)
+    repl.sync(source, replica, cleaner_retention=0)
     assert view(replica, [table]) == view(source, [table])
-    replica_dir = replica.table(table).location
-    assert not any(name in removed for name in __import__("os").listdir(replica_dir))
+    assert not set(removed) & set(os.listdir(replica.table(table).location))
+
+
+def test_replica_readers_keep_replaced_inputs(source: Metastore, replica: Metastore, table: str) -> None:
+    """A scan registered on the replica before a replicated compaction keeps its inputs there."""
+    repl.sync(source, replica)
+    _stream(source, 0, 3)
+    repl.sync(source, replica)
+    reader = replica.register_reader(table)
+    source.compact(table, kind="major", wait=True)
+    result = repl.sync(source, replica, cleaner_retention=0)
+    assert result.cleaned == []  # the reader might still list the deltas
+    replica.unregister_reader(reader.reader_id)
+    result = repl.sync(source, replica, cleaner_retention=0)
+    assert len(result.cleaned) == 3
+    assert view(replica, [table]) == view(source, [table])
 
 
 def test_follower_gone_too_long_bootstraps_the_partition_again(

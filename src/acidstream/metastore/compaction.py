@@ -152,6 +152,42 @@ def enqueue(
     return cq_id
 
 
+def record_replicated(
+    conn: Connection,
+    db: str,
+    table: str,
+    partition: str | None,
+    kind: str,
+    highest_write_id: int | None,
+    meta: Mapping[str, Any],
+) -> int:
+    """On a replica: a source's compaction whose outputs are in place, ready for cleaning its inputs once the
+    replica's own readers registered before now are gone (as if a worker here had just published it)."""
+    cq_id = take_ids(conn, s.next_compaction_queue_id)
+    publish_id = take_ids(conn, s.next_reader_id)
+    now = now_ms()
+    conn.execute(
+        insert(s.compaction_queue).values(
+            cq_id=cq_id,
+            cq_database=db,
+            cq_table=table,
+            cq_partition=partition,
+            cq_state="r",
+            cq_type=KINDS[kind],
+            cq_enqueue_time=now,
+            cq_start=now,
+            cq_highest_write_id=highest_write_id,
+            cq_initiator_id="replication",
+            cq_attempts=0,
+            cq_publish_id=publish_id,
+            cq_next_reader_id=take_ids(conn, s.next_reader_id),
+            cq_commit_time=now,
+            cq_meta_info=json.dumps(dict(meta)),
+        )
+    )
+    return cq_id
+
+
 def get(conn: Connection, cq_id: int) -> CompactionInfo:
     """A queued or completed entry."""
     row = conn.execute(select(s.compaction_queue).where(CQ.cq_id == cq_id)).first()

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import NoSuchObjectException
-from acidstream.metastore import catalog, txns
+from acidstream.metastore import catalog, compaction, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import TxnState
@@ -138,6 +138,19 @@ class SeedWriteIds:
 
 
 @dataclass(frozen=True)
+class RecordCompaction:
+    """A source compaction's outputs are in place on the replica: its inputs (``meta``) wait for the replica's
+    readers before the replica's cleaning pass deletes them."""
+
+    db: str
+    table: str
+    partition: str | None
+    kind: str
+    highest_write_id: int | None
+    meta: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class FileStates:
     """Replicated files now copied up to ``length`` with that CRC-32; ``forget``: paths (or directory
     prefixes ending in '/') no longer replicated."""
@@ -159,6 +172,7 @@ ReplOp = (
     | CommitTxn
     | AbortTxns
     | SeedWriteIds
+    | RecordCompaction
     | FileStates
 )
 
@@ -241,6 +255,11 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
         if run.seed_txn is None:
             run.seed_txn = txns.open_txns(conn, 1, user=None, host=None, agent_info=REPL_AGENT)[0]
         _insert_write_ids(conn, op.db, op.table, [(run.seed_txn, op.write_id)])
+    elif isinstance(op, RecordCompaction):
+        if catalog.is_transactional_table(conn, op.db, op.table):
+            compaction.record_replicated(
+                conn, op.db, op.table, op.partition, op.kind, op.highest_write_id, dict(op.meta)
+            )
     elif isinstance(op, FileStates):
         _file_states(conn, op)
     else:  # pragma: no cover - the union is exhaustive

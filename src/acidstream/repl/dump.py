@@ -221,8 +221,11 @@ def complete_dumps(fs: pafs.FileSystem, root: str) -> list[tuple[str, dict[str, 
     return sorted(found, key=lambda d: (d[1]["first_event_id"], d[1]["kind"] != "bootstrap"))
 
 
-def load(target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY) -> LoadResult:
-    """Apply the complete dumps in ``directory`` that the replica has not applied yet, in event order."""
+def load(
+    target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY, cleaner_retention: float = 300.0
+) -> LoadResult:
+    """Apply the complete dumps in ``directory`` that the replica has not applied yet, in event order; then
+    delete the inputs of replicated compactions the replica's readers no longer need (see ``sync``)."""
     fs, root = table_filesystem(directory)
     dumps = complete_dumps(fs, root)
     if not dumps:
@@ -253,4 +256,5 @@ def load(target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY) -> 
         total.events_applied += result.events_applied
         total.rebootstrapped += result.rebootstrapped
         total.last_event_id = result.last_event_id
+    Loader(target, LiveSource(), policy=policy).clean(cleaner_retention)
     return total

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from acidstream.acid.location import table_filesystem
+from acidstream.acid.names import ParsedBase, ParsedDelta, parse_dir_name
 from acidstream.acid.partitions import parse_part_name
+from acidstream.acid.writeids import RangeResponse
 from acidstream.errors import NoSuchObjectException, ReplicationError
 from acidstream.metastore import replication as r
 from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
@@ -253,7 +255,10 @@ class Loader:
         return copied
 
     def _compacted(self, e: NotificationEvent) -> list[r.ReplOp]:
-        """Copy the compaction's output directories into a hidden directory, then rename each into place."""
+        """Copy the compaction's output directories into a hidden directory, then rename each into place —
+        delete deltas first, then deltas, then the base, so that a reader listing meanwhile never finds an
+        output that hides inputs whose deletes it does not carry yet. The inputs stay for the replica's own
+        readers (see :meth:`clean`)."""
         assert e.db and e.table
         try:
             table = self._table(e.db, e.table)
@@ -266,8 +271,9 @@ class Loader:
         with contextlib.suppress(FileNotFoundError):
             fs.delete_dir(tmp)
         states: list[Copied] = []
+        outputs = sorted(m.get("outputs", ()), key=_publication_order)
         try:
-            for name in m.get("outputs", ()):
+            for name in outputs:
                 final = f"{directory}/{name}"
                 described = [WrittenFile.from_json(v) for v in m.get("files", {}).get(name, ())]
                 if fs.get_file_info(final).type == pafs.FileType.Directory:
@@ -281,27 +287,78 @@ class Loader:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 fs.delete_dir(tmp)
-        return self._file_states(states)
+        meta = {
+            "location": table.location.rstrip("/") + (f"/{e.partition}" if e.partition else ""),
+            "inputs": list(m.get("inputs", ())),
+            "outputs": outputs,
+            "replicated": m.get("compaction_id"),
+        }
+        record = r.RecordCompaction(
+            e.db, e.table, e.partition, str(m.get("kind", "major")), e.write_id, tuple(sorted(meta.items()))
+        )
+        return [*self._file_states(states), record]
 
     def _cleaned(self, e: NotificationEvent) -> list[r.ReplOp]:
-        """Delete what the source's cleaner deleted (before the event is recorded: a re-run deletes nothing)."""
+        """What the source's cleaner deleted: directories of aborted writes go now (no reader reads them); a
+        compaction's inputs wait for the replica's readers (:meth:`clean`)."""
         assert e.db and e.table
         try:
             table = self._table(e.db, e.table)
         except NoSuchObjectException:
             return []
         fs, directory = self._partition_dir(table, e.partition)
+        write_ids = self.target.get_valid_write_ids(table.full_name)
         forget = []
         for name in e.message.get("removed", ()):
             target = f"{directory}/{name}"
-            with contextlib.suppress(FileNotFoundError):
-                info = fs.get_file_info(target)
-                if info.type == pafs.FileType.Directory:
-                    fs.delete_dir(target)
-                elif info.type == pafs.FileType.File:
-                    fs.delete_file(target)
             forget.append(target + "/")
+            parsed = parse_dir_name(name)
+            if parsed is None or isinstance(parsed, ParsedBase):
+                continue
+            if (
+                write_ids.is_write_id_range_aborted(parsed.min_write_id, parsed.max_write_id)
+                is RangeResponse.ALL
+            ):
+                _delete(fs, target)
         return [r.FileStates(forget=tuple(forget))] if forget else []
+
+    # --- the replica's cleaning ------------------------------------------------------------------------------------
+
+    def clean(self, retention: float) -> list[str]:
+        """Delete the inputs of replicated compactions that no replica reader can need any more (registered
+        scans that started before the outputs arrived are waited for, unregistered readers get ``retention``
+        seconds), as the compactor's cleaner does for the replica's own compactions. Returns what went."""
+        removed_all = []
+        for ci in self.target.find_ready_to_clean(retention):
+            if ci.meta.get("replicated") is None or not self.target.claim_cleaning(ci.id):
+                continue
+            fs, directory = table_filesystem(str(ci.meta["location"]))
+            removed = [name for name in ci.meta.get("inputs", ()) if _delete(fs, f"{directory}/{name}")]
+            self.target.mark_cleaned(ci.id, (), removed)
+            removed_all += [f"{ci.full_partition_name}/{name}" for name in removed]
+        return removed_all
+
+
+def _publication_order(name: str) -> tuple[int, str]:
+    parsed = parse_dir_name(name)
+    if isinstance(parsed, ParsedDelta):
+        return (0 if parsed.is_delete else 1), name
+    return 2, name
+
+
+def _delete(fs: pafs.FileSystem, path: str) -> bool:
+    """Remove a directory or file; False if it was not there."""
+    try:
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.Directory:
+            fs.delete_dir(path)
+        elif info.type == pafs.FileType.File:
+            fs.delete_file(path)
+        else:
+            return False
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _table_with_location(table: Table, location: str) -> Table:

@@ -25,6 +25,7 @@ _OPS: dict[str, type[Any]] = {
         r.CommitTxn,
         r.AbortTxns,
         r.SeedWriteIds,
+        r.RecordCompaction,
         r.FileStates,
     )
 }

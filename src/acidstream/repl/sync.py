@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 #: How long a silent follower holds the source's cleaner back (then it must bootstrap what was cleaned).
 DEFAULT_FOLLOWER_LEASE = 24 * 3600.0
 EVENTS_PER_PASS = 1000
+#: Seconds a replicated compaction's inputs stay for replica readers that do not register (Hive's own).
+DEFAULT_RETENTION = 300.0
 
 
 @dataclass
@@ -33,6 +35,7 @@ class SyncResult:
     bootstrapped: bool = False
     stats: CopyStats = field(default_factory=CopyStats)
     rebootstrapped: list[str] = field(default_factory=list)
+    cleaned: list[str] = field(default_factory=list)  # replicated compactions' inputs deleted on the replica
 
 
 def follower_name(target: Metastore, policy: str) -> str:
@@ -50,13 +53,16 @@ def sync(
     max_events: int | None = None,
     open_txn_timeout: float = DEFAULT_OPEN_TXN_TIMEOUT,
     follower_lease: float = DEFAULT_FOLLOWER_LEASE,
+    cleaner_retention: float = DEFAULT_RETENTION,
     stop: threading.Event | None = None,
 ) -> SyncResult:
     """Bring ``target`` up to ``source``: bootstrap on first use, then every event published since.
 
     Without ``follow`` one catch-up pass (at most ``max_events`` events); with it, poll every ``poll_interval``
     seconds until ``stop`` is set. After each pass the source learns how far this replica got, so its cleaner
-    keeps the files the replica may still copy (for ``follower_lease`` seconds of silence at most).
+    keeps the files the replica may still copy (for ``follower_lease`` seconds of silence at most), and the
+    replica deletes the inputs of compactions its readers no longer need (``cleaner_retention``: seconds kept
+    for readers that do not register, as the compactor's ``retention``).
     """
     result = SyncResult()
     loader = Loader(target, LiveSource(source_filesystem(source.warehouse)), policy=policy)
@@ -85,6 +91,7 @@ def sync(
             last = result.last_event_id = applied.last_event_id
             source.repl_follower_progress(name, last, follower_lease)
             continue
+        result.cleaned += loader.clean(cleaner_retention)
         if not follow or limit <= 0:
             break
         source.repl_follower_progress(name, last, follower_lease)
