@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from acidstream import repl
+from acidstream import StreamingConnection, StrictDelimitedInputWriter, repl
 from acidstream.catalog import Metastore
 
 View = list[tuple[Any, ...]]
@@ -50,3 +50,19 @@ class Timeline:
             got = view(replica, self.tables)
             want = self.expected_at(result.last_event_id)
             assert got == want, f"after event {result.last_event_id}"
+
+
+def stream(ms: Metastore, table: str, batch: int = 1, **config: object) -> StreamingConnection:
+    """A delimited-text streaming connection to ``db.table`` with transaction batches of ``batch``."""
+    db, name = table.split(".")
+    builder = (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database(db)
+        .with_table(name)
+        .with_record_writer(StrictDelimitedInputWriter.builder().with_field_delimiter(",").build())
+        .with_transaction_batch_size(batch)
+    )
+    if config:
+        builder = builder.with_configuration(config)
+    return builder.connect()

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from replhelpers import view
+from replhelpers import stream, view
 from workload import TABLES, create_tables, run_workload
 
-from acidstream import StreamingConnection, StrictDelimitedInputWriter
+from acidstream import repl
 from acidstream.catalog import Metastore
 from acidstream.repl.copy import STEP_DELAY_ENV
 
@@ -42,17 +42,14 @@ def test_loader_killed_at_random_points(tmp_path: Path) -> None:
     source_url = f"sqlite:///{tmp_path / 'source.db'}"
     with Metastore.connect(source_url, warehouse=tmp_path / "source-wh") as source:
         create_tables(source)
+        replicas = [
+            (f"sqlite:///{tmp_path / f'replica-{t}.db'}", tmp_path / f"replica-wh-{t}") for t in range(TRIALS)
+        ]
+        for url, wh in replicas:  # bootstrapped now: the loaders below apply the workload's events one by one
+            with Metastore.connect(url, warehouse=wh) as replica:
+                repl.sync(source, replica)
         run_workload(source, 11, 16, lambda: None)
-        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-        open_batch = (  # a batch still writing: two of its txns committed, its files open
-            StreamingConnection.builder()
-            .with_metastore(source)
-            .with_database("db")
-            .with_table("flat")
-            .with_record_writer(writer)
-            .with_transaction_batch_size(5)
-            .connect()
-        )
+        open_batch = stream(source, "db.flat", 5)  # a batch still writing: two txns committed, files open
         for txn in range(2):
             open_batch.begin_transaction()
             for i in range(200):
@@ -62,14 +59,12 @@ def test_loader_killed_at_random_points(tmp_path: Path) -> None:
         rng = random.Random(7)
         deadline = time.monotonic() + 240
         total_kills = 0
-        for trial in range(TRIALS):
-            target_url = f"sqlite:///{tmp_path / f'replica-{trial}.db'}"
-            wh = tmp_path / f"replica-wh-{trial}"
+        for trial, (target_url, wh) in enumerate(replicas):
             kills = 0
             while kills < MAX_KILLS and time.monotonic() < deadline:
-                proc = _sync(source_url, target_url, wh, delay=0.05)
+                proc = _sync(source_url, target_url, wh, delay=0.2)  # a whole load: far longer than a wait
                 try:
-                    proc.wait(timeout=rng.uniform(0.8, 3.0))
+                    proc.wait(timeout=rng.uniform(1.0, 3.0))
                 except subprocess.TimeoutExpired:
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()

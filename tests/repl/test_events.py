@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
+from replhelpers import stream
 
-from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.checksum import file_prefix
 from acidstream.catalog import Metastore
 from acidstream.compactor import Cleaner, CompactorConfig
@@ -33,16 +33,7 @@ def test_commits_chain_their_ranges(source: Metastore) -> None:
         "CREATE TABLE t (id int, msg string) CLUSTERED BY (id) INTO 2 BUCKETS STORED AS ORC "
         "TBLPROPERTIES ('transactional'='true')"
     )
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    conn = (
-        StreamingConnection.builder()
-        .with_metastore(source)
-        .with_database("default")
-        .with_table("t")
-        .with_record_writer(writer)
-        .with_transaction_batch_size(4)
-        .connect()
-    )
+    conn = stream(source, "default.t", 4)
     for txn in range(4):
         conn.begin_transaction()
         conn.write_batch(pa.table({"id": list(range(txn * 10, txn * 10 + 6)), "msg": ["m"] * 6}))
@@ -75,16 +66,8 @@ def test_commits_chain_their_ranges(source: Metastore) -> None:
 
 def test_compaction_and_cleaning_events(source: Metastore) -> None:
     source.execute("CREATE TABLE t (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
     for i in range(3):
-        with (
-            StreamingConnection.builder()
-            .with_metastore(source)
-            .with_database("default")
-            .with_table("t")
-            .with_record_writer(writer)
-            .connect()
-        ) as conn:
+        with stream(source, "default.t") as conn:
             conn.begin_transaction()
             conn.write(f"{i},m".encode())
             conn.commit_transaction()

@@ -8,9 +8,9 @@ import os
 
 import pyarrow as pa
 import pytest
-from replhelpers import view
+from replhelpers import stream, view
 
-from acidstream import StreamingConnection, StrictDelimitedInputWriter, repl
+from acidstream import repl
 from acidstream.catalog import Metastore
 from acidstream.compactor import Cleaner, CompactorConfig
 from acidstream.repl.sync import follower_name
@@ -19,15 +19,7 @@ TABLE = "default.t"
 
 
 def _stream(ms: Metastore, first: int, txns: int) -> None:
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    with (
-        StreamingConnection.builder()
-        .with_metastore(ms)
-        .with_database("default")
-        .with_table("t")
-        .with_record_writer(writer)
-        .connect()
-    ) as conn:
+    with stream(ms, "default.t") as conn:
         for i in range(txns):
             conn.begin_transaction()
             conn.write_batch(pa.table({"id": [first + i], "msg": [f"m{first + i}"]}))

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
+from replhelpers import stream
 
-from acidstream import StreamingConnection, StrictDelimitedInputWriter, repl
+from acidstream import repl
 from acidstream.catalog import Metastore
 from support.hivejvm import HiveJvm, hive_txns
 
@@ -39,16 +40,7 @@ def test_hive_reads_the_replica(spark: Any, tmp_path: Path) -> None:
             "TBLPROPERTIES ('transactional'='true')"
         )
         repl.sync(source, replica)
-        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-        conn = (
-            StreamingConnection.builder()
-            .with_metastore(source)
-            .with_database("default")
-            .with_table("t")
-            .with_record_writer(writer)
-            .with_transaction_batch_size(10)
-            .connect()
-        )
+        conn = stream(source, "default.t", 10)
         checked = 0
         try:
             for txn in range(4):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 import pytest
-from replhelpers import Timeline, view
+from replhelpers import Timeline, stream, view
 
-from acidstream import StreamingConnection, StrictDelimitedInputWriter, repl
+from acidstream import repl
 from acidstream.catalog import Metastore
 
 TABLE = "default.alerts"
@@ -35,16 +35,7 @@ def test_seed_timeline(source: Metastore, replica: Metastore, batch_size: int) -
     assert repl.sync(source, replica).bootstrapped
     timeline = Timeline(source, [TABLE])
     timeline.record()
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    conn = (
-        StreamingConnection.builder()
-        .with_metastore(source)
-        .with_database("default")
-        .with_table("alerts")
-        .with_record_writer(writer)
-        .with_transaction_batch_size(batch_size)
-        .connect()
-    )
+    conn = stream(source, "default.alerts", batch_size)
     try:
         for txn in range(1, 11):
             conn.begin_transaction()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from replhelpers import Timeline, view
+from replhelpers import Timeline, stream, view
 from workload import TABLES, create_tables, run_workload
 
 from acidstream import repl
@@ -49,20 +49,10 @@ def test_dump_and_load(source: Metastore, replica: Metastore, tmp_path: Path) ->
 
 def test_byte_ranges_not_whole_files(source: Metastore, replica: Metastore) -> None:
     """A batch of 10 commits copies each commit's new range: about the bytes written, not 10 growing files."""
-    from acidstream import StreamingConnection, StrictDelimitedInputWriter
 
     create_tables(source)
     repl.sync(source, replica)
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    conn = (
-        StreamingConnection.builder()
-        .with_metastore(source)
-        .with_database("db")
-        .with_table("flat")
-        .with_record_writer(writer)
-        .with_transaction_batch_size(10)
-        .connect()
-    )
+    conn = stream(source, "db.flat", 10)
     copied = 0
     for txn in range(10):
         conn.begin_transaction()
@@ -79,7 +69,6 @@ def test_byte_ranges_not_whole_files(source: Metastore, replica: Metastore) -> N
 def test_files_named_without_description(source: Metastore, replica: Metastore, tmp_path: Path) -> None:
     """An ACID_WRITE naming files by path only (a writer that does not describe them) still replicates, live
     and through a dump: the file is copied whole as it is."""
-    from acidstream import StreamingConnection, StrictDelimitedInputWriter
 
     create_tables(source)
     repl.sync(source, replica)
@@ -87,16 +76,7 @@ def test_files_named_without_description(source: Metastore, replica: Metastore, 
     dumps = str(tmp_path / "dumps")
     last = repl.dump(source, dumps).last_event_id
     repl.load(second, dumps)
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    with (
-        StreamingConnection.builder()
-        .with_metastore(source)
-        .with_database("db")
-        .with_table("flat")
-        .with_record_writer(writer)
-        .with_configuration({"write_notifications": False})
-        .connect()
-    ) as conn:
+    with stream(source, "db.flat", write_notifications=False) as conn:
         conn.begin_transaction()
         conn.write(b"1,one")
         conn.commit_transaction()
