@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-PG_URL = os.environ.get("ACIDSTREAM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from support.pgschema import pg_schema, pg_unavailable_reason
 
-
-def _pg_reason() -> str | None:
-    """None when PostgreSQL answers at PG_URL, else why its tests skip."""
-    try:
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - psycopg is a hard dependency
-        return f"psycopg not importable: {exc}"
-    try:
-        with psycopg.connect(PG_URL, connect_timeout=3):
-            return None
-    except Exception as exc:
-        return f"PostgreSQL not reachable at {PG_URL}: {exc}"
-
-
-_PG_SKIP = _pg_reason()
+_PG_SKIP = pg_unavailable_reason()
 
 
 @pytest.fixture
@@ -43,17 +28,8 @@ def metastore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
         return
     if _PG_SKIP is not None:
         pytest.skip(_PG_SKIP)
-    import uuid
-
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in PG_URL else "?"
-    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with pg_schema() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -219,3 +219,11 @@ class SideFileNotReadable(CorruptFileError):
     """
 
     retryable = True
+
+
+# --- replication -------------------------------------------------------------------------------------------------
+
+
+class ReplicationError(StreamingException):
+    """Replication cannot go on as asked: a dump is incomplete or does not follow the replica's last event, a
+    replica is asked to bootstrap twice, or source bytes no longer match their checksum."""

@@ -147,3 +147,28 @@ def test_version_2_is_upgraded_for_the_compactor(metastore_url: str, warehouse: 
         columns = {c["name"] for c in inspect(conn).get_columns("completed_compactions")}
         assert {f"cc_{c}" for c in _V3_COLUMNS} <= columns
     engine.dispose()
+
+
+def _make_v3(url: str) -> None:
+    """Turn a fresh database back into version 3: no replication tables."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        for table in ("repl_txn_map", "repl_state", "repl_files", "repl_followers"):
+            conn.execute(text(f"DROP TABLE {table}"))
+        conn.execute(text("DROP INDEX ix_nl_txn"))
+        conn.execute(text("UPDATE acidstream_version SET version = 3"))
+    engine.dispose()
+
+
+def test_version_3_is_upgraded_for_replication(metastore_url: str, warehouse: Path) -> None:
+    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    _make_v3(metastore_url)
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+        ms.repl_follower_progress("replica", 5, lease=60)
+        assert [f[:2] for f in ms.repl_followers()] == [("replica", 5)]
+        assert ms.repl_state("default") is None
+    engine = create_engine(metastore_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM acidstream_version")).scalar_one() == SCHEMA_VERSION
+        assert "ix_nl_txn" in {i["name"] for i in inspect(conn).get_indexes("notification_log")}
+    engine.dispose()

@@ -64,7 +64,7 @@ class Cleaner:
             with contextlib.suppress(StreamingException):
                 self.ms.mark_failed(ci.id, message)
             return CleanOutcome(ci.id, "failed", error=message)
-        self.ms.mark_cleaned(ci.id, forgotten)
+        self.ms.mark_cleaned(ci.id, forgotten, removed)
         return CleanOutcome(ci.id, "succeeded", tuple(removed), tuple(forgotten))
 
     def _clean(self, ci: CompactionInfo) -> tuple[list[str], list[int]]:

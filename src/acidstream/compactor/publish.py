@@ -11,13 +11,16 @@ import contextlib
 import json
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow.fs as pafs
 
+from acidstream.acid.checksum import file_prefix
 from acidstream.acid.names import METADATA_ACID_FILE, ParsedBase, parse_dir_name
 from acidstream.acid.orc import prepare_directory
 from acidstream.acid.selection import METADATA_FILE_VERSION
 from acidstream.errors import AcidFormatError
+from acidstream.metastore.models import WrittenFile
 
 TMP_PREFIX = "_tmp_"
 
@@ -47,6 +50,24 @@ def finish_outputs(fs: pafs.FileSystem, tmp: str, outputs: Sequence[str]) -> lis
                 out.write(marker.encode("utf-8"))
         kept.append(name)
     return kept
+
+
+def describe_outputs(
+    fs: pafs.FileSystem, tmp: str, outputs: Sequence[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Every file of each output directory, by path inside it, with its length and CRC-32 (replicas copy and
+    verify them: the COMPACTED event carries this)."""
+    described: dict[str, list[dict[str, Any]]] = {}
+    for name in outputs:
+        directory = f"{tmp}/{name}"
+        files = []
+        for info in fs.get_file_info(pafs.FileSelector(directory, recursive=True)):
+            if info.type == pafs.FileType.File:
+                prefix = file_prefix(fs, info.path, info.size)
+                relative = info.path[len(directory) + 1 :]
+                files.append(WrittenFile(relative, prefix.length, prefix.crc32).to_json())
+        described[name] = sorted(files, key=lambda f: str(f["path"]))
+    return described
 
 
 def check_free(fs: pafs.FileSystem, path: str, outputs: Sequence[str]) -> None:

@@ -34,7 +34,14 @@ from acidstream.acid.selection import get_acid_state
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
 from acidstream.compactor.plan import REFUSED, PartitionPlan, needs_cleaning, plan_partition, top_level_names
-from acidstream.compactor.publish import check_free, discard, finish_outputs, move_into_place, new_tmp_dir
+from acidstream.compactor.publish import (
+    check_free,
+    describe_outputs,
+    discard,
+    finish_outputs,
+    move_into_place,
+    new_tmp_dir,
+)
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, StreamingException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
@@ -244,7 +251,8 @@ def publish(
     tmp = meta["tmp"]
     outputs = finish_outputs(target.fs, tmp, plan.outputs)
     check_free(target.fs, target.path, outputs)
-    ms.begin_publish(ci.id, txn_id, {**meta, "outputs": outputs, "inputs": list(plan.inputs)})
+    files = describe_outputs(target.fs, tmp, outputs)  # for replicas, in the COMPACTED event
+    ms.begin_publish(ci.id, txn_id, {**meta, "outputs": outputs, "inputs": list(plan.inputs), "files": files})
     _pause("published")
     for name in outputs:
         move_into_place(target.fs, tmp, target.path, [name])

@@ -25,6 +25,7 @@ from acidstream.metastore.models import (
     TableWrite,
     TxnInfo,
     TxnState,
+    WrittenFile,
 )
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ __all__ = [
     "TableWrite",
     "TxnInfo",
     "TxnState",
+    "WrittenFile",
 ]
 
 

@@ -17,7 +17,16 @@ from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import LockTimeoutException
-from acidstream.metastore import catalog, compaction, locks, notifications, readers, snapshots, txns
+from acidstream.metastore import (
+    catalog,
+    compaction,
+    locks,
+    notifications,
+    readers,
+    replication,
+    snapshots,
+    txns,
+)
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.engine import DEFAULT_WAIT_TIMEOUT, Database
@@ -40,6 +49,7 @@ from acidstream.metastore.models import (
     TableWrite,
     TxnInfo,
     TxnState,
+    WrittenFile,
 )
 
 R = TypeVar("R")
@@ -392,9 +402,15 @@ class Metastore:
         )
 
     def add_write_notification(
-        self, txn_id: int, write_id: int, table_name: str, partition_name: str | None, files: Sequence[str]
+        self,
+        txn_id: int,
+        write_id: int,
+        table_name: str,
+        partition_name: str | None,
+        files: Sequence[str | WrittenFile],
     ) -> None:
-        """An ACID_WRITE event (files a txn wrote); its id is given when a reader publishes it."""
+        """An ACID_WRITE event (files a txn wrote, by path or described for replicas); its id is given when a
+        reader publishes it."""
         db, name = catalog.split_name(table_name)
         self._write(
             lambda c: txns.add_write_notification(c, txn_id, write_id, db, name, partition_name, files)
@@ -583,8 +599,10 @@ class Metastore:
             lambda c: compaction.blocking_readers(c, compaction_id, int(self.txn_timeout * 1000))
         )
 
-    def mark_cleaned(self, compaction_id: int, forget_write_ids: Sequence[int] = ()) -> None:
-        self._write(lambda c: compaction.mark_cleaned(c, compaction_id, forget_write_ids))
+    def mark_cleaned(
+        self, compaction_id: int, forget_write_ids: Sequence[int] = (), removed: Sequence[str] = ()
+    ) -> None:
+        self._write(lambda c: compaction.mark_cleaned(c, compaction_id, forget_write_ids, removed))
 
     def find_potential_compactions(self, aborted_threshold: int) -> list[PotentialCompaction]:
         return self._read(lambda c: compaction.find_potential(c, aborted_threshold))
@@ -652,6 +670,54 @@ class Metastore:
         made after ``baseline`` (``ReaderRegistration.baseline``): the listing must ignore their outputs."""
         db, name = catalog.split_name(table_name)
         return self._read(lambda c: compaction.unfinished_publications(c, db, name, baseline))
+
+    # --- replication (see ``metastore.replication``) -------------------------------------------------------------------
+
+    def repl_apply(
+        self,
+        policy: str,
+        source: str,
+        event_id: int,
+        event_time: int,
+        ops: Sequence[replication.ReplOp],
+        *,
+        bootstrap: bool = False,
+    ) -> None:
+        """On a replica: apply one source event's operations and record it as applied, in one DB transaction."""
+        dropped = self._write(
+            lambda c: replication.apply(
+                c, self.warehouse, policy, source, event_id, event_time, ops, bootstrap=bootstrap
+            )
+        )
+        _delete_table_data(dropped)
+
+    def repl_state(self, policy: str) -> replication.ReplState | None:
+        return self._read(lambda c: replication.state(c, policy))
+
+    def repl_states(self) -> list[replication.ReplState]:
+        return self._read(replication.states)
+
+    def repl_file_state(self, path: str) -> tuple[int, int] | None:
+        return self._read(lambda c: replication.file_state(c, path))
+
+    def repl_target_txns(self, policy: str, src_txn_ids: Sequence[int]) -> dict[int, int]:
+        return self._read(lambda c: replication.target_txns(c, policy, src_txn_ids))
+
+    def repl_write_id_txns(self, table_name: str, write_ids: Sequence[int]) -> dict[int, int]:
+        """On a source: the txn that holds each of ``table_name``'s ``write_ids``."""
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: replication.write_id_txns(c, db, name, write_ids))
+
+    def repl_follower_progress(self, name: str, event_id: int, lease: float) -> None:
+        """On a source: follower ``name`` applied every event up to ``event_id``; until ``lease`` seconds pass
+        without another call, the cleaner keeps what it may still copy."""
+        self._write(lambda c: replication.follower_progress(c, name, event_id, int(lease * 1000)))
+
+    def repl_followers(self) -> list[tuple[str, int, int, int]]:
+        return self._read(replication.followers)
+
+    def repl_drop_follower(self, name: str) -> bool:
+        return self._write(lambda c: replication.drop_follower(c, name))
 
     # --- notifications ----------------------------------------------------------------------------------------------
 

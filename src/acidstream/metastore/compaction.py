@@ -20,7 +20,7 @@ from sqlalchemy import Connection, and_, delete, func, insert, or_, select, upda
 
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.errors import InvalidObjectException, InvalidPartition, NoSuchObjectException
-from acidstream.metastore import catalog, txns
+from acidstream.metastore import catalog, notifications, replication, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms, take_ids
 from acidstream.metastore.models import (
@@ -152,6 +152,42 @@ def enqueue(
     return cq_id
 
 
+def record_replicated(
+    conn: Connection,
+    db: str,
+    table: str,
+    partition: str | None,
+    kind: str,
+    highest_write_id: int | None,
+    meta: Mapping[str, Any],
+) -> int:
+    """On a replica: a source's compaction whose outputs are in place, ready for cleaning its inputs once the
+    replica's own readers registered before now are gone (as if a worker here had just published it)."""
+    cq_id = take_ids(conn, s.next_compaction_queue_id)
+    publish_id = take_ids(conn, s.next_reader_id)
+    now = now_ms()
+    conn.execute(
+        insert(s.compaction_queue).values(
+            cq_id=cq_id,
+            cq_database=db,
+            cq_table=table,
+            cq_partition=partition,
+            cq_state="r",
+            cq_type=KINDS[kind],
+            cq_enqueue_time=now,
+            cq_start=now,
+            cq_highest_write_id=highest_write_id,
+            cq_initiator_id="replication",
+            cq_attempts=0,
+            cq_publish_id=publish_id,
+            cq_next_reader_id=take_ids(conn, s.next_reader_id),
+            cq_commit_time=now,
+            cq_meta_info=json.dumps(dict(meta)),
+        )
+    )
+    return cq_id
+
+
 def get(conn: Connection, cq_id: int) -> CompactionInfo:
     """A queued or completed entry."""
     row = conn.execute(select(s.compaction_queue).where(CQ.cq_id == cq_id)).first()
@@ -270,6 +306,24 @@ def mark_compacted(conn: Connection, cq_id: int, txn_id: int | None = None) -> N
         .values(cq_state="r", cq_next_reader_id=take_ids(conn, s.next_reader_id), cq_commit_time=now_ms())
     )
     _end_txn(conn, row.cq_txn_id, commit=True)
+    meta = json.loads(row.cq_meta_info or "{}")
+    notifications.emit(  # replicas copy the outputs (its txn finds it: see ``find_ready_to_clean``)
+        conn,
+        "COMPACTED",
+        db=row.cq_database,
+        table=row.cq_table,
+        partition=row.cq_partition,
+        txn_id=row.cq_txn_id,
+        write_id=row.cq_highest_write_id,
+        message={
+            "compaction_id": cq_id,
+            "kind": _KIND_NAMES[row.cq_type],
+            "location": meta.get("location"),
+            "outputs": meta.get("outputs", []),
+            "inputs": meta.get("inputs", []),
+            "files": meta.get("files", {}),
+        },
+    )
 
 
 def _end_txn(conn: Connection, txn_id: int | None, *, commit: bool) -> None:
@@ -357,7 +411,8 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
     and no cleaner at work on them (a cleaner's claim lapses after ``reader_timeout_ms``).
 
     The retention covers readers that do not register (Hive's own, other engines); registered readers are
-    waited for as long as they heartbeat within ``reader_timeout_ms``.
+    waited for as long as they heartbeat within ``reader_timeout_ms``; replication followers (see
+    ``replication.follower_progress``) until they have applied the compaction.
     """
     now = now_ms()
     blocking = (
@@ -370,6 +425,12 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
         )
         .exists()
     )
+    nl = s.notification_log.c
+    unreplicated = (  # a live follower has not applied the COMPACTED event: it may still copy the inputs
+        select(nl.nl_seq)
+        .where(nl.txn_id == CQ.cq_txn_id, nl.event_type == "COMPACTED", replication.follower_behind(nl.nl_id))
+        .exists()
+    )
     rows = conn.execute(
         select(s.compaction_queue)
         .where(
@@ -377,6 +438,7 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
             CQ.cq_commit_time <= now - retention_ms,
             _cleaner_free(now, reader_timeout_ms),
             ~blocking,
+            ~unreplicated,
         )
         .order_by(CQ.cq_id)
     ).all()
@@ -415,11 +477,27 @@ def blocking_readers(conn: Connection, cq_id: int, reader_timeout_ms: int) -> li
     )
 
 
-def mark_cleaned(conn: Connection, cq_id: int, forget_write_ids: Sequence[int] = ()) -> None:
+def mark_cleaned(
+    conn: Connection, cq_id: int, forget_write_ids: Sequence[int] = (), removed: Sequence[str] = ()
+) -> None:
     """Succeeded. The initiator's input up to the compaction is consumed, and the aborted write ids the cleaner
     found no remaining file for (``forget_write_ids``) stop being exceptions of this partition; a write id
-    leaves the table's exceptions once no partition keeps a component of its txn."""
+    leaves the table's exceptions once no partition keeps a component of its txn. ``removed``: the
+    directories the cleaner deleted (a CLEANED event tells replicas)."""
     row = _require(conn, cq_id, ("r",))
+    notifications.emit(
+        conn,
+        "CLEANED",
+        db=row.cq_database,
+        table=row.cq_table,
+        partition=row.cq_partition,
+        txn_id=row.cq_txn_id,
+        message={
+            "compaction_id": cq_id,
+            "location": json.loads(row.cq_meta_info or "{}").get("location"),
+            "removed": sorted(removed),
+        },
+    )
     db, table, partition = row.cq_database, row.cq_table, row.cq_partition
     ctc = s.completed_txn_components.c
     part = ctc.ctc_partition.is_(None) if partition is None else ctc.ctc_partition == partition

@@ -222,18 +222,56 @@ class PotentialCompaction:
 
 
 @dataclass(frozen=True)
+class WrittenFile:
+    """A file a commit wrote, as a replica copies it: bytes ``[start, length)`` are new since the file's previous
+    commit (``start`` 0: a new file), ``crc32`` is the CRC-32 of bytes ``[0, length)`` and ``start_crc32`` that of
+    ``[0, start)``, so a copier verifies the range it appends by continuing the value it had. ``open``: the file is
+    still being written (a streaming batch's, with a side file whose last flush length is ``length``).
+    """
+
+    path: str
+    length: int
+    crc32: int
+    start: int = 0
+    start_crc32: int = 0
+    open: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "length": self.length,
+            "crc32": self.crc32,
+            "start": self.start,
+            "start_crc32": self.start_crc32,
+            "open": self.open,
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> WrittenFile:
+        return cls(
+            str(value["path"]),
+            int(value["length"]),
+            int(value["crc32"]),
+            int(value.get("start", 0)),
+            int(value.get("start_crc32", 0)),
+            bool(value.get("open", False)),
+        )
+
+
+@dataclass(frozen=True)
 class TableWrite:
     """What a committing txn wrote to one table, recorded in the commit's DB transaction.
 
     ``components``: partitions (name, None for an unpartitioned table) whose ``TXN_COMPONENTS`` rows the
     commit adds with their operation (Hive's ``addDynamicPartitions``): writers that did not name them in a
-    lock request. ``files``: the data files written per partition, for ACID_WRITE events (replication).
+    lock request. ``files``: the data files written per partition, for ACID_WRITE events (replication): each a
+    :class:`WrittenFile` (what a replica needs to copy it) or only its path.
     """
 
     table: str
     write_id: int
     components: Mapping[str | None, OperationType] = field(default_factory=dict)
-    files: Mapping[str | None, Sequence[str]] = field(default_factory=dict)
+    files: Mapping[str | None, Sequence[str | WrittenFile]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from acidstream.errors import SchemaVersionError
 
 #: Bump when the schema changes and register the step in ``UPGRADES``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -338,6 +338,54 @@ aux_table = Table(
     Column("mt_value", BigInteger, nullable=False),
 )
 
+# --- replication ---------------------------------------------------------------------------------------------------
+
+#: On a replica: the replica's txn for each source txn (Hive's REPL_TXN_MAP; ``policy`` names the source).
+repl_txn_map = Table(
+    "repl_txn_map",
+    metadata,
+    Column("rtm_repl_policy", String(NAME), nullable=False),
+    Column("rtm_src_txn_id", BigInteger, nullable=False),
+    Column("rtm_target_txn_id", BigInteger, nullable=False),
+    PrimaryKeyConstraint("rtm_repl_policy", "rtm_src_txn_id"),
+    Index("ix_rtm_target", "rtm_target_txn_id"),
+)
+
+#: On a replica: the last source event applied, written in the DB transaction that applied it.
+repl_state = Table(
+    "repl_state",
+    metadata,
+    Column("rs_repl_policy", String(NAME), primary_key=True),
+    Column("rs_source", Text, nullable=False),
+    Column("rs_last_event_id", BigInteger, nullable=False),
+    Column("rs_last_event_time", BigInteger, nullable=False),
+    Column("rs_applied_time", BigInteger, nullable=False),
+    Column("rs_bootstrap_event_id", BigInteger, nullable=False),
+)
+
+#: On a replica: each replicated file's copied length and the CRC-32 of those bytes, so a copy continues
+#: the checksum from where it stopped instead of re-reading the file.
+repl_files = Table(
+    "repl_files",
+    metadata,
+    Column("rf_path", String(1024), primary_key=True),
+    Column("rf_length", BigInteger, nullable=False),
+    Column("rf_crc32", BigInteger, nullable=False),
+)
+
+#: On a source: how far each follower has applied its events; the cleaner keeps what they still need.
+repl_followers = Table(
+    "repl_followers",
+    metadata,
+    Column("rfl_name", String(NAME), primary_key=True),
+    Column("rfl_last_event_id", BigInteger, nullable=False),
+    Column("rfl_last_heartbeat", BigInteger, nullable=False),
+    Column("rfl_lease_ms", BigInteger, nullable=False),
+)
+
+#: The compactor's cleaner finds a compaction's COMPACTED event by the compactor txn.
+_IX_NL_TXN = Index("ix_nl_txn", notification_log.c.txn_id)
+
 COUNTERS = (next_txn_id, next_lock_id, next_compaction_queue_id, notification_sequence, next_reader_id)
 
 _NL_COLUMNS = "event_time, event_type, db_name, tbl_name, partition, txn_id, write_id, message"
@@ -386,8 +434,19 @@ def _upgrade_v2(conn: Connection) -> None:
                 conn.execute(insert(next_reader_id).values(nr_next=1))
 
 
+def _upgrade_v3(conn: Connection) -> None:
+    """v4 adds replication: the replica's txn map, applied-event state and file checksums, the source's
+    followers, and an index to find a compaction's event by its txn."""
+    existing = set(inspect(conn).get_table_names())
+    for table in (repl_txn_map, repl_state, repl_files, repl_followers):
+        if table.name not in existing:
+            table.create(conn)
+    if "ix_nl_txn" not in {i["name"] for i in inspect(conn).get_indexes(notification_log.name)}:
+        _IX_NL_TXN.create(conn)
+
+
 #: Upgrade steps: ``UPGRADES[v]`` migrates a version-``v`` database to ``v + 1`` inside the caller's transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_v1, 2: _upgrade_v2}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_v1, 2: _upgrade_v2, 3: _upgrade_v3}
 
 
 def ensure_schema(conn: Connection, now_ms: int) -> None:

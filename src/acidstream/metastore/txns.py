@@ -30,6 +30,7 @@ from acidstream.metastore.models import (
     TableWrite,
     TxnInfo,
     TxnState,
+    WrittenFile,
 )
 from acidstream.metastore.prepared import Prepared
 
@@ -104,6 +105,9 @@ _WRITE_ID = Prepared(
         T2W.t2w_database == bindparam("db"),
         T2W.t2w_table == bindparam("table"),
     )
+)
+_REPLICATED = (
+    select(s.repl_txn_map.c.rtm_target_txn_id).where(s.repl_txn_map.c.rtm_target_txn_id == T.txn_id).exists()
 )
 _COMPONENTS = Prepared(select(s.txn_components).where(TC.tc_txnid == bindparam("txn_id")))
 _DELETE_COMPONENTS = Prepared(delete(s.txn_components).where(TC.tc_txnid == bindparam("txn_id")))
@@ -626,7 +630,7 @@ def add_write_notification(
     db: str,
     table: str,
     partition: str | None,
-    files: Sequence[str],
+    files: Sequence[str | WrittenFile],
 ) -> None:
     require_open(conn, txn_id)
     allocated = get_write_id(conn, txn_id, db, table)
@@ -643,8 +647,14 @@ def _write_event(
     db: str,
     table: str,
     partition: str | None,
-    files: Sequence[str],
+    files: Sequence[str | WrittenFile],
 ) -> dict[str, Any]:
+    """The ACID_WRITE event: ``files`` (paths) and, for files described in full, ``written`` (what a replica
+    needs to copy and verify them, see :class:`WrittenFile`)."""
+    message: dict[str, Any] = {"files": [f if isinstance(f, str) else f.path for f in files]}
+    written = [f.to_json() for f in files if isinstance(f, WrittenFile)]
+    if written:
+        message["written"] = written
     return notifications.event(
         "ACID_WRITE",
         db=db,
@@ -652,7 +662,7 @@ def _write_event(
         partition=partition,
         txn_id=txn_id,
         write_id=write_id,
-        message={"files": list(files)},
+        message=message,
     )
 
 
@@ -662,7 +672,11 @@ def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
     stale = list(
         conn.execute(
             select(T.txn_id)
-            .where(T.txn_state == TxnState.OPEN.value, T.txn_last_heartbeat < cutoff)
+            .where(
+                T.txn_state == TxnState.OPEN.value,
+                T.txn_last_heartbeat < cutoff,
+                ~_REPLICATED,  # a replica's txns for source txns end when the source's do, never by timeout
+            )
             .order_by(T.txn_id)
             .with_for_update()
         ).scalars()

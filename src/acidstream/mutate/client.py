@@ -30,6 +30,7 @@ from acidstream.metastore.models import LockComponent, LockLevel, LockType, Oper
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType, plain_definition
 from acidstream.txn import FailureListener, TxnHeartbeat, TxnState
 from acidstream.txn import Transaction as MetastoreTransaction
+from acidstream.txn.written import describe_partitions
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -276,7 +277,8 @@ def table_write(
             files.setdefault(key, []).extend(part.files)
     if not components or table.write_id is None:
         return None
-    return TableWrite(table.qualified_name, table.write_id, components, files)
+    described = describe_partitions(table.table.location, files)
+    return TableWrite(table.qualified_name, table.write_id, components, described)
 
 
 def _stronger(a: OperationType | None, b: OperationType) -> OperationType:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from acidstream.spark.task_write import TaskResult, statement_dirs
+from acidstream.txn.written import describe_closed
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -49,8 +50,10 @@ def commit_write(
         _remove_unreported(
             ms, table_name, write_id, {(n, r.statement_id) for r in results for _, n, _ in r.partitions}
         )
+    location = ms.table(table_name).location
     for name in sorted(files):
-        ms.add_write_notification(txn_id, write_id, table_name, name or None, sorted(files[name]))
+        written = describe_closed(location, sorted(files[name]))
+        ms.add_write_notification(txn_id, write_id, table_name, name or None, written)
     ms.commit_txn(txn_id, key=key, value=value)
     return rows
 

@@ -446,15 +446,16 @@ class StreamingConnection:
         txn = batch.txn_id
         try:
             touched = sorted(self._txn_touched)
-            files = batch.files.files_by_partition() if self.config.write_notifications else {}
+            if batch.remaining == 0:
+                batch.files.close()
+            # replication: each file's new range and checksum, after the flush (or the batch's close)
+            files = batch.files.written_files(touched) if self.config.write_notifications else {}
             write = TableWrite(
                 self.table.full_name,
                 batch.write_id,
                 components=dict.fromkeys(touched, OperationType.INSERT) if self.dynamic else {},
                 files={name or None: files.get(name, []) for name in touched} if files else {},
             )
-            if batch.remaining == 0:
-                batch.files.close()
             self._call(
                 ms.commit_txn,
                 txn,
@@ -466,6 +467,7 @@ class StreamingConnection:
             raise TransactionError(f"Invalid transaction id : {txn}") from exc
         except TxnAbortedException as exc:
             raise TransactionError(f"Aborted transaction cannot be committed: txnid:{txn}: {exc}") from exc
+        batch.files.named(files)
         batch.states[batch.index] = TxnState.COMMITTED
         self._stats.committed_txns += 1
 

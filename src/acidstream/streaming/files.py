@@ -19,12 +19,14 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from acidstream.acid.checksum import FilePrefix
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
 from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
 from acidstream.acid.orc.writer import TakenEvents, encode_together
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
+from acidstream.metastore.models import WrittenFile
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -86,6 +88,7 @@ class BatchFiles:
         self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
+        self._named: dict[str, tuple[FilePrefix, bool]] = {}  # per path: as the last commit named it, open
 
     @property
     def delta_name(self) -> str:
@@ -173,16 +176,37 @@ class BatchFiles:
                 "flushing batch files failed: " + self._describe(failures)
             ) from failures[0][1]
 
-    def files_by_partition(self) -> dict[str, list[str]]:
-        """Each partition's files (by partition name, '' for the table itself)."""
-        by: dict[str, list[str]] = {}
-        for (name, _), path in self._paths.items():
-            by.setdefault(name, []).append(path)
-        return by
-
     @property
     def files(self) -> list[str]:
         return list(self._paths.values())
+
+    # --- replication: what a commit names -------------------------------------------------------------
+
+    def written_files(self, partitions: Sequence[str]) -> dict[str, list[WrittenFile]]:
+        """The files of ``partitions`` (names) that changed since the last commit named them, each with the
+        range a replica appends (after the flush, or the close that ends the batch): a commit costs no read.
+        A file closed since then is named again (its replica's side file goes). Call :meth:`named` once the
+        commit succeeded."""
+        wanted = set(partitions)
+        out: dict[str, list[WrittenFile]] = {}
+        still_open = not self.closed and self.min_write_id != self.max_write_id
+        for key, writer in self._writers.items():
+            if key[0] not in wanted or writer.rows_written == 0:
+                continue
+            path, prefix = self._paths[key], writer.written_prefix
+            before, was_open = self._named.get(path, (FilePrefix(0, 0), True))
+            if prefix == before and was_open == still_open:
+                continue
+            out.setdefault(key[0], []).append(
+                WrittenFile(path, prefix.length, prefix.crc32, before.length, before.crc32, still_open)
+            )
+        return out
+
+    def named(self, written: dict[str, list[WrittenFile]]) -> None:
+        """The commit naming ``written`` succeeded: later commits name what changes after it."""
+        for files in written.values():
+            for f in files:
+                self._named[f.path] = (FilePrefix(f.length, f.crc32), f.open)
 
     def close(self, *, abort: bool = False) -> None:
         """Final footers, side files deleted (Hive's ``close(false)``); idempotent. Every file is closed even

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 
+from acidstream.acid.checksum import FilePrefix, crc32
 from acidstream.acid.location import truncate
 from acidstream.acid.names import ORC_ACID_VERSION, ORC_ACID_VERSION_FILE
 from acidstream.acid.orc.compression import PYARROW_NAMES, CompressionKind, kind_of
@@ -327,6 +328,7 @@ class AcidWriter:
         else:
             self._files_pending = create_in.submit(self._create_files, side_file)
         self._offset = len(MAGIC)
+        self._crc = crc32(MAGIC)  # of the bytes written so far: replication verifies copies with it
         self._tail_offset = 0  # end of the last tail written (0: none yet)
         self._tail_stripes = 0  # stripes that tail covers
 
@@ -348,6 +350,12 @@ class AcidWriter:
     @property
     def bytes_written(self) -> int:
         return self._offset
+
+    @property
+    def written_prefix(self) -> FilePrefix:
+        """Length and CRC-32 of everything written to the file so far (after a flush: its readable prefix),
+        kept as the bytes go out, so a commit can name its files' checksums without reading them."""
+        return FilePrefix(self._offset, self._crc)
 
     @property
     def key_index(self) -> KeyIndex:
@@ -694,6 +702,7 @@ class AcidWriter:
         size = 0
         for part in encoded.body:
             self._out.write(part)
+            self._crc = crc32(part, self._crc)
             size += len(part)
         for s in encoded.stripes:
             moved = s.copy().set_uint(STRIPE.OFFSET, (s.uint(STRIPE.OFFSET, 0) or 0) + self._offset)
@@ -739,6 +748,7 @@ class AcidWriter:
         metadata = encode_fields([(1, LENGTH_DELIMITED, s) for s in self._stripe_stats])  # StripeStatistics
         tail = build_tail(self._postscript, footer, metadata)
         self._out.write(tail)
+        self._crc = crc32(tail, self._crc)
         self._offset += len(tail)
         self._tail_offset, self._tail_stripes = self._offset, len(self._stripes)
 

@@ -1,0 +1,432 @@
+"""Replication state in the metastore: a replica applies a source's events, a source keeps what followers need.
+
+On a replica every source event becomes a list of operations (:data:`ReplOp`) applied by :func:`apply` in one DB
+transaction together with the event's id (``repl_state``), so a loader killed at any point re-applies exactly the
+events whose effect is not there. Source txns get replica txns of their own (``repl_txn_map``, Hive's
+REPL_TXN_MAP), opened in source order, so the replica's snapshots order writes as the source's do; write ids are
+the source's. Every operation tolerates finding its effect already there: a bootstrap's snapshot may already
+show what the first incremental events repeat.
+
+On a source, ``repl_followers`` records how far each follower has applied the log: the cleaner keeps a
+compaction's inputs until every live follower has applied its COMPACTED event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from acidstream.acid.types import Column, parse_type
+from acidstream.errors import NoSuchObjectException
+from acidstream.metastore import catalog, compaction, txns
+from acidstream.metastore import schema as s
+from acidstream.metastore.counters import now_ms
+from acidstream.metastore.models import TxnState
+
+RTM = s.repl_txn_map.c
+RS = s.repl_state.c
+RF = s.repl_files.c
+RFL = s.repl_followers.c
+T2W = s.txn_to_write_id.c
+NWI = s.next_write_id.c
+
+REPL_AGENT = "acidstream-repl"
+
+
+@dataclass(frozen=True)
+class ReplState:
+    """Where a replica stands: the last source event applied and when."""
+
+    policy: str
+    source: str
+    last_event_id: int
+    last_event_time: int
+    applied_time: int
+    bootstrap_event_id: int
+
+
+# --- operations --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateDatabase:
+    name: str
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class DropDatabase:
+    name: str
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    db: str
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    partition_keys: tuple[tuple[str, str], ...] = ()
+    bucket_columns: tuple[str, ...] = ()
+    num_buckets: int = 0
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class DropTable:
+    db: str
+    name: str
+
+
+@dataclass(frozen=True)
+class AlterTable:
+    db: str
+    name: str
+    properties: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class AddPartition:
+    db: str
+    table: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DropPartition:
+    db: str
+    table: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OpenTxns:
+    """Source txns opened: each gets a replica txn (those already mapped are skipped)."""
+
+    src_txn_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AllocWriteIds:
+    """The source's write ids of ``db.table`` for source txns (mapped to their replica txns)."""
+
+    db: str
+    table: str
+    pairs: tuple[tuple[int, int], ...]  # (source txn, write id)
+
+
+@dataclass(frozen=True)
+class CommitTxn:
+    src_txn_id: int
+
+
+@dataclass(frozen=True)
+class AbortTxns:
+    src_txn_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SeedWriteIds:
+    """Bootstrap: write ids up to ``write_id`` of ``db.table`` are committed (one replica txn holds the
+    highest, opened before any mapped txn, so it orders before every txn still open or aborted)."""
+
+    db: str
+    table: str
+    write_id: int
+
+
+@dataclass(frozen=True)
+class RecordCompaction:
+    """A source compaction's outputs are in place on the replica: its inputs (``meta``) wait for the replica's
+    readers before the replica's cleaning pass deletes them."""
+
+    db: str
+    table: str
+    partition: str | None
+    kind: str
+    highest_write_id: int | None
+    meta: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class FileStates:
+    """Replicated files now copied up to ``length`` with that CRC-32; ``forget``: paths (or directory
+    prefixes ending in '/') no longer replicated."""
+
+    files: tuple[tuple[str, int, int], ...] = ()
+    forget: tuple[str, ...] = ()
+
+
+ReplOp = (
+    CreateDatabase
+    | DropDatabase
+    | CreateTable
+    | DropTable
+    | AlterTable
+    | AddPartition
+    | DropPartition
+    | OpenTxns
+    | AllocWriteIds
+    | CommitTxn
+    | AbortTxns
+    | SeedWriteIds
+    | RecordCompaction
+    | FileStates
+)
+
+
+@dataclass
+class _Applying:
+    conn: Connection
+    warehouse: str
+    policy: str
+    dropped: list[str] = field(default_factory=list)
+    seed_txn: int | None = None
+
+
+def apply(
+    conn: Connection,
+    warehouse: str,
+    policy: str,
+    source: str,
+    event_id: int,
+    event_time: int,
+    ops: Sequence[ReplOp],
+    *,
+    bootstrap: bool = False,
+) -> list[str]:
+    """Apply ``ops`` and record ``event_id`` as applied; returns locations of dropped tables (whose files the
+    caller deletes once this commits). ``bootstrap``: ``event_id`` is the source point the bootstrap copied."""
+    run = _Applying(conn, warehouse, policy)
+    for op in ops:
+        _apply_one(run, op)
+    if run.seed_txn is not None:
+        txns.commit_txn(conn, run.seed_txn, None, None)
+    _record(conn, policy, source, event_id, event_time, bootstrap)
+    return run.dropped
+
+
+def _apply_one(run: _Applying, op: ReplOp) -> None:
+    conn = run.conn
+    if isinstance(op, CreateDatabase):
+        catalog.create_database(conn, run.warehouse, op.name, if_not_exists=True, comment=op.comment)
+    elif isinstance(op, DropDatabase):
+        run.dropped += catalog.drop_database(conn, op.name, cascade=True, if_exists=True)
+    elif isinstance(op, CreateTable):
+        catalog.create_table(
+            conn,
+            run.warehouse,
+            op.db,
+            op.name,
+            [Column(n, parse_type(t)) for n, t in op.columns],
+            partition_keys=[Column(n, parse_type(t)) for n, t in op.partition_keys],
+            bucket_columns=op.bucket_columns,
+            num_buckets=op.num_buckets,
+            properties=dict(op.properties),
+            if_not_exists=True,
+        )
+    elif isinstance(op, DropTable):
+        run.dropped += catalog.drop_table(conn, op.db, op.name, if_exists=True)
+    elif isinstance(op, AlterTable):
+        with contextlib.suppress(NoSuchObjectException):  # dropped later on the source: the drop follows
+            catalog.alter_table_properties(conn, op.db, op.name, dict(op.properties))
+    elif isinstance(op, AddPartition):
+        catalog.add_partition(conn, op.db, op.table, op.values, if_not_exists=True)
+    elif isinstance(op, DropPartition):
+        if catalog.get_partition(conn, op.db, op.table, op.values) is not None:
+            catalog.drop_partition(conn, op.db, op.table, op.values)
+    elif isinstance(op, OpenTxns):
+        _open(run, op.src_txn_ids)
+    elif isinstance(op, AllocWriteIds):
+        mapped = target_txns(conn, run.policy, [t for t, _ in op.pairs])
+        _insert_write_ids(conn, op.db, op.table, [(mapped[t], w) for t, w in op.pairs if t in mapped])
+    elif isinstance(op, CommitTxn):
+        target = target_txns(conn, run.policy, [op.src_txn_id]).get(op.src_txn_id)
+        if target is not None and txns.get_txn_state(conn, target) is TxnState.OPEN:
+            txns.commit_txn(conn, target, None, None)
+    elif isinstance(op, AbortTxns):
+        mapped = target_txns(conn, run.policy, op.src_txn_ids)
+        live = [t for t in mapped.values() if txns.get_txn_state(conn, t) is TxnState.OPEN]
+        if live:
+            txns.abort_txns(conn, live, reason="aborted on the source")
+    elif isinstance(op, SeedWriteIds):
+        if run.seed_txn is None:
+            run.seed_txn = txns.open_txns(conn, 1, user=None, host=None, agent_info=REPL_AGENT)[0]
+        _insert_write_ids(conn, op.db, op.table, [(run.seed_txn, op.write_id)])
+    elif isinstance(op, RecordCompaction):
+        if catalog.is_transactional_table(conn, op.db, op.table):
+            compaction.record_replicated(
+                conn, op.db, op.table, op.partition, op.kind, op.highest_write_id, dict(op.meta)
+            )
+    elif isinstance(op, FileStates):
+        _file_states(conn, op)
+    else:  # pragma: no cover - the union is exhaustive
+        raise TypeError(f"unknown replication operation {op!r}")
+
+
+def _open(run: _Applying, src_ids: Sequence[int]) -> None:
+    known = target_txns(run.conn, run.policy, src_ids)
+    new = sorted(t for t in set(src_ids) if t not in known)
+    for chunk in range(0, len(new), txns.MAX_OPEN_BATCH):
+        part = new[chunk : chunk + txns.MAX_OPEN_BATCH]
+        opened = txns.open_txns(run.conn, len(part), user=None, host=None, agent_info=REPL_AGENT)
+        run.conn.execute(
+            insert(s.repl_txn_map),
+            [
+                {"rtm_repl_policy": run.policy, "rtm_src_txn_id": src, "rtm_target_txn_id": tgt}
+                for src, tgt in zip(part, opened, strict=True)
+            ],
+        )
+
+
+def _insert_write_ids(conn: Connection, db: str, table: str, pairs: Sequence[tuple[int, int]]) -> None:
+    """TXN_TO_WRITE_ID rows with the source's write ids (each txn and write id at most once per table), and
+    NEXT_WRITE_ID past them."""
+    if not pairs:
+        return
+    mine = (T2W.t2w_database == db, T2W.t2w_table == table)
+    taken = conn.execute(
+        select(T2W.t2w_txnid, T2W.t2w_writeid).where(
+            *mine, T2W.t2w_writeid.in_([w for _, w in pairs]) | T2W.t2w_txnid.in_([t for t, _ in pairs])
+        )
+    ).all()
+    used_txns, used_wids = {r.t2w_txnid for r in taken}, {r.t2w_writeid for r in taken}
+    rows = [
+        {"t2w_txnid": t, "t2w_database": db, "t2w_table": table, "t2w_writeid": w}
+        for t, w in pairs
+        if t not in used_txns and w not in used_wids
+    ]
+    if rows:
+        conn.execute(insert(s.txn_to_write_id), rows)
+    after = max(w for _, w in pairs) + 1
+    current = conn.execute(
+        select(NWI.nwi_next).where(NWI.nwi_database == db, NWI.nwi_table == table)
+    ).scalar()
+    if current is None:
+        conn.execute(insert(s.next_write_id).values(nwi_database=db, nwi_table=table, nwi_next=after))
+    elif current < after:
+        conn.execute(
+            update(s.next_write_id)
+            .where(NWI.nwi_database == db, NWI.nwi_table == table)
+            .values(nwi_next=after)
+        )
+
+
+def _file_states(conn: Connection, op: FileStates) -> None:
+    for prefix in op.forget:
+        if prefix.endswith("/"):
+            conn.execute(delete(s.repl_files).where(RF.rf_path.startswith(prefix, autoescape=True)))
+        else:
+            conn.execute(delete(s.repl_files).where(RF.rf_path == prefix))
+    for path, length, crc in op.files:
+        updated = conn.execute(
+            update(s.repl_files).where(RF.rf_path == path).values(rf_length=length, rf_crc32=crc)
+        ).rowcount
+        if not updated:
+            conn.execute(insert(s.repl_files).values(rf_path=path, rf_length=length, rf_crc32=crc))
+
+
+def _record(
+    conn: Connection, policy: str, source: str, event_id: int, event_time: int, bootstrap: bool
+) -> None:
+    values: dict[str, Any] = {
+        "rs_source": source,
+        "rs_last_event_id": event_id,
+        "rs_last_event_time": event_time,
+        "rs_applied_time": now_ms(),
+    }
+    if bootstrap:
+        values["rs_bootstrap_event_id"] = event_id
+    if not conn.execute(update(s.repl_state).where(RS.rs_repl_policy == policy).values(values)).rowcount:
+        values.setdefault("rs_bootstrap_event_id", event_id)
+        conn.execute(insert(s.repl_state).values(rs_repl_policy=policy, **values))
+
+
+# --- reading a replica's state ---------------------------------------------------------------------------------------
+
+
+def state(conn: Connection, policy: str) -> ReplState | None:
+    row = conn.execute(select(s.repl_state).where(RS.rs_repl_policy == policy)).first()
+    if row is None:
+        return None
+    return ReplState(
+        row.rs_repl_policy,
+        row.rs_source,
+        row.rs_last_event_id,
+        row.rs_last_event_time,
+        row.rs_applied_time,
+        row.rs_bootstrap_event_id,
+    )
+
+
+def states(conn: Connection) -> list[ReplState]:
+    policies = conn.execute(select(RS.rs_repl_policy).order_by(RS.rs_repl_policy)).scalars().all()
+    return [st for p in policies if (st := state(conn, p)) is not None]
+
+
+def target_txns(conn: Connection, policy: str, src_ids: Sequence[int]) -> dict[int, int]:
+    """Replica txn of each mapped source txn."""
+    out: dict[int, int] = {}
+    ids = sorted(set(src_ids))
+    for chunk in range(0, len(ids), txns.IN_CHUNK):
+        for src, tgt in conn.execute(
+            select(RTM.rtm_src_txn_id, RTM.rtm_target_txn_id).where(
+                RTM.rtm_repl_policy == policy, RTM.rtm_src_txn_id.in_(ids[chunk : chunk + txns.IN_CHUNK])
+            )
+        ):
+            out[src] = tgt
+    return out
+
+
+def write_id_txns(conn: Connection, db: str, table: str, write_ids: Sequence[int]) -> dict[int, int]:
+    """Write id → txn of ``db.table`` (on a source, for the bootstrap's open and aborted write ids)."""
+    out: dict[int, int] = {}
+    ids = sorted(set(write_ids))
+    for chunk in range(0, len(ids), txns.IN_CHUNK):
+        for txn, wid in conn.execute(
+            select(T2W.t2w_txnid, T2W.t2w_writeid).where(
+                T2W.t2w_database == db,
+                T2W.t2w_table == table,
+                T2W.t2w_writeid.in_(ids[chunk : chunk + txns.IN_CHUNK]),
+            )
+        ):
+            out[wid] = txn
+    return out
+
+
+def file_state(conn: Connection, path: str) -> tuple[int, int] | None:
+    """(length, CRC-32) copied so far of a replicated file."""
+    row = conn.execute(select(RF.rf_length, RF.rf_crc32).where(RF.rf_path == path)).first()
+    return None if row is None else (int(row.rf_length), int(row.rf_crc32))
+
+
+# --- a source's followers ----------------------------------------------------------------------------------------------
+
+
+def follower_progress(conn: Connection, name: str, event_id: int, lease_ms: int) -> None:
+    """Follower ``name`` has applied every event up to ``event_id``; it holds the cleaner back for ``lease_ms``
+    after this call (a follower gone longer no longer does: it must bootstrap again)."""
+    values = {"rfl_last_event_id": event_id, "rfl_last_heartbeat": now_ms(), "rfl_lease_ms": lease_ms}
+    if not conn.execute(update(s.repl_followers).where(RFL.rfl_name == name).values(values)).rowcount:
+        conn.execute(insert(s.repl_followers).values(rfl_name=name, **values))
+
+
+def drop_follower(conn: Connection, name: str) -> bool:
+    return bool(conn.execute(delete(s.repl_followers).where(RFL.rfl_name == name)).rowcount)
+
+
+def followers(conn: Connection) -> list[tuple[str, int, int, int]]:
+    """(name, last event applied, last heartbeat ms, lease ms) of every follower."""
+    return [
+        (r.rfl_name, r.rfl_last_event_id, r.rfl_last_heartbeat, r.rfl_lease_ms)
+        for r in conn.execute(select(s.repl_followers).order_by(RFL.rfl_name))
+    ]
+
+
+def follower_behind(event_id: Any) -> Any:
+    """A clause true while some live follower has not applied event ``event_id`` (a column or NULL: not yet
+    published, so nobody has)."""
+    live = RFL.rfl_last_heartbeat + RFL.rfl_lease_ms >= now_ms()
+    return select(RFL.rfl_name).where(live, event_id.is_(None) | (RFL.rfl_last_event_id < event_id)).exists()

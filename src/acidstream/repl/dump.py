@@ -1,0 +1,260 @@
+"""Dumps: the replication stream through a directory (Hive's REPL DUMP / REPL LOAD), for replicas that cannot
+reach the source's metastore.
+
+``dump(source, to)`` writes a bootstrap dump (``bootstrap-<event>``: the plan and every file it names) on first
+use, ``dump(source, to, from_event=E)`` an incremental one (``events-<first>-<last>``: the events after ``E`` and
+the byte ranges they name — a batch file's new range only, checked against the commit's CRC-32 at dump time; a
+file whose range does not check out is dumped whole). ``_dump.json`` is written last: a dump without it is
+incomplete and never loaded. ``load(target, dir)`` applies every complete dump under ``dir`` that follows the
+replica's last event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from acidstream.acid.checksum import crc32_of_chunks
+from acidstream.acid.location import table_filesystem
+from acidstream.errors import ReplicationError
+from acidstream.metastore.models import WrittenFile
+from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
+from acidstream.repl.copy import LiveSource, source_filesystem
+from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
+from acidstream.repl.plan import BootstrapPlan, event_from_json, event_to_json
+
+if TYPE_CHECKING:
+    from acidstream.metastore import Metastore
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "_dump.json"
+
+
+@dataclass(frozen=True)
+class DumpInfo:
+    """A complete dump: where, what kind, and the events it covers (a bootstrap covers up to its event)."""
+
+    path: str
+    kind: str  # 'bootstrap' | 'incremental'
+    first_event_id: int
+    last_event_id: int
+    bytes: int
+
+
+def dump(
+    source: Metastore,
+    to: str,
+    from_event: int | None = None,
+    *,
+    max_events: int | None = None,
+    open_txn_timeout: float = DEFAULT_OPEN_TXN_TIMEOUT,
+    copy_files: FileCopyJob | None = None,
+) -> DumpInfo:
+    """Dump ``source`` under directory ``to`` (local path or URI): a bootstrap without ``from_event``, else the
+    events after it (at most ``max_events``; none: nothing is written and the info's range is empty). ``copy_files`` copies a bootstrap's files (in parallel, e.g.
+    :func:`acidstream.spark.repl.spark_file_copier`); by default this process copies them one by one."""
+    fs, root = table_filesystem(to)
+    fs.create_dir(root, recursive=True)
+    live = LiveSource(source_filesystem(source.warehouse))
+    if from_event is None:
+        with bootstrap_plan(source, open_txn_timeout=open_txn_timeout) as plan:
+            path = f"{root}/bootstrap-{plan.event_id:012d}"
+            blobs = {f.source_path: [f"data/{i}", 0, f.length] for i, f in enumerate(plan.files)}
+            jobs = [(f.source_path, f"{path}/data/{i}", f.length) for i, f in enumerate(plan.files)]
+            copied = (copy_files or _copy_here(live))(jobs)
+            _write_json(fs, f"{path}/plan.json", {"plan": plan.to_json(), "blobs": blobs})
+            info = DumpInfo(path, "bootstrap", plan.event_id, plan.event_id, copied)
+    else:
+        current = source.current_notification_event_id()
+        if from_event > current:
+            raise ReplicationError(
+                f"--from {from_event} is beyond the source's last event {current}: that replica follows "
+                "another source, or this source was recreated"
+            )
+        events = source.notifications(from_event, max_events or 1_000_000_000)
+        if not events:
+            return DumpInfo("", "incremental", from_event + 1, from_event, 0)
+        last = events[-1].event_id
+        path = f"{root}/events-{from_event + 1:012d}-{last:012d}"
+        lines = []
+        for event in events:
+            record = event_to_json(event)
+            record["blobs"] = _dump_ranges(fs, path, event.event_id, event.event_type, event.message, live)
+            lines.append(json.dumps(record, sort_keys=True))
+        _write_blob(fs, f"{path}/events.jsonl", iter([("\n".join(lines) + "\n").encode()]))
+        info = DumpInfo(path, "incremental", from_event + 1, last, live.bytes_read)
+    _write_json(
+        fs,
+        f"{path}/{MANIFEST}",
+        {
+            "kind": info.kind,
+            "source": source.url,
+            "source_warehouse": source.warehouse,
+            "first_event_id": info.first_event_id,
+            "last_event_id": info.last_event_id,
+            "bytes": info.bytes,
+        },
+    )
+    return info
+
+
+#: Copies files whole: (source path, destination path or URI, length) each; returns the bytes copied.
+FileCopyJob = Callable[[Sequence[tuple[str, str, int]]], int]
+
+
+def _copy_here(live: LiveSource) -> FileCopyJob:
+    def run(jobs: Sequence[tuple[str, str, int]]) -> int:
+        return sum(copy_prefix(live, source, destination, length) for source, destination, length in jobs)
+
+    return run
+
+
+def copy_prefix(live: LiveSource, source: str, destination: str, length: int) -> int:
+    """Bytes ``[0, length)`` of ``source`` into a new file ``destination`` (both paths or URIs)."""
+    fs, inner = table_filesystem(destination)
+    _write_blob(fs, inner, live.read(source, 0, length))
+    return length
+
+
+def _dump_ranges(
+    fs: pafs.FileSystem, path: str, event_id: int, kind: str, message: dict[str, Any], live: LiveSource
+) -> dict[str, list[Any]]:
+    """The byte ranges an event names, as blobs: source path → [blob, first byte, end]."""
+    blobs: dict[str, list[Any]] = {}
+    files: list[WrittenFile] = []
+    if kind == "ACID_WRITE":
+        files = [WrittenFile.from_json(v) for v in message.get("written", ())]
+        known = {w.path for w in files}
+        for named in message.get("files", ()):  # named by path only (older writers): the file as it is now
+            if named not in known:
+                size = live.size(named)
+                files.append(WrittenFile(named, size, crc32_of_chunks(live.read(named, 0, size))))
+    elif kind == "COMPACTED":
+        location = message.get("location")
+        for name, described in message.get("files", {}).items():
+            for v in described:
+                w = WrittenFile.from_json(v)
+                files.append(WrittenFile(f"{location}/{name}/{w.path}", w.length, w.crc32))
+    for i, w in enumerate(files):
+        blob = f"data/{event_id}-{i}"
+        start = w.start
+        value = crc32_of_chunks(live.read(w.path, start, w.length), w.start_crc32)
+        if value != w.crc32:  # the range does not continue the recorded checksum: dump the file whole
+            log.warning("dump: %s's new range fails its CRC-32 check: dumping the file whole", w.path)
+            start = 0
+        _write_blob(fs, f"{path}/{blob}", live.read(w.path, start, w.length))
+        blobs[w.path] = [blob, start, w.length]
+    return blobs
+
+
+def _write_blob(fs: pafs.FileSystem, path: str, chunks: Iterator[bytes]) -> None:
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as out:
+        for chunk in chunks:
+            out.write(chunk)
+
+
+def _write_json(fs: pafs.FileSystem, path: str, value: Any) -> None:
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as out:
+        out.write(json.dumps(value, sort_keys=True).encode())
+
+
+def _read_json(fs: pafs.FileSystem, path: str) -> Any:
+    with fs.open_input_stream(path) as f:
+        return json.loads(f.read())
+
+
+class DumpSource:
+    """Source bytes from a dump's blobs; a range the dump lacks is read from the source's files if they are
+    reachable from here (a copy that must start over), else the load stops with ReplicationError."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, source_warehouse: str | None) -> None:
+        self.fs, self.path = fs, path
+        self.blobs: dict[tuple[int | None, str], list[Any]] = {}
+        self._live = LiveSource(source_filesystem(source_warehouse) if source_warehouse else None)
+
+    def read(self, path: str, start: int, end: int, *, event_id: int | None = None) -> Iterator[bytes]:
+        found = self.blobs.get((event_id, path)) or self.blobs.get((None, path))
+        if found is not None and found[1] <= start and end <= found[2]:
+            blob, first = found[0], found[1]
+            return _blob_range(self.fs, f"{self.path}/{blob}", start - first, end - first)
+        try:
+            fs, inner = table_filesystem(path) if "://" in path else (self._live.filesystem, path)
+            if fs.get_file_info(inner).type != pafs.FileType.File:
+                raise FileNotFoundError(path)
+        except (OSError, ValueError) as exc:
+            raise ReplicationError(
+                f"the dump {self.path} lacks bytes [{start}, {end}) of {path} and the source file is not "
+                f"reachable ({exc}): dump again from the replica's last event"
+            ) from exc
+        return self._live.read(path, start, end)
+
+    def size(self, path: str, *, event_id: int | None = None) -> int:
+        found = self.blobs.get((event_id, path)) or self.blobs.get((None, path))
+        return int(found[2]) if found is not None else self._live.size(path)
+
+
+def _blob_range(fs: pafs.FileSystem, path: str, start: int, end: int) -> Iterator[bytes]:
+    from acidstream.acid.checksum import read_range
+
+    yield from read_range(fs, path, start, end)
+
+
+def complete_dumps(fs: pafs.FileSystem, root: str) -> list[tuple[str, dict[str, Any]]]:
+    """(path, manifest) of the complete dumps at ``root`` (itself a dump, or a directory of them), in order."""
+    if fs.get_file_info(f"{root}/{MANIFEST}").type == pafs.FileType.File:
+        return [(root, _read_json(fs, f"{root}/{MANIFEST}"))]
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if (
+            info.type == pafs.FileType.Directory
+            and fs.get_file_info(f"{info.path}/{MANIFEST}").type == pafs.FileType.File
+        ):
+            found.append((info.path, _read_json(fs, f"{info.path}/{MANIFEST}")))
+    return sorted(found, key=lambda d: (d[1]["first_event_id"], d[1]["kind"] != "bootstrap"))
+
+
+def load(
+    target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY, cleaner_retention: float = 300.0
+) -> LoadResult:
+    """Apply the complete dumps in ``directory`` that the replica has not applied yet, in event order; then
+    delete the inputs of replicated compactions the replica's readers no longer need (see ``sync``)."""
+    fs, root = table_filesystem(directory)
+    dumps = complete_dumps(fs, root)
+    if not dumps:
+        raise ReplicationError(f"{directory} holds no complete dump (no {MANIFEST})")
+    state = target.repl_state(policy)
+    total = LoadResult(last_event_id=state.last_event_id if state is not None else 0)
+    for path, manifest in dumps:
+        source_bytes = DumpSource(fs, path, manifest.get("source_warehouse"))
+        loader = Loader(target, source_bytes, policy=policy)
+        last = loader.last_event_id
+        if manifest["kind"] == "bootstrap":
+            if last:
+                continue  # bootstrapped already; its incremental dumps follow
+            content = _read_json(fs, f"{path}/plan.json")
+            source_bytes.blobs = {(None, p): b for p, b in content["blobs"].items()}
+            loader.bootstrap(BootstrapPlan.from_json(content["plan"]))
+            total.bootstrapped = True
+            total.last_event_id = int(manifest["last_event_id"])
+            continue
+        if last is not None and manifest["last_event_id"] <= last:
+            continue
+        with fs.open_input_stream(f"{path}/events.jsonl") as f:
+            records = [json.loads(line) for line in f.read().decode().splitlines() if line]
+        for record in records:
+            for p, b in record.pop("blobs", {}).items():
+                source_bytes.blobs[(record["event_id"], p)] = b
+        result = loader.apply_events(str(manifest["source"]), [event_from_json(r) for r in records])
+        total.events_applied += result.events_applied
+        total.rebootstrapped += result.rebootstrapped
+        total.last_event_id = result.last_event_id
+    Loader(target, LiveSource(), policy=policy).clean(cleaner_retention)
+    return total
