@@ -7,7 +7,7 @@ joins them: ``Metastore.connect(...).table("db.t").scan()``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.compute as pc
 
@@ -15,6 +15,10 @@ from acidstream import metastore as _ms
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import ConnectionError
 from acidstream.read.scan import TableScan
+from acidstream.runtime import prepare_process
+
+if TYPE_CHECKING:
+    from acidstream.metastore.engine import Database
 
 
 class Table(_ms.Table):
@@ -89,6 +93,10 @@ class Metastore(_ms.Metastore):
     process what it waits for (``compact(..., wait=True)``, ``ALTER TABLE ... COMPACT ... AND WAIT``)."""
 
     table_class = Table
+
+    def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
+        prepare_process()  # an entry point: whatever the user does next may write ORC files
+        super().__init__(db, warehouse, txn_timeout, lock_wait_timeout)
 
     def table(self, table_name: str) -> Table:
         handle = super().table(table_name)

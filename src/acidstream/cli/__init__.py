@@ -24,6 +24,7 @@ from acidstream.errors import (
     StreamingIOFailure,
     TransactionError,
 )
+from acidstream.runtime import prepare_process
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2  # click's own code for bad options and arguments
@@ -76,6 +77,7 @@ def cli() -> None:
 
     Every command has --help.
     """
+    prepare_process()
 
 
 def _register_commands() -> None:

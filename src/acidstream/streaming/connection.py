@@ -37,7 +37,6 @@ from acidstream.errors import (
     StreamingException,
     TransactionError,
 )
-from acidstream.gil import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
     LockComponent,
@@ -47,8 +46,9 @@ from acidstream.metastore.models import (
     Table,
     TableWrite,
 )
+from acidstream.runtime import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval, prepare_process
 from acidstream.streaming.deadletter import DeadLetterSink
-from acidstream.streaming.files import BatchFiles, Destination, raise_open_file_limit
+from acidstream.streaming.files import BatchFiles, Destination
 from acidstream.streaming.ingest import RecordIngest
 from acidstream.streaming.records import RecordParser, record_bytes, split_records
 from acidstream.streaming.stats import ConnectionStats
@@ -75,7 +75,7 @@ class StreamingConfig:
     compression: str | None = None  # default: the table's ``orc.compress`` (ZLIB if unset), as in Hive
     heartbeat_interval: float | None = None  # default: metastore txn timeout / 2
     write_notifications: bool = True  # ACID_WRITE events for replication
-    # seconds; while a call works, other threads hand back the GIL sooner (see acidstream.gil); None: leave it
+    # seconds; while a call works, other threads hand back the GIL sooner (see acidstream.runtime); None: leave it
     gil_switch_interval: float | None = DEFAULT_SWITCH_INTERVAL
 
     @classmethod
@@ -664,7 +664,7 @@ class StreamingConnectionBuilder:
         if self._writer is None:
             raise ConnectionError("record writer cannot be null")
         config = StreamingConfig.from_mapping(self._config)
-        raise_open_file_limit()
+        prepare_process()
         ms, owns = self._open_metastore()
         try:
             table = self._resolve_table(ms)

@@ -37,7 +37,6 @@ from acidstream.acid.orc.events import (
     event_schema,
     format_acid_stats,
 )
-from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import FileStatistics
@@ -295,7 +294,6 @@ class AcidWriter:
         the first operation that needs the files waits for them (and raises what creating them raised), so
         a caller opening many writers overlaps their file creation with its other work.
         ``directory_ready``: the caller made the directory with :func:`prepare_directory` already."""
-        tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._directory_ready = directory_ready
         layout = self._layout = _layout(columns, options)
