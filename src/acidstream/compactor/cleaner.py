@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import ParsedDelta, parse_dir_name
 from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.acid.writeids import ValidWriteIdList
@@ -26,6 +25,7 @@ from acidstream.compactor.plan import top_level_names
 from acidstream.compactor.publish import discard
 from acidstream.errors import AcidFormatError, NoSuchObjectException, StreamingException
 from acidstream.metastore.models import CompactionInfo
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.compactor.config import CompactorConfig, no_auto_compaction
 from acidstream.errors import NoSuchObjectException, StreamingException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import PotentialCompaction
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.selection import get_acid_state
 from acidstream.compactor.config import CompactorConfig
@@ -45,6 +44,7 @@ from acidstream.compactor.publish import (
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, StreamingException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
+from acidstream.storage import table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 
 if TYPE_CHECKING:

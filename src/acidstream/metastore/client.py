@@ -12,7 +12,6 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection, select
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
@@ -51,6 +50,7 @@ from acidstream.metastore.models import (
     TxnState,
     WrittenFile,
 )
+from acidstream.storage import delete_locations
 
 R = TypeVar("R")
 
@@ -168,7 +168,7 @@ class Metastore:
     def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> None:
         """Drop a database; with ``cascade`` its tables and their files too."""
         dropped = self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
-        _delete_table_data(dropped)
+        delete_locations(dropped)
 
     def list_databases(self) -> list[str]:
         return self._read(catalog.list_databases)
@@ -218,7 +218,7 @@ class Metastore:
     def drop_table(self, table_name: str, if_exists: bool = False) -> None:
         db, name = catalog.split_name(table_name)
         dropped = self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
-        _delete_table_data(dropped)
+        delete_locations(dropped)
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
         db, name = catalog.split_name(table_name)
@@ -689,7 +689,7 @@ class Metastore:
                 c, self.warehouse, policy, source, event_id, event_time, ops, bootstrap=bootstrap
             )
         )
-        _delete_table_data(dropped)
+        delete_locations(dropped)
 
     def repl_state(self, policy: str) -> replication.ReplState | None:
         return self._read(lambda c: replication.state(c, policy))
@@ -731,14 +731,6 @@ class Metastore:
         if self._read(notifications.has_unpublished):
             self._write(notifications.publish)
         return self._read(notifications.current_event_id)
-
-
-def _delete_table_data(locations: Sequence[str]) -> None:
-    """Remove dropped tables' directories, only once the drop is committed (a failed drop keeps its data)."""
-    for location in locations:
-        fs, path = table_filesystem(location)
-        with contextlib.suppress(FileNotFoundError):
-            fs.delete_dir(path)
 
 
 def _partition_name(partition: str | Mapping[str, Any] | None) -> str | None:

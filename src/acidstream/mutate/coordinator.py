@@ -24,7 +24,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
@@ -40,6 +39,7 @@ from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.ordering import GroupingValidator, PartitionValues, SequenceValidator
 from acidstream.mutate.record_id import ROW_ID, ROW_ID_TYPE, RecordIdentifier, row_id_arrays
 from acidstream.mutate.table import AcidTable, MutationSummary, PartitionMutations, TableType
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore

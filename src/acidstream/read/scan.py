@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.metastore.models import ReaderRegistration
@@ -28,6 +27,7 @@ from acidstream.read.planning import (
 )
 from acidstream.read.registration import ScanRegistration
 from acidstream.runtime import ShortSwitchInterval, each_in, prepare_process
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import ParsedDelta, is_side_file, parse_dir_name
 from acidstream.acid.selection import get_acid_state
 from acidstream.acid.sidefile import logical_extent
@@ -30,6 +29,7 @@ from acidstream.errors import AcidFormatError, SideFileNotReadable
 from acidstream.metastore import replication as r
 from acidstream.metastore.models import Table
 from acidstream.repl.plan import BootstrapFile, BootstrapPlan
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.orc import WriterOptions
 from acidstream.acid.partitions import make_part_name, partition_path
 from acidstream.errors import (
@@ -47,6 +46,7 @@ from acidstream.metastore.models import (
     TableWrite,
 )
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval, prepare_process
+from acidstream.storage import capabilities, table_filesystem
 from acidstream.streaming.deadletter import DeadLetterSink
 from acidstream.streaming.files import BatchFiles, Destination
 from acidstream.streaming.ingest import RecordIngest
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 
 #: Hive's ``hive.txn.max.open.batch``: the metastore refuses larger batches.
 MAX_BATCH_SIZE = 1000
-OBJECT_STORE_FILESYSTEMS = {"S3FileSystem", "GcsFileSystem", "AzureFileSystem"}
 
 
 @dataclass(frozen=True)
@@ -670,7 +669,8 @@ class StreamingConnectionBuilder:
             table = self._resolve_table(ms)
             self._validate(table)
             fs, table_dir = table_filesystem(table.location)
-            if self._batch_size > 1 and type(fs).__name__ in OBJECT_STORE_FILESYSTEMS:
+            caps = capabilities(fs)
+            if self._batch_size > 1 and not (caps.can_flush and caps.can_append):  # a batch needs side files
                 raise ConnectionError(
                     "The backing filesystem only supports transaction batch sizes of 1, "
                     f"but {self._batch_size} was requested."

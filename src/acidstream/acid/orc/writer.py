@@ -23,7 +23,6 @@ import pyarrow.fs as pafs
 import pyarrow.orc as po
 
 from acidstream.acid.checksum import FilePrefix, crc32
-from acidstream.acid.location import truncate
 from acidstream.acid.names import ORC_ACID_VERSION, ORC_ACID_VERSION_FILE
 from acidstream.acid.orc.compression import PYARROW_NAMES, CompressionKind, kind_of
 from acidstream.acid.orc.events import (
@@ -53,6 +52,7 @@ from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import fault_point
+from acidstream.storage import truncate
 
 KiB = 1 << 10
 MiB = 1 << 20
