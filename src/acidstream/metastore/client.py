@@ -19,6 +19,7 @@ from acidstream.errors import LockTimeoutException
 from acidstream.metastore import (
     catalog,
     compaction,
+    followers,
     locks,
     notifications,
     readers,
@@ -711,13 +712,13 @@ class Metastore:
     def repl_follower_progress(self, name: str, event_id: int, lease: float) -> None:
         """On a source: follower ``name`` applied every event up to ``event_id``; until ``lease`` seconds pass
         without another call, the cleaner keeps what it may still copy."""
-        self._write(lambda c: replication.follower_progress(c, name, event_id, int(lease * 1000)))
+        self._write(lambda c: followers.follower_progress(c, name, event_id, int(lease * 1000)))
 
     def repl_followers(self) -> list[tuple[str, int, int, int]]:
-        return self._read(replication.followers)
+        return self._read(followers.followers)
 
     def repl_drop_follower(self, name: str) -> bool:
-        return self._write(lambda c: replication.drop_follower(c, name))
+        return self._write(lambda c: followers.drop_follower(c, name))
 
     # --- notifications ----------------------------------------------------------------------------------------------
 
