@@ -1,4 +1,9 @@
-"""The ``Metastore`` façade: the one object every other layer holds; each call is one DB transaction."""
+"""``MetastoreClient``: the metastore's calls over SQL, each one DB transaction.
+
+It touches no files and runs no DDL text: :class:`acidstream.metastore.warehouse.Metastore`, the object every other
+layer holds, adds those above it (Hive DDL, table handles that know their metastore, removing a dropped table's
+files through the storage boundary).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Connection, select
 
@@ -51,7 +56,6 @@ from acidstream.metastore.models import (
     TxnState,
     WrittenFile,
 )
-from acidstream.storage import delete_locations
 
 R = TypeVar("R")
 
@@ -59,10 +63,8 @@ R = TypeVar("R")
 MAX_HOUSEKEEPING_INTERVAL = 60.0
 
 
-class Metastore:
+class MetastoreClient:
     """Catalog, transactions, write ids, locks, compaction queue and notification log over SQLite/PostgreSQL."""
-
-    table_class: ClassVar[type[Table]] = Table
 
     def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
         self._db = db
@@ -149,14 +151,6 @@ class Metastore:
             self._next_housekeeping = time.monotonic() + self._housekeeping_interval
         self.perform_timeouts()
 
-    # --- DDL --------------------------------------------------------------------------------------------------
-
-    def execute(self, sql: str) -> list[tuple[Any, ...]] | None:
-        """Run one statement of the Hive DDL subset; SHOW/DESCRIBE return rows, others None."""
-        from acidstream.metastore.ddl import run
-
-        return run(self, sql)
-
     # --- catalog ----------------------------------------------------------------------------------------------
 
     def create_database(self, name: str, if_not_exists: bool = False, comment: str | None = None) -> None:
@@ -166,10 +160,9 @@ class Metastore:
             )
         )
 
-    def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> None:
-        """Drop a database; with ``cascade`` its tables and their files too."""
-        dropped = self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
-        delete_locations(dropped)
+    def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> list[str]:
+        """Drop a database (with ``cascade`` its tables); the dropped tables' locations."""
+        return self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
 
     def list_databases(self) -> list[str]:
         return self._read(catalog.list_databases)
@@ -203,9 +196,11 @@ class Metastore:
         return self.table(f"{db}.{name}")
 
     def table(self, table_name: str) -> Table:
+        return Table(**self._table_fields(table_name))
+
+    def _table_fields(self, table_name: str) -> dict[str, Any]:
         db, name = catalog.split_name(table_name)
-        fields = self._read(lambda c: catalog.load_table(c, db, name))
-        return self.table_class(**fields, metastore=self)
+        return self._read(lambda c: catalog.load_table(c, db, name))
 
     def list_tables(self, db: str = catalog.DEFAULT_DB) -> list[str]:
         db = db.lower()
@@ -216,10 +211,10 @@ class Metastore:
 
         return self._read(run)
 
-    def drop_table(self, table_name: str, if_exists: bool = False) -> None:
+    def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
+        """Drop the table from the catalog; its location (empty if it did not exist)."""
         db, name = catalog.split_name(table_name)
-        dropped = self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
-        delete_locations(dropped)
+        return self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
         db, name = catalog.split_name(table_name)
@@ -683,14 +678,14 @@ class Metastore:
         ops: Sequence[replication.ReplOp],
         *,
         bootstrap: bool = False,
-    ) -> None:
-        """On a replica: apply one source event's operations and record it as applied, in one DB transaction."""
-        dropped = self._write(
+    ) -> list[str]:
+        """On a replica: apply one source event's operations and record it as applied, in one DB transaction;
+        the locations of the tables it dropped."""
+        return self._write(
             lambda c: replication.apply(
                 c, self.warehouse, policy, source, event_id, event_time, ops, bootstrap=bootstrap
             )
         )
-        delete_locations(dropped)
 
     def repl_state(self, policy: str) -> replication.ReplState | None:
         return self._read(lambda c: replication.state(c, policy))
