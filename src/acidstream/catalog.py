@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from acidstream import metastore as _ms
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import ConnectionError
+from acidstream.errors import StreamingConnectionError
 from acidstream.read.scan import TableScan
 from acidstream.runtime import prepare_process
 
@@ -34,7 +34,7 @@ class Table(_ms.Table):
     ) -> TableScan:
         """Rows visible at ``snapshot`` (default: committed now); see :class:`TableScan`."""
         if self.metastore is None:
-            raise ConnectionError(
+            raise StreamingConnectionError(
                 f"{self.full_name}: this table handle has no metastore to take a snapshot from"
             )
         return TableScan(
@@ -84,7 +84,7 @@ class Table(_ms.Table):
 
     def _catalog(self) -> Metastore:
         if not isinstance(self.metastore, Metastore):
-            raise ConnectionError(f"{self.full_name}: this table handle has no catalog to mutate through")
+            raise StreamingConnectionError(f"{self.full_name}: this table handle has no catalog to mutate through")
         return self.metastore
 
 

@@ -41,7 +41,7 @@ from acidstream.compactor.publish import (
     move_into_place,
     new_tmp_dir,
 )
-from acidstream.errors import InvalidObjectException, NoSuchObjectException, StreamingException
+from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObjectException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
 from acidstream.storage import table_filesystem
@@ -199,7 +199,7 @@ class Claimed:
             if location:
                 discard(table_filesystem(location)[0], info.meta.get("tmp"))
             ms.mark_failed(ci.id, message, txn_id)
-        except StreamingException:
+        except AcidStreamError:
             # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery
             # (any compactor's) reverts or completes the request.
             log.exception("could not record the failure of compaction %d", ci.id)

@@ -27,13 +27,13 @@ import pyarrow.fs as pafs
 from acidstream.acid.orc import WriterOptions
 from acidstream.acid.partitions import make_part_name, partition_path
 from acidstream.errors import (
-    ConnectionError,
+    AcidStreamError,
     InvalidPartition,
     InvalidTable,
     MetaException,
     NoSuchObjectException,
     SerializationError,
-    StreamingException,
+    StreamingConnectionError,
     TransactionError,
 )
 from acidstream.metastore.identity import client_identity
@@ -90,7 +90,7 @@ class StreamingConfig:
         }
         unknown = set(values) - set(converters)
         if unknown:
-            raise ConnectionError(
+            raise StreamingConnectionError(
                 f"unknown configuration keys {sorted(unknown)}; known: {sorted(converters)}"
             )
         converted = {}
@@ -98,7 +98,7 @@ class StreamingConfig:
             try:
                 converted[key] = converters[key](value)
             except (TypeError, ValueError) as exc:
-                raise ConnectionError(f"configuration {key!r} = {value!r}: {exc}") from exc
+                raise StreamingConnectionError(f"configuration {key!r} = {value!r}: {exc}") from exc
         return cls(**converted)
 
 
@@ -177,7 +177,7 @@ class StreamingConnection:
             )
         except ValueError as exc:
             source = "configuration 'compression'" if config.compression else "table property 'orc.compress'"
-            raise ConnectionError(f"{table.full_name}: {source} = {compression!r}: {exc}") from exc
+            raise StreamingConnectionError(f"{table.full_name}: {source} = {compression!r}: {exc}") from exc
         self._line_pattern = record_writer.line_delimiter_pattern
         self._stats = ConnectionStats()
         self._lock = threading.RLock()
@@ -187,7 +187,7 @@ class StreamingConnection:
         self._files: BatchFiles | None = None
         self._heartbeater: Heartbeater | None = None
         if write_id is None and metastore is None:
-            raise ConnectionError("a managed connection needs a metastore")
+            raise StreamingConnectionError("a managed connection needs a metastore")
         self._ingest = RecordIngest(
             table,
             self.parser,
@@ -365,7 +365,7 @@ class StreamingConnection:
             self._drain_pending()
             try:
                 self._commit(batch, partitions, key, value)
-            except StreamingException as exc:
+            except AcidStreamError as exc:
                 self._mark_dead(batch, exc)
                 raise
             except Exception as exc:
@@ -411,7 +411,7 @@ class StreamingConnection:
             self._ingest.refuse()
             try:
                 batch.abort_current()
-            except StreamingException as exc:
+            except AcidStreamError as exc:
                 self._mark_dead(batch, exc)
                 raise
             self._stats.aborted_txns += 1
@@ -561,7 +561,7 @@ class StreamingConnection:
 
     def _check_not_closed(self) -> None:
         if self._closed:
-            raise ConnectionError("Streaming connection is closed already.")
+            raise StreamingConnectionError("Streaming connection is closed already.")
 
     def _require_open_txn(self) -> TxnBatch:
         self._check_not_closed()
@@ -624,7 +624,7 @@ class StreamingConnectionBuilder:
 
     def with_transaction_batch_size(self, size: int) -> StreamingConnectionBuilder:
         if not 1 <= size <= MAX_BATCH_SIZE:
-            raise ConnectionError(f"transaction batch size must be 1..{MAX_BATCH_SIZE}, got {size}")
+            raise StreamingConnectionError(f"transaction batch size must be 1..{MAX_BATCH_SIZE}, got {size}")
         self._batch_size = size
         return self
 
@@ -661,7 +661,7 @@ class StreamingConnectionBuilder:
 
     def connect(self) -> StreamingConnection:
         if self._writer is None:
-            raise ConnectionError("record writer cannot be null")
+            raise StreamingConnectionError("record writer cannot be null")
         config = StreamingConfig.from_mapping(self._config)
         prepare_process()
         ms, owns = self._open_metastore()
@@ -671,7 +671,7 @@ class StreamingConnectionBuilder:
             fs, table_dir = table_filesystem(table.location)
             caps = capabilities(fs)
             if self._batch_size > 1 and not (caps.can_flush and caps.can_append):  # a batch needs side files
-                raise ConnectionError(
+                raise StreamingConnectionError(
                     "The backing filesystem only supports transaction batch sizes of 1, "
                     f"but {self._batch_size} was requested."
                 )
@@ -699,36 +699,42 @@ class StreamingConnectionBuilder:
     def _open_metastore(self) -> tuple[Metastore | None, bool]:
         if isinstance(self._metastore, str):
             if self._warehouse is None:
-                raise ConnectionError("with_metastore(url) needs warehouse=... (where the table files live)")
+                raise StreamingConnectionError(
+                    "with_metastore(url) needs warehouse=... (where the table files live)"
+                )
             from acidstream.metastore import Metastore
 
             return Metastore.connect(self._metastore, warehouse=self._warehouse), True
         if self._metastore is None and self._table_object is None:
-            raise ConnectionError("a metastore (object or URL) is required unless a table object is given")
+            raise StreamingConnectionError(
+                "a metastore (object or URL) is required unless a table object is given"
+            )
         return self._metastore, False
 
     def _resolve_table(self, ms: Metastore | None) -> Table:
         if self._table_object is not None:
             if self._write_id is None:
-                raise ConnectionError("with_table_object() is for unmanaged mode: give with_write_id() too")
+                raise StreamingConnectionError(
+                    "with_table_object() is for unmanaged mode: give with_write_id() too"
+                )
             return self._table_object
         if self._db is None:
-            raise ConnectionError("database cannot be null")
+            raise StreamingConnectionError("database cannot be null")
         if self._table is None:
-            raise ConnectionError("table cannot be null")
+            raise StreamingConnectionError("table cannot be null")
         assert ms is not None
         try:
             return ms.table(f"{self._db}.{self._table}")
         except NoSuchObjectException as exc:
             raise InvalidTable(self._db, self._table, "table does not exist") from exc
         except MetaException as exc:
-            raise ConnectionError(f"Unable to fetch table {self._db}.{self._table}: {exc}") from exc
+            raise StreamingConnectionError(f"Unable to fetch table {self._db}.{self._table}: {exc}") from exc
 
     def _validate(self, table: Table) -> None:
         if not table.is_transactional:
             raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
         if self._static is not None and not table.partition_keys:
-            raise ConnectionError(
+            raise StreamingConnectionError(
                 f"{table.full_name}: static partition values {self._static} "
                 "specifies partitions for un-partitioned table"
             )
@@ -736,7 +742,7 @@ class StreamingConnectionBuilder:
             names = [k.name for k in table.partition_keys]
             raise InvalidPartition(str(self._static), f"table {table.full_name} is partitioned by {names}")
         if self._statement_id is not None and self._write_id is None:
-            raise ConnectionError("with_statement_id() needs with_write_id() (unmanaged mode)")
+            raise StreamingConnectionError("with_statement_id() needs with_write_id() (unmanaged mode)")
 
 
 def _default_agent_info() -> str:

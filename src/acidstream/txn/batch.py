@@ -15,7 +15,6 @@ from acidstream.errors import (
     HeartBeatFailure,
     LockTimeoutException,
     MetaException,
-    MetastoreUnavailable,
     NoSuchTxnException,
     TransactionError,
     TxnAbortedException,
@@ -231,9 +230,10 @@ class TransactionBatch(_Txns):
         self.calls += 1
         try:
             self.manager.abort_txns(unresolved)
-        except MetastoreUnavailable:
-            raise
-        except MetaException:  # one was committed by a commit whose answer was lost, or cleaned away
+        except MetaException as exc:
+            if exc.retryable:  # unreachable: stay as they are
+                raise
+            # one was committed by a commit whose answer was lost, or cleaned away
             for t in unresolved:
                 self.calls += 1
                 state = self.manager.get_txn_state(t)
