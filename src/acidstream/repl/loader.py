@@ -363,6 +363,6 @@ def _delete(fs: pafs.FileSystem, path: str) -> bool:
 
 def _table_with_location(table: Table, location: str) -> Table:
     """``table``'s definition at another location (the source's, for listing its files)."""
-    fields: dict[str, Any] = {f: getattr(table, f) for f in table.__dataclass_fields__}
+    fields: dict[str, Any] = {f: getattr(table, f) for f in Table.__dataclass_fields__}  # a handle has more
     fields["location"] = location
     return Table(**fields)
