@@ -3,7 +3,7 @@
 An application often has other Python threads at work (a consumer decoding messages, a web handler). Each call
 that releases the GIL (every pyarrow and numpy kernel, every SQLite statement) must win it back from such a
 thread, which can take Python's whole switch interval (5 ms). A commit that makes hundreds of those calls pays for
-each. acidstream shortens the switch interval while it works (``acidstream.gil``); one case turns that off to
+each. acidstream shortens the switch interval while it works (``acidstream.runtime``); one case turns that off to
 show what it saves. This runs the streaming cases of ``bench_streaming.py`` and a scan of the streamed table,
 each alone and beside a thread spinning in pure Python, in subprocesses of their own, and prints the slowdown.
 

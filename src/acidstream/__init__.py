@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from acidstream.errors import StreamingException
+from acidstream.errors import AcidStreamError, StreamingException
 
 _LAZY = {
     "Metastore": "acidstream.catalog",
@@ -21,7 +21,7 @@ _LAZY = {
     "TxnState": "acidstream.txn.state",
 }
 
-__all__ = ["StreamingException", *_LAZY]
+__all__ = ["AcidStreamError", "StreamingException", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,14 +7,18 @@ joins them: ``Metastore.connect(...).table("db.t").scan()``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.compute as pc
 
 from acidstream import metastore as _ms
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import ConnectionError
+from acidstream.errors import StreamingConnectionError
 from acidstream.read.scan import TableScan
+from acidstream.runtime import prepare_process
+
+if TYPE_CHECKING:
+    from acidstream.metastore.engine import Database
 
 
 class Table(_ms.Table):
@@ -30,7 +34,7 @@ class Table(_ms.Table):
     ) -> TableScan:
         """Rows visible at ``snapshot`` (default: committed now); see :class:`TableScan`."""
         if self.metastore is None:
-            raise ConnectionError(
+            raise StreamingConnectionError(
                 f"{self.full_name}: this table handle has no metastore to take a snapshot from"
             )
         return TableScan(
@@ -80,7 +84,7 @@ class Table(_ms.Table):
 
     def _catalog(self) -> Metastore:
         if not isinstance(self.metastore, Metastore):
-            raise ConnectionError(f"{self.full_name}: this table handle has no catalog to mutate through")
+            raise StreamingConnectionError(f"{self.full_name}: this table handle has no catalog to mutate through")
         return self.metastore
 
 
@@ -89,6 +93,10 @@ class Metastore(_ms.Metastore):
     process what it waits for (``compact(..., wait=True)``, ``ALTER TABLE ... COMPACT ... AND WAIT``)."""
 
     table_class = Table
+
+    def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
+        prepare_process()  # an entry point: whatever the user does next may write ORC files
+        super().__init__(db, warehouse, txn_timeout, lock_wait_timeout)
 
     def table(self, table_name: str) -> Table:
         handle = super().table(table_name)

@@ -1,16 +1,17 @@
-"""The one exception hierarchy of acidstream, rooted at :class:`StreamingException`.
+"""The one exception hierarchy of acidstream, rooted at :class:`AcidStreamError`.
 
-Names follow Hive's Java classes (``org.apache.hive.streaming`` and the metastore's Thrift exceptions) so that a
-Hive user recognises them. Every class says whether retrying the *same* operation can succeed
-(``retryable``), so that a Spark driver or a streaming agent decides retry-or-fail without matching strings.
+The streaming API's errors sit under :class:`StreamingException` with Hive's names (``org.apache.hive.streaming``
+and its mutation API); the metastore's follow its Thrift exception names; format and replication errors have
+their own branches. Every class says whether retrying the *same* operation can succeed (``retryable``), so that
+a Spark driver, a streaming agent or the library's own loops decide retry-or-fail without lists of classes.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
-class StreamingException(Exception):
+class AcidStreamError(Exception):
     """Root of every error acidstream raises on purpose."""
 
     retryable: ClassVar[bool] = False
@@ -19,11 +20,17 @@ class StreamingException(Exception):
 # --- streaming client errors (org.apache.hive.streaming) -------------------------------------------------
 
 
-class ConnectionError(StreamingException):  # Hive's name, shadowing the builtin on purpose
-    """The connection cannot be made or used (bad table, bad options, closed connection)."""
+class StreamingException(AcidStreamError):
+    """Root of the streaming API's errors (Hive's ``StreamingException``): connections, records, transactions
+    and the mutation API."""
 
 
-class InvalidTable(ConnectionError):
+class StreamingConnectionError(StreamingException):
+    """The connection cannot be made or used (bad table, bad options, closed connection); Hive's
+    ``ConnectionError``, which stays importable under that name."""
+
+
+class InvalidTable(StreamingConnectionError):
     """The table does not exist or is not a full-ACID ORC table."""
 
     def __init__(self, db: str, table: str, reason: str) -> None:
@@ -119,7 +126,7 @@ class PartitionCreationException(WorkerException):
 # --- metastore errors (Hive metastore Thrift exception names) ---------------------------------------------
 
 
-class MetaException(StreamingException):
+class MetaException(AcidStreamError):
     """The metastore failed or refused an operation for a reason not covered below."""
 
 
@@ -195,7 +202,7 @@ class LockTimeoutException(MetaException):
 # --- on-disk format errors ---------------------------------------------------------------------------------
 
 
-class AcidFormatError(StreamingException):
+class AcidFormatError(AcidStreamError):
     """Files or directories on disk violate the Hive ACID format."""
 
 
@@ -224,6 +231,14 @@ class SideFileNotReadable(CorruptFileError):
 # --- replication -------------------------------------------------------------------------------------------------
 
 
-class ReplicationError(StreamingException):
+class ReplicationError(AcidStreamError):
     """Replication cannot go on as asked: a dump is incomplete or does not follow the replica's last event, a
     replica is asked to bootstrap twice, or source bytes no longer match their checksum."""
+
+
+def __getattr__(name: str) -> Any:
+    """``ConnectionError``: Hive's name for :class:`StreamingConnectionError`, kept for existing imports without
+    shadowing the builtin in this module."""
+    if name == "ConnectionError":
+        return StreamingConnectionError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The database layer: every metastore transaction runs with a short switch interval (acidstream.gil)."""
+"""The database layer: every metastore transaction runs with a short switch interval (acidstream.runtime)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import event
 
 from acidstream.errors import MetastoreUnavailable, NoSuchObjectException
-from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.metastore import Metastore, TxnState
 from acidstream.metastore.engine import Database
 from acidstream.metastore.prepared import connection_lost, execute_driver_sql
+from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
 from support.faultinjection import sqlite_write_lock_held
 
 

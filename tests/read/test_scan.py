@@ -20,9 +20,9 @@ from acidstream.acid.names import base_dir, bucket_file
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException, InvalidPartition
-from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.read.merge import BucketReader
 from acidstream.read.scan import TableScan
+from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
 
 B0 = BucketCodec.V1.encode(0)
 B1 = BucketCodec.V1.encode(1)
@@ -210,7 +210,7 @@ def test_to_batches_streams_bounded_batches(ms: Metastore) -> None:
 def test_scans_shorten_the_switch_interval_only_while_they_work(
     people: Metastore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Beside a busy Python thread each of a scan's pyarrow calls could wait 5 ms for the GIL (acidstream.gil)."""
+    """Beside a busy Python thread each of a scan's pyarrow calls could wait 5 ms for the GIL (acidstream.runtime)."""
     seen: list[float] = []
     real_batches = BucketReader.batches
 

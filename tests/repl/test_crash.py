@@ -85,7 +85,7 @@ def test_loader_killed_at_random_points(tmp_path: Path) -> None:
 def _check_files(source: Metastore, replica: Metastore) -> None:
     """Every replicated file holds the source's bytes up to its recorded length: nothing appended twice."""
     from acidstream.acid.checksum import file_prefix
-    from acidstream.acid.location import table_filesystem
+    from acidstream.storage import table_filesystem
 
     for table in TABLES:
         src_root = Path(source.table(table).location)

@@ -35,8 +35,8 @@ from acidstream.errors import (
     TransactionError,
 )
 from acidstream.faults import armed
-from acidstream.gil import DEFAULT_SWITCH_INTERVAL
 from acidstream.metastore import LockComponent, LockLevel, LockState, LockType
+from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
 from acidstream.streaming.records import buffer as buffer_module
 from acidstream.streaming.records import text_values
 from acidstream.txn.state import TxnState

@@ -13,7 +13,7 @@ from acidstream.acid.names import ORC_ACID_VERSION_FILE
 from acidstream.acid.orc import WriterOptions, read_events
 from acidstream.acid.types import parse_columns
 from acidstream.errors import StreamingIOFailure
-from acidstream.streaming import files as files_module
+from acidstream.runtime import encode_pool
 from acidstream.streaming.files import BatchFiles, Destination
 
 COLS = parse_columns("id int, msg string")
@@ -73,7 +73,7 @@ def test_a_directory_that_cannot_be_made_is_a_streaming_io_failure(tmp_path: Pat
 
 def test_flush_encodes_on_its_own_thread_what_no_worker_started(tmp_path: Path) -> None:
     """With every encode worker busy, the flushing thread runs the queued shards itself instead of waiting."""
-    pool = files_module._encode_pool()
+    pool = encode_pool()
     release = threading.Event()
     blockers = [pool.submit(release.wait, 30) for _ in range(pool._max_workers)]
     try:

@@ -16,22 +16,23 @@ import click
 
 from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location
 from acidstream.errors import (
-    ConnectionError,
+    AcidStreamError,
     InvalidObjectException,
     MetaException,
     SerializationError,
-    StreamingException,
+    StreamingConnectionError,
     StreamingIOFailure,
     TransactionError,
 )
+from acidstream.runtime import prepare_process
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2  # click's own code for bad options and arguments
 #: Most specific class first.
-EXIT_CODES: list[tuple[type[StreamingException], int]] = [
+EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
     (InvalidObjectException, EXIT_USAGE),  # a statement that does not parse or defines nothing valid
     (SerializationError, 3),
-    (ConnectionError, 4),
+    (StreamingConnectionError, 4),
     (MetaException, 4),
     (StreamingIOFailure, 5),
     (TransactionError, 6),
@@ -40,10 +41,10 @@ EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, 
 3 bad input records; 4 metastore (none found, unreachable, no such table or database); 5 storage I/O;
 6 transaction failure (aborted, timed out, lock not acquired)."""
 #: Errors after which the command says which metastore and warehouse it used.
-_NAME_THE_LOCATION = (ConnectionError, MetaException)
+_NAME_THE_LOCATION = (StreamingConnectionError, MetaException)
 
 
-def exit_code_for(exc: StreamingException) -> int:
+def exit_code_for(exc: AcidStreamError) -> int:
     return next((code for cls, code in EXIT_CODES if isinstance(exc, cls)), EXIT_FAILURE)
 
 
@@ -51,7 +52,7 @@ class _Root(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except StreamingException as exc:
+        except AcidStreamError as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             for note in getattr(exc, "__notes__", ()):
                 click.echo(f"  {note}", err=True)
@@ -76,6 +77,7 @@ def cli() -> None:
 
     Every command has --help.
     """
+    prepare_process()
 
 
 def _register_commands() -> None:

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import ParsedDelta, parse_dir_name
 from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.plan import top_level_names
 from acidstream.compactor.publish import discard
-from acidstream.errors import AcidFormatError, NoSuchObjectException, StreamingException
+from acidstream.errors import AcidFormatError, AcidStreamError, NoSuchObjectException
 from acidstream.metastore.models import CompactionInfo
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -58,10 +58,10 @@ class Cleaner:
     def clean(self, ci: CompactionInfo) -> CleanOutcome:
         try:
             removed, forgotten = self._clean(ci)
-        except (StreamingException, OSError) as exc:
+        except (AcidStreamError, OSError) as exc:
             log.exception("cleaning after compaction %d of %s failed", ci.id, ci.full_partition_name)
             message = f"cleaning failed: {type(exc).__name__}: {exc}"
-            with contextlib.suppress(StreamingException):
+            with contextlib.suppress(AcidStreamError):
                 self.ms.mark_failed(ci.id, message)
             return CleanOutcome(ci.id, "failed", error=message)
         self.ms.mark_cleaned(ci.id, forgotten, removed)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.service import Compactor, Summary
 from acidstream.compactor.worker import JobRunner
-from acidstream.errors import StreamingException
+from acidstream.errors import AcidStreamError
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -107,7 +107,7 @@ class CompactorDaemon:
         while not self._stop.is_set():
             try:
                 self._record(step())
-            except (StreamingException, OSError):
+            except (AcidStreamError, OSError):
                 log.exception("compactor %s pass failed; retrying in %.1f s", name, every)
             if self._stop.wait(every):
                 return
@@ -117,7 +117,7 @@ class CompactorDaemon:
         while not self._stop.is_set():
             try:
                 outcome = worker.run_next()
-            except (StreamingException, OSError):
+            except (AcidStreamError, OSError):
                 log.exception("compactor worker could not claim a request")
                 outcome = None
             if outcome is None:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.compactor.config import CompactorConfig, no_auto_compaction
-from acidstream.errors import NoSuchObjectException, StreamingException
+from acidstream.errors import AcidStreamError, NoSuchObjectException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import PotentialCompaction
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -89,14 +89,14 @@ class Initiator:
         for candidate in self.ms.find_potential_compactions(self.config.aborted_txn_threshold):
             try:
                 decisions.append(self._consider(candidate, current))
-            except StreamingException as exc:
+            except AcidStreamError as exc:
                 log.exception("cannot decide whether to compact %s", candidate)
                 message = f"{type(exc).__name__}: {exc}"
                 try:
                     self.ms.record_compaction_not_initiated(
                         candidate.table_name, candidate.partition, message, initiator_id=self.initiator_id
                     )
-                except StreamingException:
+                except AcidStreamError:
                     log.exception("cannot record that %s was not initiated", candidate)
                 decisions.append(self._skip(candidate, message))
         return decisions

@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.orc import AcidWriter, WriterOptions, iter_event_batches, read_events
 from acidstream.acid.orc.events import EVENT_FIELDS, KEY_FIELDS, EventKind, event_schema
 from acidstream.acid.types import Column
@@ -27,6 +26,7 @@ from acidstream.errors import AcidFormatError
 from acidstream.read.deletes import DeleteSet, check_bucket_ids, key_arrays, valid_mask
 from acidstream.read.originals import original_events
 from acidstream.read.planning import FileSlice
+from acidstream.storage import table_filesystem
 
 
 @dataclass(frozen=True)

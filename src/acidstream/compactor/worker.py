@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.selection import get_acid_state
 from acidstream.compactor.config import CompactorConfig
@@ -42,9 +41,10 @@ from acidstream.compactor.publish import (
     move_into_place,
     new_tmp_dir,
 )
-from acidstream.errors import InvalidObjectException, NoSuchObjectException, StreamingException
+from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObjectException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
+from acidstream.storage import table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class Claimed:
             if location:
                 discard(table_filesystem(location)[0], info.meta.get("tmp"))
             ms.mark_failed(ci.id, message, txn_id)
-        except StreamingException:
+        except AcidStreamError:
             # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery
             # (any compactor's) reverts or completes the request.
             log.exception("could not record the failure of compaction %d", ci.id)

@@ -21,7 +21,6 @@ from acidstream.metastore.models import (
     NotificationEvent,
     OperationType,
     Partition,
-    Table,
     TableWrite,
     TxnInfo,
     TxnState,
@@ -29,7 +28,7 @@ from acidstream.metastore.models import (
 )
 
 if TYPE_CHECKING:
-    from acidstream.metastore.client import Metastore
+    from acidstream.metastore.warehouse import Metastore, Table
 
 __all__ = [
     "CompactionInfo",
@@ -54,8 +53,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Metastore":
-        from acidstream.metastore.client import Metastore
+    if name in ("Metastore", "Table"):  # the handle: a table's definition and its metastore
+        from acidstream.metastore import warehouse
 
-        return Metastore
+        return getattr(warehouse, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,9 @@
-"""The ``Metastore`` façade: the one object every other layer holds; each call is one DB transaction."""
+"""``MetastoreClient``: the metastore's calls over SQL, each one DB transaction.
+
+It touches no files and runs no DDL text: :class:`acidstream.metastore.warehouse.Metastore`, the object every other
+layer holds, adds those above it (Hive DDL, table handles that know their metastore, removing a dropped table's
+files through the storage boundary).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Connection, select
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
@@ -20,6 +24,7 @@ from acidstream.errors import LockTimeoutException
 from acidstream.metastore import (
     catalog,
     compaction,
+    followers,
     locks,
     notifications,
     readers,
@@ -58,10 +63,8 @@ R = TypeVar("R")
 MAX_HOUSEKEEPING_INTERVAL = 60.0
 
 
-class Metastore:
+class MetastoreClient:
     """Catalog, transactions, write ids, locks, compaction queue and notification log over SQLite/PostgreSQL."""
-
-    table_class: ClassVar[type[Table]] = Table
 
     def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
         self._db = db
@@ -148,14 +151,6 @@ class Metastore:
             self._next_housekeeping = time.monotonic() + self._housekeeping_interval
         self.perform_timeouts()
 
-    # --- DDL --------------------------------------------------------------------------------------------------
-
-    def execute(self, sql: str) -> list[tuple[Any, ...]] | None:
-        """Run one statement of the Hive DDL subset; SHOW/DESCRIBE return rows, others None."""
-        from acidstream.metastore.ddl import run
-
-        return run(self, sql)
-
     # --- catalog ----------------------------------------------------------------------------------------------
 
     def create_database(self, name: str, if_not_exists: bool = False, comment: str | None = None) -> None:
@@ -165,10 +160,9 @@ class Metastore:
             )
         )
 
-    def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> None:
-        """Drop a database; with ``cascade`` its tables and their files too."""
-        dropped = self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
-        _delete_table_data(dropped)
+    def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> list[str]:
+        """Drop a database (with ``cascade`` its tables); the dropped tables' locations."""
+        return self._write(lambda c: catalog.drop_database(c, name, cascade=cascade, if_exists=if_exists))
 
     def list_databases(self) -> list[str]:
         return self._read(catalog.list_databases)
@@ -202,9 +196,11 @@ class Metastore:
         return self.table(f"{db}.{name}")
 
     def table(self, table_name: str) -> Table:
+        return Table(**self._table_fields(table_name))
+
+    def _table_fields(self, table_name: str) -> dict[str, Any]:
         db, name = catalog.split_name(table_name)
-        fields = self._read(lambda c: catalog.load_table(c, db, name))
-        return self.table_class(**fields, metastore=self)
+        return self._read(lambda c: catalog.load_table(c, db, name))
 
     def list_tables(self, db: str = catalog.DEFAULT_DB) -> list[str]:
         db = db.lower()
@@ -215,10 +211,10 @@ class Metastore:
 
         return self._read(run)
 
-    def drop_table(self, table_name: str, if_exists: bool = False) -> None:
+    def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
+        """Drop the table from the catalog; its location (empty if it did not exist)."""
         db, name = catalog.split_name(table_name)
-        dropped = self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
-        _delete_table_data(dropped)
+        return self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
         db, name = catalog.split_name(table_name)
@@ -682,14 +678,14 @@ class Metastore:
         ops: Sequence[replication.ReplOp],
         *,
         bootstrap: bool = False,
-    ) -> None:
-        """On a replica: apply one source event's operations and record it as applied, in one DB transaction."""
-        dropped = self._write(
+    ) -> list[str]:
+        """On a replica: apply one source event's operations and record it as applied, in one DB transaction;
+        the locations of the tables it dropped."""
+        return self._write(
             lambda c: replication.apply(
                 c, self.warehouse, policy, source, event_id, event_time, ops, bootstrap=bootstrap
             )
         )
-        _delete_table_data(dropped)
 
     def repl_state(self, policy: str) -> replication.ReplState | None:
         return self._read(lambda c: replication.state(c, policy))
@@ -711,13 +707,13 @@ class Metastore:
     def repl_follower_progress(self, name: str, event_id: int, lease: float) -> None:
         """On a source: follower ``name`` applied every event up to ``event_id``; until ``lease`` seconds pass
         without another call, the cleaner keeps what it may still copy."""
-        self._write(lambda c: replication.follower_progress(c, name, event_id, int(lease * 1000)))
+        self._write(lambda c: followers.follower_progress(c, name, event_id, int(lease * 1000)))
 
     def repl_followers(self) -> list[tuple[str, int, int, int]]:
-        return self._read(replication.followers)
+        return self._read(followers.followers)
 
     def repl_drop_follower(self, name: str) -> bool:
-        return self._write(lambda c: replication.drop_follower(c, name))
+        return self._write(lambda c: followers.drop_follower(c, name))
 
     # --- notifications ----------------------------------------------------------------------------------------------
 
@@ -731,14 +727,6 @@ class Metastore:
         if self._read(notifications.has_unpublished):
             self._write(notifications.publish)
         return self._read(notifications.current_event_id)
-
-
-def _delete_table_data(locations: Sequence[str]) -> None:
-    """Remove dropped tables' directories, only once the drop is committed (a failed drop keeps its data)."""
-    for location in locations:
-        fs, path = table_filesystem(location)
-        with contextlib.suppress(FileNotFoundError):
-            fs.delete_dir(path)
 
 
 def _partition_name(partition: str | Mapping[str, Any] | None) -> str | None:

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, and_, delete, func, insert, or_, select, upda
 
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.errors import InvalidObjectException, InvalidPartition, NoSuchObjectException
-from acidstream.metastore import catalog, notifications, replication, txns
+from acidstream.metastore import catalog, followers, notifications, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms, take_ids
 from acidstream.metastore.models import (
@@ -412,7 +412,7 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
 
     The retention covers readers that do not register (Hive's own, other engines); registered readers are
     waited for as long as they heartbeat within ``reader_timeout_ms``; replication followers (see
-    ``replication.follower_progress``) until they have applied the compaction.
+    ``followers.follower_progress``) until they have applied the compaction.
     """
     now = now_ms()
     blocking = (
@@ -428,7 +428,7 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
     nl = s.notification_log.c
     unreplicated = (  # a live follower has not applied the COMPACTED event: it may still copy the inputs
         select(nl.nl_seq)
-        .where(nl.txn_id == CQ.cq_txn_id, nl.event_type == "COMPACTED", replication.follower_behind(nl.nl_id))
+        .where(nl.txn_id == CQ.cq_txn_id, nl.event_type == "COMPACTED", followers.follower_behind(nl.nl_id))
         .exists()
     )
     rows = conn.execute(

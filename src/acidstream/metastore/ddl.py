@@ -14,7 +14,7 @@ from acidstream.acid.types import Column, parse_type
 from acidstream.errors import DdlSyntaxError, InvalidObjectException
 
 if TYPE_CHECKING:
-    from acidstream.metastore.client import Metastore
+    from acidstream.metastore.client import MetastoreClient as Metastore
     from acidstream.metastore.models import CompactionInfo
 
 _TOKEN = re.compile(

@@ -25,8 +25,8 @@ from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from acidstream.errors import MetaException, MetastoreUnavailable
-from acidstream.gil import ShortSwitchInterval
 from acidstream.metastore.prepared import connection_lost, execute_driver_sql
+from acidstream.runtime import ShortSwitchInterval
 
 T = TypeVar("T")
 
@@ -85,7 +85,9 @@ def _configure_postgresql(engine: Engine) -> None:
     @event.listens_for(engine, "handle_error")
     def _on_error(context: ExceptionContext) -> None:
         if connection_lost(context.original_exception):
-            context.is_disconnect = True  # SQLAlchemy then invalidates the connection: the retry takes another
+            context.is_disconnect = (
+                True  # SQLAlchemy then invalidates the connection: the retry takes another
+            )
 
 
 def _retryable(exc: DBAPIError) -> bool:

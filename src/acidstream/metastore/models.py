@@ -1,17 +1,14 @@
-"""Values the metastore hands out: table and partition handles, Hive's enums with their one-letter DB codes."""
+"""Values the metastore hands out: table and partition definitions, Hive's enums with their one-letter DB codes."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-
-if TYPE_CHECKING:
-    from acidstream.metastore.client import Metastore
 
 
 class TxnState(enum.Enum):
@@ -289,7 +286,8 @@ class CompletedComponent:
 
 @dataclass(frozen=True)
 class Table:
-    """A table handle; upper layers subclass it (``Metastore.table_class``) to add reading/writing methods."""
+    """A table's definition (a plain value: :class:`acidstream.metastore.warehouse.Table` is the handle that also
+    knows its metastore)."""
 
     db: str
     name: str
@@ -301,7 +299,6 @@ class Table:
     properties: Mapping[str, str]
     location: str
     table_id: int
-    metastore: Metastore | None = field(default=None, compare=False, repr=False)
 
     @property
     def full_name(self) -> str:

@@ -30,7 +30,6 @@ from acidstream.metastore.models import TxnState
 RTM = s.repl_txn_map.c
 RS = s.repl_state.c
 RF = s.repl_files.c
-RFL = s.repl_followers.c
 T2W = s.txn_to_write_id.c
 NWI = s.next_write_id.c
 
@@ -400,33 +399,3 @@ def file_state(conn: Connection, path: str) -> tuple[int, int] | None:
     """(length, CRC-32) copied so far of a replicated file."""
     row = conn.execute(select(RF.rf_length, RF.rf_crc32).where(RF.rf_path == path)).first()
     return None if row is None else (int(row.rf_length), int(row.rf_crc32))
-
-
-# --- a source's followers ----------------------------------------------------------------------------------------------
-
-
-def follower_progress(conn: Connection, name: str, event_id: int, lease_ms: int) -> None:
-    """Follower ``name`` has applied every event up to ``event_id``; it holds the cleaner back for ``lease_ms``
-    after this call (a follower gone longer no longer does: it must bootstrap again)."""
-    values = {"rfl_last_event_id": event_id, "rfl_last_heartbeat": now_ms(), "rfl_lease_ms": lease_ms}
-    if not conn.execute(update(s.repl_followers).where(RFL.rfl_name == name).values(values)).rowcount:
-        conn.execute(insert(s.repl_followers).values(rfl_name=name, **values))
-
-
-def drop_follower(conn: Connection, name: str) -> bool:
-    return bool(conn.execute(delete(s.repl_followers).where(RFL.rfl_name == name)).rowcount)
-
-
-def followers(conn: Connection) -> list[tuple[str, int, int, int]]:
-    """(name, last event applied, last heartbeat ms, lease ms) of every follower."""
-    return [
-        (r.rfl_name, r.rfl_last_event_id, r.rfl_last_heartbeat, r.rfl_lease_ms)
-        for r in conn.execute(select(s.repl_followers).order_by(RFL.rfl_name))
-    ]
-
-
-def follower_behind(event_id: Any) -> Any:
-    """A clause true while some live follower has not applied event ``event_id`` (a column or NULL: not yet
-    published, so nobody has)."""
-    live = RFL.rfl_last_heartbeat + RFL.rfl_lease_ms >= now_ms()
-    return select(RFL.rfl_name).where(live, event_id.is_(None) | (RFL.rfl_last_event_id < event_id)).exists()

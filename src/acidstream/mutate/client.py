@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from acidstream.acid.writeids import ValidTxnList
 from acidstream.errors import (
+    AcidStreamError,
     ConnectionException,
     LockException,
     MetaException,
     NoSuchObjectException,
-    StreamingException,
     TransactionError,
     TransactionException,
 )
@@ -119,7 +119,7 @@ class MutatorClient:
             txn = MetastoreTransaction.open(
                 self.metastore, [t.qualified_name for t in sinks], agent_info=self.agent_info
             )
-        except StreamingException as exc:
+        except AcidStreamError as exc:
             raise TransactionException(f"Unable to open a transaction: {exc}") from exc
         for table in sinks:
             table.txn_id, table.write_id = txn.txn_id, txn.write_id(table.qualified_name)
@@ -131,7 +131,7 @@ class MutatorClient:
         """Stop heartbeats and release the metastore; an unfinished txn is aborted (idempotent)."""
         txn = self._transaction
         if txn is not None and txn.state in (TxnState.INACTIVE, TxnState.OPEN):
-            with contextlib.suppress(StreamingException):
+            with contextlib.suppress(AcidStreamError):
                 txn.abort()
         if self._owns_metastore:
             self.metastore.close()
@@ -182,7 +182,7 @@ class Transaction:
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Commit on success (begun if needed), abort on an exception."""
         if exc_type is not None:
-            with contextlib.suppress(StreamingException):
+            with contextlib.suppress(AcidStreamError):
                 self.abort()
             return
         if self.state is TxnState.INACTIVE:

@@ -24,22 +24,22 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
 from acidstream.acid.tabular import as_table, to_record_batch
 from acidstream.errors import (
+    AcidStreamError,
     BucketIdException,
     PartitionCreationException,
     SerializationError,
-    StreamingException,
     WorkerException,
 )
 from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.ordering import GroupingValidator, PartitionValues, SequenceValidator
 from acidstream.mutate.record_id import ROW_ID, ROW_ID_TYPE, RecordIdentifier, row_id_arrays
 from acidstream.mutate.table import AcidTable, MutationSummary, PartitionMutations, TableType
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -436,7 +436,7 @@ class MutatorCoordinator:
         assert self._metastore is not None
         try:
             self._metastore.add_partition(self.table.qualified_name, list(values), if_not_exists=True)
-        except StreamingException as exc:
+        except AcidStreamError as exc:
             raise PartitionCreationException(
                 f"cannot create partition {list(values)} of {self.table.qualified_name}: {exc}"
             ) from exc
@@ -492,7 +492,7 @@ class MutatorCoordinator:
         if group is not None:
             for writer in (group.inserts, group.deletes):
                 if writer is not None:
-                    with contextlib.suppress(StreamingException, OSError):
+                    with contextlib.suppress(AcidStreamError, OSError):
                         writer.abort_close()
 
     def _check_usable(self) -> None:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from acidstream.acid.tabular import as_table
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import InvalidObjectException, SerializationError, StreamingException
+from acidstream.errors import AcidStreamError, InvalidObjectException, SerializationError
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType
 from acidstream.mutate.apply import UPDATE, apply_mutations
@@ -175,7 +175,7 @@ class TableMutation:
         if self._coordinator is not None:
             self._coordinator.abort()
         if self._txn is not None:
-            with contextlib.suppress(StreamingException):  # the error that brought us here matters more
+            with contextlib.suppress(AcidStreamError):  # the error that brought us here matters more
                 self._txn.abort()
 
     @property

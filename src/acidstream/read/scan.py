@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
-from acidstream.gil import ShortSwitchInterval, each_in
 from acidstream.metastore.models import ReaderRegistration
 from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
 from acidstream.read.planning import (
@@ -28,6 +26,8 @@ from acidstream.read.planning import (
     select_partitions,
 )
 from acidstream.read.registration import ScanRegistration
+from acidstream.runtime import ShortSwitchInterval, each_in, prepare_process
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,6 +63,7 @@ class TableScan:
         snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> None:
+        prepare_process()
         self.metastore = metastore
         self.table = table
         self.with_row_id = with_row_id

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import ParsedDelta, is_side_file, parse_dir_name
 from acidstream.acid.selection import get_acid_state
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import AcidFormatError, SideFileNotReadable
+from acidstream.errors import AcidFormatError, AcidStreamError
 from acidstream.metastore import replication as r
 from acidstream.metastore.models import Table
 from acidstream.repl.plan import BootstrapFile, BootstrapPlan
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -201,6 +201,10 @@ def _readable_length(
     for _ in range(50):
         try:
             return logical_extent(fs, path, delta, physical)
-        except SideFileNotReadable:  # a writer between creating its side file and its first long
+        except (
+            AcidStreamError
+        ) as exc:  # SideFileNotReadable: a writer between making its side file and its first long
+            if not exc.retryable:
+                raise
             time.sleep(0.02)
     return logical_extent(fs, path, delta, physical)

@@ -23,12 +23,12 @@ from typing import Protocol
 import pyarrow.fs as pafs
 
 from acidstream.acid.checksum import crc32, crc32_of_chunks, read_range
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import side_file_path
 from acidstream.acid.orc import prepare_directory
 from acidstream.acid.sidefile import read_flush_lengths
 from acidstream.errors import CorruptFileError, ReplicationError
 from acidstream.metastore.models import WrittenFile
+from acidstream.storage import table_filesystem
 
 log = logging.getLogger(__name__)
 _LONG = struct.Struct(">q")

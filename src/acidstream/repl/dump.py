@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from acidstream.acid.checksum import crc32_of_chunks
-from acidstream.acid.location import table_filesystem
 from acidstream.errors import ReplicationError
 from acidstream.metastore.models import WrittenFile
 from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
 from acidstream.repl.copy import LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
 from acidstream.repl.plan import BootstrapPlan, event_from_json, event_to_json
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore

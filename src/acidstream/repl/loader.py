@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import ParsedBase, ParsedDelta, parse_dir_name
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import RangeResponse
@@ -27,6 +26,7 @@ from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
 from acidstream.repl.bootstrap import partition_files
 from acidstream.repl.copy import Copied, FileCopier, SourceBytes, crash_window
 from acidstream.repl.plan import BootstrapPlan, relative_path
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -363,6 +363,6 @@ def _delete(fs: pafs.FileSystem, path: str) -> bool:
 
 def _table_with_location(table: Table, location: str) -> Table:
     """``table``'s definition at another location (the source's, for listing its files)."""
-    fields: dict[str, Any] = {f: getattr(table, f) for f in table.__dataclass_fields__}
+    fields: dict[str, Any] = {f: getattr(table, f) for f in Table.__dataclass_fields__}  # a handle has more
     fields["location"] = location
     return Table(**fields)

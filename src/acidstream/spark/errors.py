@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterator
 
-from acidstream.errors import StreamingException
+from acidstream.errors import AcidStreamError
 
 _MARK = "acidstream-error"
 _PAYLOAD = re.compile(_MARK + r"\[([A-Za-z0-9+/=]+)\]")
@@ -31,7 +31,7 @@ def task_errors() -> Iterator[None]:
     """In a task: acidstream errors leave as :class:`TaskFailure` carrying their class and message."""
     try:
         yield
-    except StreamingException as exc:
+    except AcidStreamError as exc:
         raise TaskFailure(f"{type(exc).__name__}: {exc} {encode(exc)}") from exc
 
 
@@ -40,7 +40,7 @@ def driver_errors() -> Iterator[None]:
     """Around a Spark action on the driver: a task's acidstream error is raised again as itself."""
     try:
         yield
-    except StreamingException:
+    except AcidStreamError:
         raise
     except Exception as exc:
         original = decode(str(exc))
@@ -49,13 +49,13 @@ def driver_errors() -> Iterator[None]:
         raise original from exc
 
 
-def encode(exc: StreamingException) -> str:
+def encode(exc: AcidStreamError) -> str:
     cls = type(exc)
     data = json.dumps({"module": cls.__module__, "name": cls.__qualname__, "message": str(exc)})
     return f"{_MARK}[{base64.b64encode(data.encode()).decode()}]"
 
 
-def decode(text: str) -> StreamingException | None:
+def decode(text: str) -> AcidStreamError | None:
     """The first error :func:`encode` put in ``text``, rebuilt (None if there is none, or it is not ours)."""
     found = _PAYLOAD.search(text)
     if found is None:
@@ -65,7 +65,7 @@ def decode(text: str) -> StreamingException | None:
         cls = getattr(importlib.import_module(data["module"]), data["name"])
     except (ValueError, KeyError, ImportError, AttributeError):
         return None
-    if not (isinstance(cls, type) and issubclass(cls, StreamingException)):
+    if not (isinstance(cls, type) and issubclass(cls, AcidStreamError)):
         return None
     exc = cls.__new__(cls)  # constructors differ; the message is what crossed
     Exception.__init__(exc, data["message"])

@@ -31,7 +31,6 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from acidstream.acid.codec import decode_writer_ids
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.metastore.models import Table as TableDefinition
@@ -54,6 +53,7 @@ from acidstream.spark.options import client, metastore_location
 from acidstream.spark.read import PARTITION_NAME, PARTITION_NAME_OPTION
 from acidstream.spark.task_write import statement_id_for
 from acidstream.spark.types import schema_ddl, spark_arrow_schema, to_spark_batch
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn

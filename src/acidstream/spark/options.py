@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from acidstream.errors import ConnectionError, InvalidTable
+from acidstream.errors import InvalidTable, StreamingConnectionError
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore
@@ -55,7 +55,7 @@ def table_name(options: Mapping[str, str]) -> str:
     opts = {k.lower(): v for k, v in options.items()}
     name = opts.get("table") or opts.get("path")
     if not name:
-        raise ConnectionError(
+        raise StreamingConnectionError(
             'acidstream needs a table: .load("db.table") / .save("db.table") or option table'
         )
     if "." not in name:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from acidstream.errors import StreamingException
+from acidstream.errors import AcidStreamError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class SparkQueryError(StreamingException):
+class SparkQueryError(AcidStreamError):
     """A Spark SQL query failed; ``user_error`` when the query itself is wrong (does not parse or resolve)."""
 
     def __init__(self, message: str, *, user_error: bool) -> None:

@@ -37,7 +37,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from acidstream.errors import ConnectionError, TransactionError
+from acidstream.errors import StreamingConnectionError, TransactionError
 from acidstream.metastore.models import TxnState
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import Target, flag
@@ -60,11 +60,11 @@ def sink_id_from(options: Mapping[str, str]) -> str:
     if opts.get("sinkid"):
         sink = opts["sinkid"]
         if not all(c.isalnum() or c in "-_." for c in sink):
-            raise ConnectionError(f"sinkId {sink!r} may contain only letters, digits, '-', '_' and '.'")
+            raise StreamingConnectionError(f"sinkId {sink!r} may contain only letters, digits, '-', '_' and '.'")
         return sink
     checkpoint = opts.get("checkpointlocation")
     if not checkpoint:
-        raise ConnectionError(
+        raise StreamingConnectionError(
             "the acidstream sink needs option checkpointLocation (or sinkId) to recognise replayed batches"
         )
     return "ck-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:16]

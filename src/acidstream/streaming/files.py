@@ -7,11 +7,8 @@ flushed (Hive's auto-flush), which is safe because readers filter rows by write 
 
 from __future__ import annotations
 
-import os
-import resource
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -27,23 +24,10 @@ from acidstream.acid.orc.writer import TakenEvents, encode_together
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
 from acidstream.metastore.models import WrittenFile
+from acidstream.runtime import ENCODE_THREADS, encode_pool, file_pool
 
 T = TypeVar("T")
 K = TypeVar("K")
-
-
-def raise_open_file_limit() -> int:
-    """Lift the soft open-files limit to the hard one: a batch keeps one file open per (partition, bucket),
-    and thousands of dynamic partitions must not fail with EMFILE. Returns the soft limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):
-            pass
-    return soft
 
 
 @dataclass(frozen=True)
@@ -84,7 +68,7 @@ class BatchFiles:
         # A local file is made or closed in microseconds: inline (a hand-over to a pool thread costs more).
         # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
         # other at close.
-        self._io_pool = None if isinstance(fs, pafs.LocalFileSystem) else _file_pool()
+        self._io_pool = None if isinstance(fs, pafs.LocalFileSystem) else file_pool()
         self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
@@ -152,7 +136,7 @@ class BatchFiles:
         self._unflushed.clear()
         self._unflushed_bytes = 0
         taken = [(key, t) for key in keys if (t := self._writers[key].take_pending_events()) is not None]
-        shards = _shards(taken, _ENCODE_THREADS)
+        shards = _shards(taken, ENCODE_THREADS)
         encodings = [
             _Encoding(
                 partial(encode_together, [(self._writers[key], t) for key, t in shard]),
@@ -236,7 +220,7 @@ class _Encoding:
 
     def __init__(self, encode: Callable[[], list[EncodedEvents]], *, in_pool: bool) -> None:
         self._encode = encode
-        self._future = _encode_pool().submit(encode) if in_pool else _run(encode)
+        self._future = encode_pool().submit(encode) if in_pool else _run(encode)
 
     def run_here_unless_started(self) -> None:
         if self._future.cancel():
@@ -244,37 +228,6 @@ class _Encoding:
 
     def result(self) -> list[EncodedEvents]:
         return self._future.result()
-
-
-class _LazyPool:
-    """A process-wide thread pool made on first use; a forked child (which inherits the object but not the
-    threads) makes its own."""
-
-    def __init__(self, name: str, workers: int) -> None:
-        self._name, self._workers = name, workers
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def __call__(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._name)
-            return self._pool
-
-    def _forget(self) -> None:
-        self._pool, self._lock = None, threading.Lock()
-
-
-#: ORC encoding: pyarrow releases the GIL while it encodes, so a commit's files (one per partition and
-#: bucket) encode side by side on several cores. One core is left to the flushing thread, which encodes what no
-#: worker has started (on 2 cores, 1 worker + the caller ran 8% faster than 2 workers with the caller waiting).
-_ENCODE_WORKERS = max(1, min(8, (os.cpu_count() or 1) - 1))
-_ENCODE_THREADS = _ENCODE_WORKERS + 1  # with the flushing thread
-_encode_pool = _LazyPool("acidstream-encode", _ENCODE_WORKERS)
-#: Creating and closing files: a handful of filesystem calls each, which would otherwise queue in front of
-#: the encodes (and wait for the GIL between calls while the routing thread runs).
-_file_pool = _LazyPool("acidstream-files", 4)
 
 
 def _shards(taken: list[tuple[K, TakenEvents]], n: int) -> list[list[tuple[K, TakenEvents]]]:

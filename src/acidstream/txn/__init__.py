@@ -1,8 +1,18 @@
 """Transactions shared by streaming batches, mutations and Spark jobs: states, heartbeats, the metastore
 protocol they need."""
 
+from acidstream.txn.batch import TransactionBatch, TxnBatch, UnmanagedTransaction
 from acidstream.txn.manager import TxnManager
 from acidstream.txn.state import TxnState
 from acidstream.txn.transaction import FailureListener, Transaction, TxnHeartbeat
 
-__all__ = ["FailureListener", "Transaction", "TxnHeartbeat", "TxnManager", "TxnState"]
+__all__ = [
+    "FailureListener",
+    "Transaction",
+    "TransactionBatch",
+    "TxnBatch",
+    "TxnHeartbeat",
+    "TxnManager",
+    "TxnState",
+    "UnmanagedTransaction",
+]

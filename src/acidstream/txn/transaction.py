@@ -15,10 +15,10 @@ from types import MappingProxyType
 
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import (
+    AcidStreamError,
     HeartBeatFailure,
     LockTimeoutException,
     NoSuchTxnException,
-    StreamingException,
     TransactionError,
     TxnAbortedException,
     WriteConflictException,
@@ -178,7 +178,7 @@ class Transaction:
         except NoSuchTxnException as exc:
             self.state = TxnState.ABORTED
             raise TransactionError(f"Invalid transaction id : {self.txn_id}") from exc
-        except StreamingException:
+        except AcidStreamError:
             if not self._settled_after_lost_answer():
                 raise
         self.state = TxnState.COMMITTED
@@ -187,7 +187,7 @@ class Transaction:
         """After a failed commit call: True if the commit happened anyway; marks an aborted txn ABORTED."""
         try:
             state = self.manager.get_txn_state(self.txn_id)
-        except StreamingException:
+        except AcidStreamError:
             return False
         if state is MetastoreTxnState.ABORTED:
             self.state = TxnState.ABORTED

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from acidstream.acid.checksum import file_prefix
-from acidstream.acid.location import table_filesystem
 from acidstream.metastore.models import WrittenFile
+from acidstream.storage import table_filesystem
 
 
 def describe_closed(location: str, paths: Sequence[str]) -> list[WrittenFile]:

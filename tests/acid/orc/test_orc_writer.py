@@ -15,7 +15,6 @@ import pytest
 
 from acidstream import faults
 from acidstream.acid.codec import BucketCodec
-from acidstream.acid.location import table_filesystem
 from acidstream.acid.names import ParsedDelta, side_file_path
 from acidstream.acid.orc import (
     AcidWriter,
@@ -30,6 +29,7 @@ from acidstream.acid.sidefile import logical_extent, read_flush_lengths
 from acidstream.acid.types import Column, parse_columns
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import armed
+from acidstream.storage import table_filesystem
 from conftest import all_type_rows, write_path
 from support.faultinjection import DISK_KINDS, full_disk, skip_unless_possible
 

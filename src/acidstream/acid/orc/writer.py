@@ -23,7 +23,6 @@ import pyarrow.fs as pafs
 import pyarrow.orc as po
 
 from acidstream.acid.checksum import FilePrefix, crc32
-from acidstream.acid.location import truncate
 from acidstream.acid.names import ORC_ACID_VERSION, ORC_ACID_VERSION_FILE
 from acidstream.acid.orc.compression import PYARROW_NAMES, CompressionKind, kind_of
 from acidstream.acid.orc.events import (
@@ -37,7 +36,6 @@ from acidstream.acid.orc.events import (
     event_schema,
     format_acid_stats,
 )
-from acidstream.acid.orc.malloc import tune_malloc_for_encoding
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import FileStatistics
@@ -54,6 +52,7 @@ from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import fault_point
+from acidstream.storage import truncate
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -295,7 +294,6 @@ class AcidWriter:
         the first operation that needs the files waits for them (and raises what creating them raised), so
         a caller opening many writers overlaps their file creation with its other work.
         ``directory_ready``: the caller made the directory with :func:`prepare_directory` already."""
-        tune_malloc_for_encoding()
         self._fs, self._path, self._options = fs, path, options
         self._directory_ready = directory_ready
         layout = self._layout = _layout(columns, options)

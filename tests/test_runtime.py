@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from acidstream.gil import ShortSwitchInterval, each_in
+from acidstream.runtime import ShortSwitchInterval, each_in
 
 DEFAULT = 0.005
 

@@ -1,12 +1,23 @@
-"""Where a table or partition location lives: a pyarrow filesystem and the path inside it."""
+"""The storage boundary (in the spirit of pyiceberg's ``FileIO``): where a location lives, what its filesystem
+can do, and deleting what a dropped table leaves behind.
+
+Every package resolves table and partition locations here, and asks here whether a filesystem can do what a
+writer needs, instead of recognising stores by their class.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 from acidstream.faults import substitute
+
+#: pyarrow's ``type_name`` of the object stores: no flush of a readable prefix, no append.
+OBJECT_STORES = frozenset({"s3", "gcs", "abfs"})
 
 
 def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
@@ -20,6 +31,22 @@ def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     else:
         fs, path = pafs.LocalFileSystem(), os.path.abspath(location)
     return substitute("storage.filesystem", fs), path
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a filesystem offers a writer beyond whole-file writes."""
+
+    can_flush: bool  # an open file's written prefix is readable by others (hflush; streaming's side files)
+    can_append: bool  # a closed file can be appended to (the side file's entries)
+
+
+def capabilities(fs: pafs.FileSystem) -> Capabilities:
+    """Object stores (S3, GCS, Azure) publish a file only when it is closed; local disks and HDFS do both."""
+    while isinstance(fs, pafs.SubTreeFileSystem):
+        fs = fs.base_fs
+    capable = fs.type_name not in OBJECT_STORES
+    return Capabilities(can_flush=capable, can_append=capable)
 
 
 def local_path(fs: pafs.FileSystem, path: str) -> str | None:
@@ -42,3 +69,11 @@ def truncate(fs: pafs.FileSystem, path: str, length: int) -> bool:
         return False
     os.truncate(local, length)
     return True
+
+
+def delete_locations(locations: Iterable[str]) -> None:
+    """Remove directories (dropped tables'), each with everything under it; one already gone is fine."""
+    for location in locations:
+        fs, path = table_filesystem(location)
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_dir(path)
