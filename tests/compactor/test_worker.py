@@ -97,6 +97,25 @@ def test_major_compaction_keeps_only_live_rows_with_their_row_ids(
     assert info.state == "succeeded" and info.highest_write_id == 6
 
 
+def test_stripes_encoded_side_by_side_keep_their_order(ms: Metastore) -> None:
+    """One event a stripe, encoded by two threads while the merge goes on: the base holds every live row with
+    its ROW__ID, its stripes in key order (the key index names each stripe's last key)."""
+    create(ms, "t", "id int, msg string")
+    stream(ms, "t", txns(*range(1, 9)), batch=2)
+    delete_rows(ms, "t", [rows_with_ids(ms, "db.t")[3][0]])
+    before = rows_with_ids(ms, "db.t")
+    config = CompactorConfig(retention=0, parallelism=2, batch_rows=1, stripe_bytes=1)
+    assert Compactor(ms, config).compact("db.t", kind="major").info.state == "ready for cleaning"
+    assert rows_with_ids(ms, "db.t") == before
+    [base] = [d for d in dirs(ms, "db.t") if d.startswith("base_")]
+    orc = po.ORCFile(str(Path(ms.table("db.t").location) / base / "bucket_00000"))
+    events = orc.read().to_pylist()
+    keys = [(e["originalTransaction"], e["bucket"], e["rowId"]) for e in events]
+    assert orc.nstripes == len(before) == len(keys) and keys == sorted(keys)
+    index = orc.metadata[b"hive.acid.key.index"].decode()
+    assert index == "".join(f"{o},{b},{r};" for o, b, r in keys)
+
+
 def test_output_is_compressed_per_the_table(ms: Metastore, compactor: Compactor) -> None:
     ms.execute(
         "CREATE TABLE db.s (id int, msg string) STORED AS ORC "

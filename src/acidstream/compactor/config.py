@@ -29,7 +29,9 @@ class CompactorConfig:
     * ``retention`` (``hive.compactor.cleaner.retention.time``, 300 s): how long replaced files stay after a
       compaction is published, for readers that do not register (Hive's own, other engines).
     * ``max_attempts``: claims of one request before it fails (a killed worker's request is retried).
-    * ``parallelism``: bucket jobs a worker runs at once in-process; ``batch_rows``: rows per merge batch.
+    * ``parallelism``: bucket jobs a worker runs at once in-process; ``batch_rows``: rows per merge batch;
+      ``stripe_bytes``: Arrow bytes of events per output stripe (the unit encoded side by side, see
+      ``compactor.output``).
     """
 
     delta_num_threshold: int = 10
@@ -43,6 +45,7 @@ class CompactorConfig:
     max_attempts: int = 2
     parallelism: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     batch_rows: int = 64 * 1024
+    stripe_bytes: int = 16 << 20
 
     def for_table(self, properties: Mapping[str, str]) -> CompactorConfig:
         """These settings with a table's ``compactorthreshold.*`` overrides applied."""

@@ -22,6 +22,7 @@ from acidstream.acid.names import (
 )
 from acidstream.acid.selection import AcidDir, AcidState
 from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob
 from acidstream.metastore.models import Table
 from acidstream.read.planning import FileSlice, dir_slices, original_slice
@@ -80,7 +81,7 @@ def plan_partition(
     state: AcidState,
     write_ids: ValidWriteIdList,
     table: Table,
-    batch_rows: int,
+    config: CompactorConfig,
 ) -> PartitionPlan | None:
     """The compaction of one partition directory at ``path`` (``location`` as the metastore names it), writing
     under ``tmp``; None when there is not enough to compact."""
@@ -119,7 +120,8 @@ def plan_partition(
             delete_path=None if delete_dir is None else f"{tmp}/{delete_dir}/{bucket_file(b)}",
             columns=table.columns,
             compression=table.orc_compression,
-            batch_rows=batch_rows,
+            batch_rows=config.batch_rows,
+            stripe_bytes=config.stripe_bytes,
         )
         for b in buckets
     )

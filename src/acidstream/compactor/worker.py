@@ -69,11 +69,17 @@ def new_worker_id() -> str:
 
 
 def threaded_runner(parallelism: int) -> JobRunner:
+    """``parallelism`` jobs at once, their stripes encoded by as many threads shared between them (pyarrow
+    releases the GIL), so the cores stay busy while fewer jobs than cores remain."""
+
     def run(jobs: Sequence[BucketJob]) -> list[BucketResult]:
-        if parallelism <= 1 or len(jobs) <= 1:
+        if parallelism <= 1:
             return [run_bucket_job(j) for j in jobs]
-        with ThreadPoolExecutor(min(parallelism, len(jobs)), thread_name_prefix="acidstream-compact") as pool:
-            return list(pool.map(run_bucket_job, jobs))
+        with (
+            ThreadPoolExecutor(parallelism, thread_name_prefix="acidstream-encode") as encoder,
+            ThreadPoolExecutor(min(parallelism, len(jobs)), thread_name_prefix="acidstream-compact") as pool,
+        ):
+            return list(pool.map(lambda job: run_bucket_job(job, encoder), jobs))
 
     return run
 
@@ -160,7 +166,7 @@ class Claimed:
             state,
             write_ids,
             target.table,
-            self.config.batch_rows,
+            self.config,
         )
         if plan is None:
             if needs_cleaning(state):  # nothing to merge, but the cleaner has work: publish nothing
