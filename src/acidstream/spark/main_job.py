@@ -54,7 +54,7 @@ ROWS_PER_FILE = 25_000
 #: Seconds between two looks at the metastore for the progress shown.
 PROGRESS_POLL = 0.2
 #: Seconds between two compactor passes while the job streams.
-COMPACT_INTERVAL = 2.0
+COMPACT_INTERVAL = 5.0
 #: Hive's thresholds; what a compaction replaced goes as soon as no registered reader needs it (the job's
 #: readers, its Spark SQL queries included, all register their snapshots: no retention delay is needed).
 COMPACTOR_CONFIG = CompactorConfig(retention=0.0)
