@@ -11,6 +11,7 @@ tail at the end (no intermediate footers: nobody reads it before it is published
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, Future
@@ -21,6 +22,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions
 from acidstream.acid.types import Column
+from acidstream.errors import StreamingIOFailure
 
 #: Stripes of one file waiting for their encoding: bounds a job's memory to a few stripes.
 IN_FLIGHT = 2
@@ -43,8 +45,8 @@ def write_output(
     encoder: Executor | None = None,
 ) -> Written:
     """Events (sorted) into a new file at ``path``, created with the first event; stripes encoded in
-    ``encoder`` (in this thread without one). A failure leaves a partial file in the compaction's ``_tmp``
-    directory, which is discarded with it."""
+    ``encoder`` (in this thread without one). A failure removes the partial file (the compaction's ``_tmp``
+    directory, discarded with it, would anyway)."""
     writer: AcidWriter | None = None
     waiting: deque[Future[EncodedEvents]] = deque()
     stripe: list[pa.RecordBatch] = []
@@ -80,7 +82,11 @@ def write_output(
         while waiting:
             writer.append_encoded(waiting.popleft().result())
         writer.close()
-    finally:
-        for future in waiting:  # a failure: let no encoding outlive the job
+    except BaseException:
+        for future in waiting:  # let no encoding outlive the job, nor the file stay open
             future.cancel()
+        if writer is not None:
+            with contextlib.suppress(StreamingIOFailure):
+                writer.abort_close()
+        raise
     return Written(events, writer.bytes_written, path)
