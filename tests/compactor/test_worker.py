@@ -302,6 +302,11 @@ def test_everything_deleted_leaves_an_empty_base(ms: Metastore, compactor: Compa
     assert ms.table("db.t").scan().count() == 0
     base = Path(ms.table("db.t").location) / "base_0000003"
     assert sorted(p.name for p in base.iterdir()) == ["_metadata_acid", "_orc_acid_version"]
+    # an empty base and a delete delta: no bucket holds an insert, no job to run, a new empty base
+    delete_rows(ms, "t", [(1, B0, 0)])
+    assert compactor.compact("db.t", kind="major").info.state == "ready for cleaning"
+    compactor.clean()
+    assert dirs(ms, "db.t") == ["base_0000004"]
 
 
 def test_a_failing_compaction_changes_nothing(ms: Metastore, compactor: Compactor) -> None:

@@ -142,7 +142,7 @@ def plan_partition(
 def delta_runs(state: AcidState, max_deltas: int) -> list[list[AcidDir]]:
     """The pre-pass: ``len(deltas) // max_deltas`` consecutive runs of ``max_deltas`` current deltas (insert
     and delete deltas counted together, in Hive's order), each to be minor-compacted first; the rest of the
-    deltas stay as they are. None when there are not more than ``max_deltas`` (or it is below 2)."""
+    deltas stay as they are. No run when there are not more than ``max_deltas`` (or it is below 2)."""
     deltas = state.deltas
     if max_deltas < 2 or len(deltas) <= max_deltas:
         return []

@@ -82,7 +82,7 @@ def threaded_runner(parallelism: int) -> JobRunner:
     releases the GIL), so the cores stay busy while fewer jobs than cores remain."""
 
     def run(jobs: Sequence[BucketJob]) -> list[BucketResult]:
-        if parallelism <= 1:
+        if parallelism <= 1 or not jobs:
             return [run_bucket_job(j) for j in jobs]
         with (
             ThreadPoolExecutor(parallelism, thread_name_prefix="acidstream-encode") as encoder,
