@@ -1,21 +1,23 @@
 """Major compaction against raw pyarrow, and scans before/after it (issue 17 bench).
 
 The table is bench_read's: ``id int, msg string`` clustered into 5 buckets, N rows streamed as T committed
-transactions (T deltas of 5 bucket files), then D% of the rows deleted in one more transaction. Cases, each in
-its own subprocess (so its peak RSS is its own), interleaved ``--repeat`` times on the same files:
+transactions (T deltas of 5 bucket files), then D% of the rows deleted in one more transaction. Each round runs
+every case, each in its own subprocess (so its peak RSS is its own), on the same files:
 
 1. ``raw``: pyarrow reads every insert file the compaction reads and writes their rows as plain ORC, one file
    per bucket, as many buckets at once as the compactor's worker (no ACID logic: no merge, no deletes);
-2. ``major``: a major compaction (claim, plan, merge and write every bucket, publish), the table restored to
-   its pre-compaction state first; compared with ``raw`` in input rows per second (goal >= 60%);
-3. ``scan before`` / ``scan after``: ``table.scan().to_batches()`` drained before and after the compaction
-   (and its cleaning); "vs before" goal >= 3x;
-4. ``pyarrow after``: plain ``pyarrow.orc`` read of the compacted base's files; ``scan after`` against it,
-   goal >= 80%.
+2. ``major``: a major compaction (claim, plan, merge and write every bucket, publish) of the streamed table;
+   compared with ``raw`` in input rows per second (goal >= 60%);
+3. ``scan before``: ``table.scan().to_batches()`` drained on the streamed table;
+4. then, untimed, the table is compacted and cleaned, and ``scan after`` is the same scan ("vs before" goal
+   >= 3x) and ``pyarrow after`` a plain ``pyarrow.orc`` read of the compacted base's files (``scan after``
+   against it: goal >= 80%).
 
-Also reported: file and directory counts before and after. Prints a markdown table.
+Every case but the last two starts from a copy of the streamed table. Ratios are medians of the per-round
+ratios (the machine's speed drifts between rounds); times are medians too. Also reported: file and directory
+counts before and after. Prints a markdown table.
 
-    python bench/bench_compaction.py [--rows 5000000] [--txns 100] [--delete-pct 5] [--repeat 3] [--dir DIR]
+    python bench/bench_compaction.py [--rows 5000000] [--txns 100] [--delete-pct 5] [--rounds 5] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from _memory import peak_rss_mib
-from bench_read import TABLE, _metastore, add_deletes, build, run_cases
+from _subprocess import run_script
+from bench_read import TABLE, _metastore, add_deletes, build
 
 
 def _location(root: Path) -> Path:
@@ -73,13 +77,14 @@ def case(root: Path, name: str) -> dict[str, float]:
     from acidstream.compactor import Compactor, CompactorConfig
 
     config = CompactorConfig(retention=0)
-    if name == "major":
-        restore(root)
+    if name in ("raw", "major", "scan before"):
+        restore(root)  # the streamed table, as before any compaction (a previous case may have compacted it)
     ms = _metastore(root)
     scan = ms.table(TABLE).scan()
     plan = scan.plan_files()
     scan.close()
     out = root / "raw_out"
+    pa.array([0]).to_numpy()  # pyarrow imports pandas on a process's first to_numpy: not part of any case
     start, cpu = time.perf_counter(), time.process_time()
     rows = 0
     if name == "raw":
@@ -113,6 +118,19 @@ def case(root: Path, name: str) -> dict[str, float]:
     return {"rows": rows, "seconds": seconds, "cpu": cpu, "rss_mib": peak_rss_mib()}
 
 
+def compacted(root: Path) -> tuple[int, int]:
+    """The streamed table, major-compacted and cleaned (untimed); its (directories, files)."""
+    from acidstream.compactor import Compactor, CompactorConfig
+
+    restore(root)
+    ms = _metastore(root)
+    compactor = Compactor(ms, CompactorConfig(retention=0))
+    assert compactor.compact(TABLE, kind="major").info.state == "ready for cleaning"
+    assert all(c.state == "succeeded" for c in compactor.clean())
+    ms.close()
+    return counts(root)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,7 +138,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--txns", type=int, default=100)
     parser.add_argument("--delete-pct", type=float, default=5.0)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dir", type=Path, help="work directory (kept; default: a temporary one)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -138,38 +156,45 @@ def main() -> None:
     )
     snapshot(root)
     before_counts = counts(root)
-    results = run_cases(root, ["raw", "major", "scan before"], args.repeat, __file__)
-    restore(root)
-    from acidstream.compactor import Compactor, CompactorConfig
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in CASES}
+    for _ in range(args.rounds):
+        for name in CASES[:3]:
+            runs[name].append(run_script(__file__, ["--case", name, "--dir", str(root)]))
+        after_counts = compacted(root)
+        for name in CASES[3:]:
+            runs[name].append(run_script(__file__, ["--case", name, "--dir", str(root)]))
+    from acidstream.compactor import CompactorConfig
 
-    ms = _metastore(root)
-    compactor = Compactor(ms, CompactorConfig(retention=0))
-    assert compactor.compact(TABLE, kind="major").info.state == "ready for cleaning"
-    assert all(c.state == "succeeded" for c in compactor.clean())
-    ms.close()
-    after_counts = counts(root)
-    results.update(run_cases(root, ["scan after", "pyarrow after"], args.repeat, __file__))
     print(
         f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}, best of {args.repeat}; worker parallelism "
+        f"{platform.python_version()}, medians of {args.rounds} rounds; worker parallelism "
         f"{CompactorConfig().parallelism}\n"
     )
     print("| case | rows | wall s | CPU s | M rows/s | compared with | ratio | peak RSS MiB |")
     print("|---|---:|---:|---:|---:|---|---:|---:|")
-    against = {"major": "raw", "scan after": "scan before", "pyarrow after": None}
-    for name, r in results.items():
+    against = {"major": "raw", "scan after": "scan before"}
+    for name, rs in runs.items():
         ref = against.get(name)
-        ratio = ""
-        if ref is not None:
-            ratio = f"{(r['rows'] / r['seconds']) / (results[ref]['rows'] / results[ref]['seconds']):.2f}x"
+        ratio = "" if ref is None else f"{_median_ratio(runs[ref], rs):.2f}x"
+        med = {k: statistics.median(r[k] for r in rs) for k in ("rows", "seconds", "cpu", "rss_mib")}
         print(
-            f"| {name} | {r['rows']:,.0f} | {r['seconds']:.2f} | {r['cpu']:.2f} | "
-            f"{r['rows'] / r['seconds'] / 1e6:.2f} | {ref or ''} | {ratio} | {r['rss_mib']:.0f} |"
+            f"| {name} | {med['rows']:,.0f} | {med['seconds']:.2f} | {med['cpu']:.2f} | "
+            f"{med['rows'] / med['seconds'] / 1e6:.2f} | {ref or ''} | {ratio} | {med['rss_mib']:.0f} |"
         )
-    scan_vs_pyarrow = results["pyarrow after"]["seconds"] / results["scan after"]["seconds"]
+    scan_vs_pyarrow = _median_ratio(runs["pyarrow after"], runs["scan after"])
     print(f"\nscan after vs pyarrow after (same files): {scan_vs_pyarrow:.0%}")
     print(
         f"directories/files before: {before_counts[0]}/{before_counts[1]}, after: {after_counts[0]}/{after_counts[1]}"
+    )
+
+
+CASES = ["raw", "major", "scan before", "scan after", "pyarrow after"]
+
+
+def _median_ratio(peer: list[dict[str, float]], ours: list[dict[str, float]]) -> float:
+    """Median over rounds of our throughput (input rows per second) over the peer's."""
+    return statistics.median(
+        (o["rows"] / o["seconds"]) / (p["rows"] / p["seconds"]) for p, o in zip(peer, ours, strict=True)
     )
 
 

@@ -8,6 +8,7 @@ Hive 3 would produce.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ from compactorhelpers import dirs, hidden, rows_with_ids
 from acidstream import Metastore
 from acidstream.acid.codec import BucketCodec
 from acidstream.compactor import Compactor, CompactorConfig
+from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
 from acidstream.errors import InvalidObjectException
 from read.readhelpers import connect, create, delete_rows, stream
 
@@ -95,6 +97,52 @@ def test_major_compaction_keeps_only_live_rows_with_their_row_ids(
     assert {e["operation"] for e in orc.read().to_pylist()} == {0}
     info = ms.get_compaction(outcome.info.id)
     assert info.state == "succeeded" and info.highest_write_id == 6
+
+
+def test_stripes_encoded_side_by_side_keep_their_order(ms: Metastore) -> None:
+    """One event a stripe, encoded by two threads while the merge goes on: the base holds every live row with
+    its ROW__ID, its stripes in key order (the key index names each stripe's last key)."""
+    create(ms, "t", "id int, msg string")
+    stream(ms, "t", txns(*range(1, 9)), batch=2)
+    delete_rows(ms, "t", [rows_with_ids(ms, "db.t")[3][0]])
+    before = rows_with_ids(ms, "db.t")
+    config = CompactorConfig(retention=0, parallelism=2, batch_rows=1, stripe_bytes=1)
+    assert Compactor(ms, config).compact("db.t", kind="major").info.state == "ready for cleaning"
+    assert rows_with_ids(ms, "db.t") == before
+    [base] = [d for d in dirs(ms, "db.t") if d.startswith("base_")]
+    orc = po.ORCFile(str(Path(ms.table("db.t").location) / base / "bucket_00000"))
+    events = orc.read().to_pylist()
+    keys = [(e["originalTransaction"], e["bucket"], e["rowId"]) for e in events]
+    assert orc.nstripes == len(before) == len(keys) and keys == sorted(keys)
+    index = orc.metadata[b"hive.acid.key.index"].decode()
+    assert index == "".join(f"{o},{b},{r};" for o, b, r in keys)
+
+
+@pytest.mark.parametrize("kind", ["major", "minor"])
+def test_more_deltas_than_max_num_delta_merge_in_runs_first(ms: Metastore, kind: str) -> None:
+    """``hive.compactor.max.num.delta``: 9 deltas, at most 4 at once: two runs of 4 are minor-compacted into
+    ``_tmp`` first (Hive's pre-pass), then the request merges their outputs with the ninth. Only the request's
+    own output is published; every input goes at cleaning."""
+    create(ms, "t", "id int, msg string", "CLUSTERED BY (id) INTO 2 BUCKETS")
+    stream(ms, "t", txns(*range(1, 9)))
+    delete_rows(ms, "t", [rows_with_ids(ms, "db.t")[5][0]])
+    before = rows_with_ids(ms, "db.t")
+    merged: list[list[int]] = []  # per call of the job runner: input files per job
+
+    def run_jobs(jobs: Sequence[BucketJob]) -> list[BucketResult]:
+        merged.append([len(j.inserts) + len(j.deletes) for j in jobs])
+        return [run_bucket_job(j) for j in jobs]
+
+    compactor = Compactor(ms, CompactorConfig(retention=0, max_num_delta=4), run_jobs=run_jobs)
+    assert compactor.compact("db.t", kind=kind).info.state == "ready for cleaning"
+    assert len(merged) == 3 and all(n <= 4 for run in merged[:2] for n in run)
+    assert max(merged[2]) < 9
+    assert hidden(ms, "db.t") == []
+    assert rows_with_ids(ms, "db.t") == before
+    compactor.clean()
+    expected = ["base_0000009"] if kind == "major" else ["delete_delta_0000001_0000009", "delta_0000001_0000009"]
+    assert dirs(ms, "db.t") == expected
+    assert rows_with_ids(ms, "db.t") == before
 
 
 def test_output_is_compressed_per_the_table(ms: Metastore, compactor: Compactor) -> None:
@@ -254,6 +302,11 @@ def test_everything_deleted_leaves_an_empty_base(ms: Metastore, compactor: Compa
     assert ms.table("db.t").scan().count() == 0
     base = Path(ms.table("db.t").location) / "base_0000003"
     assert sorted(p.name for p in base.iterdir()) == ["_metadata_acid", "_orc_acid_version"]
+    # an empty base and a delete delta: no bucket holds an insert, no job to run, a new empty base
+    delete_rows(ms, "t", [(1, B0, 0)])
+    assert compactor.compact("db.t", kind="major").info.state == "ready for cleaning"
+    compactor.clean()
+    assert dirs(ms, "db.t") == ["base_0000004"]
 
 
 def test_a_failing_compaction_changes_nothing(ms: Metastore, compactor: Compactor) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,35 +30,35 @@ WIDE = {"COLUMNS": "200"}  # the summary table's rows on one line each
 
 
 def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_path: Path) -> None:
+    """The first run's 12 transactions leave 12 deltas in each partition: more than Hive's threshold of 10, so
+    the job's compactor major-compacts every partition (while the ingest goes on or in its last pass), and
+    the queries still see whole transactions only."""
     warehouse = tmp_path / "wh"
-    args = [
-        "main-job",
-        "--rows",
-        "900",
-        "--files",
-        "3",
-        "--warehouse",
-        str(warehouse),
-        "--query-interval",
-        "0.2",
-    ]
-    first = CliRunner().invoke(cli, args, catch_exceptions=False, env=WIDE)
+    args = ["main-job", "--warehouse", str(warehouse), "--query-interval", "0.2"]
+    sized = ["--rows", "900", "--files", "3"]
+    first = CliRunner().invoke(cli, [*args, "--rows", "1200", "--files", "12"], catch_exceptions=False, env=WIDE)
     assert first.exit_code == 0, first.output
     text = " ".join(first.output.split())
-    assert "rows ingested (this run) │ 900" in text and "records/s" in text
-    assert "3 (one per landing file and micro-batch)" in text
+    assert "rows ingested (this run) │ 1,200" in text and "records/s" in text
+    assert "12 (one per landing file and micro-batch)" in text
     assert "distinct snapshots mid-ingest, each with whole transactions only" in text
-    second = CliRunner().invoke(cli, args, catch_exceptions=False, env=WIDE)
+    assert "compactor: requested " in text  # a pass's figures, as it happens
+    compacted = re.search(r"│ (\d+) compactions of \1 requested, [\d,]+ rows rewritten, 0 failed; \d+ cleaned", text)
+    assert compacted and int(compacted[1]) >= 10  # when the passes come decides how many more than one each
+    ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
+    partitions = list(Path(ms.table("testing.alerts").location).glob("continent=*/country=*"))
+    assert len(partitions) == 10
+    assert all(any(d.name.startswith("base_") for d in p.iterdir()) for p in partitions)
+    second = CliRunner().invoke(cli, [*args, *sized], catch_exceptions=False, env=WIDE)
     assert second.exit_code == 0, second.output
 
-    ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
     ids = ms.table("testing.alerts").scan(columns=["id"]).to_arrow().column("id").to_pylist()
-    assert sorted(ids) == list(range(1800))
-    assert ms.get_valid_write_ids("testing.alerts").high_watermark == 6  # one txn per landing file
+    assert sorted(ids) == list(range(2100))
+    assert ms.get_valid_write_ids("testing.alerts").high_watermark == 15  # one txn per landing file
     assert acid_spark.sparkContext._jsc is not None  # the shared session survived the command
     assert acid_spark.sparkContext.getLocalProperty(POOL_PROPERTY) is None  # the thread's pool is put back
 
-    reset = CliRunner().invoke(cli, [*args, "--reset"], catch_exceptions=False, env=WIDE)
+    reset = CliRunner().invoke(cli, [*args, *sized, "--reset"], catch_exceptions=False, env=WIDE)
     assert reset.exit_code == 0, reset.output
     ids = ms.table("testing.alerts").scan(columns=["id"]).to_arrow().column("id").to_pylist()
     assert sorted(ids) == list(range(900))

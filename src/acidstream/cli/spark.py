@@ -52,7 +52,7 @@ def main_job(
     Spark SQL queries, run while the ingest goes on, check that each saw whole transactions only. Creates the
     metastore, database and table if needed.
     """
-    from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, run
+    from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, describe, run
     from acidstream.spark.shell import command_session
 
     console = Console()
@@ -78,7 +78,13 @@ def main_job(
             )
         )
         bar = progress.add_task("rows", total=rows)
-        report = run(cfg, spark, lambda committed: progress.update(bar, completed=committed))
+        report = run(
+            cfg,
+            spark,
+            lambda committed: progress.update(bar, completed=committed),
+            lambda summary: progress.console.print(f"compactor: {describe(summary)}"),
+        )
+    compaction = report.compaction
     summary = Table(title="acidstream main-job: testing.alerts", show_header=False)
     for label, value in [
         ("rows ingested (this run)", f"{report.rows:,}"),
@@ -100,6 +106,12 @@ def main_job(
             "Spark SQL queries",
             f"{report.queries} (one before the ingest, one after); they saw {report.mid_ingest_snapshots} "
             "distinct snapshots mid-ingest, each with whole transactions only",
+        ),
+        (
+            "compactor (while streaming, and once after)",
+            f"{compaction['compacted']} compactions of {compaction['requested']} requested, "
+            f"{compaction['rows_written']:,} rows rewritten, {compaction['failed']} failed; "
+            f"{compaction['cleaned']} cleaned (replaced files go once no query that may read them is left)",
         ),
         ("warehouse", cfg.warehouse),
         ("Spark log", log_file or "(session's stderr)"),

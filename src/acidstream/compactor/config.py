@@ -28,8 +28,12 @@ class CompactorConfig:
       (``hive.compactor.cleaner.run.interval``, 5 s): daemon cadence.
     * ``retention`` (``hive.compactor.cleaner.retention.time``, 300 s): how long replaced files stay after a
       compaction is published, for readers that do not register (Hive's own, other engines).
+    * ``max_num_delta`` (``hive.compactor.max.num.delta``, 500): more current deltas than this in a partition
+      are first minor-compacted in runs of this many, which then feed the requested compaction.
     * ``max_attempts``: claims of one request before it fails (a killed worker's request is retried).
-    * ``parallelism``: bucket jobs a worker runs at once in-process; ``batch_rows``: rows per merge batch.
+    * ``parallelism``: bucket jobs a worker runs at once in-process; ``batch_rows``: rows per merge batch;
+      ``stripe_bytes``: Arrow bytes of events per output stripe (the unit encoded side by side, see
+      ``compactor.output``).
     """
 
     delta_num_threshold: int = 10
@@ -41,8 +45,10 @@ class CompactorConfig:
     cleaner_interval: float = 5.0
     retention: float = 300.0
     max_attempts: int = 2
+    max_num_delta: int = 500
     parallelism: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     batch_rows: int = 64 * 1024
+    stripe_bytes: int = 16 << 20
 
     def for_table(self, properties: Mapping[str, str]) -> CompactorConfig:
         """These settings with a table's ``compactorthreshold.*`` overrides applied."""

@@ -11,17 +11,19 @@ changed: mutations planned against the old files stay valid against the new ones
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from acidstream.acid.orc import AcidWriter, WriterOptions, iter_event_batches, read_events
+from acidstream.acid.orc import WriterOptions, iter_event_batches, read_events
 from acidstream.acid.orc.events import EVENT_FIELDS, KEY_FIELDS, EventKind, event_schema
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
 from acidstream.compactor.merge import SortedSource, merge_sorted, sorted_order
+from acidstream.compactor.output import Written, write_output
 from acidstream.errors import AcidFormatError
 from acidstream.read.deletes import DeleteSet, check_bucket_ids, key_arrays, valid_mask
 from acidstream.read.originals import original_events
@@ -45,6 +47,7 @@ class BucketJob:
     columns: tuple[Column, ...]
     compression: str
     batch_rows: int
+    stripe_bytes: int
 
 
 @dataclass(frozen=True)
@@ -57,56 +60,36 @@ class BucketResult:
     files: tuple[str, ...]
 
 
-def run_bucket_job(job: BucketJob) -> BucketResult:
+def run_bucket_job(job: BucketJob, encoder: Executor | None = None) -> BucketResult:
+    """Run one job; ``encoder`` encodes its stripes while it merges (see :mod:`compactor.output`)."""
     fs, _ = table_filesystem(job.location)
     schema = event_schema(pa.struct([c.to_arrow() for c in job.columns]))
     options = WriterOptions(compression=job.compression, is_base=job.major, streaming_optimizations=False)
     reads = _Counter()
     deletes = DeleteSet.load(fs, job.deletes, job.write_ids) if job.major else None
     sources = _insert_sources(fs, job, schema, deletes, reads)
-    inserted = _write(fs, job.insert_path, job.columns, options, merge_sorted(sources))
-    deleted: tuple[int, int, str | None] = (0, 0, None)
+    inserted = write_output(
+        fs, job.insert_path, job.columns, options, merge_sorted(sources), job.stripe_bytes, encoder
+    )
+    deleted = Written(0, 0, None)
     if not job.major and job.deletes:
         assert job.delete_path is not None
         delete_sources = [_delete_source(fs, piece, job, schema) for piece in job.deletes]
-        deleted = _write(fs, job.delete_path, job.columns, options, merge_sorted(delete_sources))
+        deleted = write_output(
+            fs, job.delete_path, job.columns, options, merge_sorted(delete_sources), job.stripe_bytes, encoder
+        )
     return BucketResult(
         job.bucket_id,
         reads.events,
-        inserted[0],
-        deleted[0],
-        inserted[1] + deleted[1],
-        tuple(p for p in (inserted[2], deleted[2]) if p is not None),
+        inserted.events,
+        deleted.events,
+        inserted.bytes + deleted.bytes,
+        tuple(w.path for w in (inserted, deleted) if w.path is not None),
     )
 
 
 class _Counter:
     events = 0
-
-
-def _write(
-    fs: pafs.FileSystem,
-    path: str,
-    columns: Sequence[Column],
-    options: WriterOptions,
-    batches: Iterator[pa.RecordBatch],
-) -> tuple[int, int, str | None]:
-    """Events into a new file at ``path`` (created with the first event: no events, no file).
-
-    Returns (events, bytes, path or None). A failure leaves a partial file in the ``_tmp`` directory, which is
-    discarded with it.
-    """
-    writer: AcidWriter | None = None
-    rows = 0
-    for batch in batches:
-        if writer is None:
-            writer = AcidWriter(fs, path, columns, options=options, side_file=False)
-        writer.write_events(batch)
-        rows += batch.num_rows
-    if writer is None:
-        return 0, 0, None
-    writer.close()
-    return rows, writer.bytes_written, path
 
 
 def _insert_sources(

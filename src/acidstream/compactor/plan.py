@@ -5,23 +5,32 @@ files), every current delta and delete delta, and writes ``base_N`` (N = the hig
 live rows; a minor one reads the current deltas only and writes ``delta_min_max`` and ``delete_delta_min_max``
 (no statement id, no ``_v`` suffix: Hive 3 names). Only deltas whose whole write-id range lies below the lowest
 open write id are current for the compactor, so an open transaction batch holds its delta back.
+
+More current deltas than ``hive.compactor.max.num.delta`` are first minor-compacted in runs of that many
+(Hive's ``CompactorMR`` pre-pass), so that no merge reads more than about that many deltas at once. Unlike Hive,
+the runs' outputs stay in the request's ``_tmp`` directory and only feed the final merge: nothing but the
+request's own outputs is ever published, and a failure or a crash leaves the partition as it was.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
 
 from acidstream.acid.names import (
+    ParsedDelta,
     base_dir,
     bucket_file,
     delete_delta_dir,
     delta_dir,
+    delta_sort_key,
+    parse_dir_name,
 )
 from acidstream.acid.selection import AcidDir, AcidState
 from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob
 from acidstream.metastore.models import Table
 from acidstream.read.planning import FileSlice, dir_slices, original_slice
@@ -80,7 +89,7 @@ def plan_partition(
     state: AcidState,
     write_ids: ValidWriteIdList,
     table: Table,
-    batch_rows: int,
+    config: CompactorConfig,
 ) -> PartitionPlan | None:
     """The compaction of one partition directory at ``path`` (``location`` as the metastore names it), writing
     under ``tmp``; None when there is not enough to compact."""
@@ -106,6 +115,7 @@ def plan_partition(
         piece = original_slice(original)
         inserts[piece.bucket_id].append(piece)
     buckets = sorted(set(inserts) | (set() if major else set(deletes)))
+    tmp_prefix = tmp.rstrip("/") + "/"
     rows_view = row_filter(write_ids)
     jobs = tuple(
         BucketJob(
@@ -119,9 +129,44 @@ def plan_partition(
             delete_path=None if delete_dir is None else f"{tmp}/{delete_dir}/{bucket_file(b)}",
             columns=table.columns,
             compression=table.orc_compression,
-            batch_rows=batch_rows,
+            batch_rows=config.batch_rows,
+            stripe_bytes=config.stripe_bytes,
         )
         for b in buckets
     )
     replaced = [d.path for d in dirs] + [f.path for f in originals] + list(state.obsolete)
+    replaced = [p for p in replaced if not p.startswith(tmp_prefix)]  # a pre-pass's outputs go with _tmp
     return PartitionPlan(kind, outputs, top_level_names(path, replaced), jobs, top)
+
+
+def delta_runs(state: AcidState, max_deltas: int) -> list[list[AcidDir]]:
+    """The pre-pass: ``len(deltas) // max_deltas`` consecutive runs of ``max_deltas`` current deltas (insert
+    and delete deltas counted together, in Hive's order), each to be minor-compacted first; the rest of the
+    deltas stay as they are. No run when there are not more than ``max_deltas`` (or it is below 2)."""
+    deltas = state.deltas
+    if max_deltas < 2 or len(deltas) <= max_deltas:
+        return []
+    return [deltas[i : i + max_deltas] for i in range(0, len(deltas) - max_deltas + 1, max_deltas)]
+
+
+def after_runs(
+    state: AcidState, runs: list[list[AcidDir]], outputs: list[tuple[str, list[str]]]
+) -> AcidState:
+    """``state`` with each run's deltas replaced by its outputs (``outputs[i]``: the directory holding them,
+    and their names): the replaced deltas count as obsolete (the cleaner deletes them with the request's
+    other inputs)."""
+    replaced = {d.path for run in runs for d in run}
+    made = [
+        AcidDir(f"{where}/{name}", name, parsed)
+        for where, names in outputs
+        for name in names
+        if (parsed := parse_dir_name(name)) is not None
+    ]
+    kept = [d for d in state.deltas if d.path not in replaced]
+    return replace(state, deltas=sorted(made + kept, key=_order), obsolete=[*state.obsolete, *sorted(replaced)])
+
+
+def _order(d: AcidDir) -> tuple[int, int, int, str]:
+    """Hive's delta order, by name (the paths of a pre-pass's outputs lie elsewhere)."""
+    assert isinstance(d.parsed, ParsedDelta)
+    return delta_sort_key(d.parsed, d.name)

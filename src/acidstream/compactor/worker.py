@@ -29,10 +29,19 @@ from typing import TYPE_CHECKING
 import pyarrow.fs as pafs
 
 from acidstream.acid.partitions import parse_part_name
-from acidstream.acid.selection import get_acid_state
+from acidstream.acid.selection import AcidDir, AcidState, get_acid_state
+from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
-from acidstream.compactor.plan import REFUSED, PartitionPlan, needs_cleaning, plan_partition, top_level_names
+from acidstream.compactor.plan import (
+    REFUSED,
+    PartitionPlan,
+    after_runs,
+    delta_runs,
+    needs_cleaning,
+    plan_partition,
+    top_level_names,
+)
 from acidstream.compactor.publish import (
     check_free,
     describe_outputs,
@@ -69,11 +78,17 @@ def new_worker_id() -> str:
 
 
 def threaded_runner(parallelism: int) -> JobRunner:
+    """``parallelism`` jobs at once, their stripes encoded by as many threads shared between them (pyarrow
+    releases the GIL), so the cores stay busy while fewer jobs than cores remain."""
+
     def run(jobs: Sequence[BucketJob]) -> list[BucketResult]:
-        if parallelism <= 1 or len(jobs) <= 1:
+        if parallelism <= 1 or not jobs:
             return [run_bucket_job(j) for j in jobs]
-        with ThreadPoolExecutor(min(parallelism, len(jobs)), thread_name_prefix="acidstream-compact") as pool:
-            return list(pool.map(run_bucket_job, jobs))
+        with (
+            ThreadPoolExecutor(parallelism, thread_name_prefix="acidstream-encode") as encoder,
+            ThreadPoolExecutor(min(parallelism, len(jobs)), thread_name_prefix="acidstream-compact") as pool,
+        ):
+            return list(pool.map(lambda job: run_bucket_job(job, encoder), jobs))
 
     return run
 
@@ -138,9 +153,9 @@ class Claimed:
     def __exit__(self, *exc: object) -> None:
         self._beat.stop()
 
-    def plan(self) -> PartitionPlan | None:
+    def plan(self, run_jobs: JobRunner) -> PartitionPlan | None:
         """The bucket jobs to run; None when the request is already finished (refused, or published with
-        nothing to merge because only the cleaner has work)."""
+        nothing to merge because only the cleaner has work). ``run_jobs`` runs the pre-pass's jobs, if any."""
         ci, ms, txn_id = self.ci, self.ms, self.txn_id
         target = self._target = resolve_target(ms, ci)
         write_ids = ms.get_valid_write_ids(ci.table_name).for_compactor()
@@ -150,7 +165,7 @@ class Claimed:
         if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
             ms.mark_refused(ci.id, f"{REFUSED} ({target.path} holds no files)", txn_id)
             return None
-        state = get_acid_state(target.fs, target.path, write_ids)
+        state = self._pre_pass(get_acid_state(target.fs, target.path, write_ids), write_ids, tmp, run_jobs)
         plan = plan_partition(
             target.fs,
             target.location,
@@ -160,7 +175,7 @@ class Claimed:
             state,
             write_ids,
             target.table,
-            self.config.batch_rows,
+            self.config,
         )
         if plan is None:
             if needs_cleaning(state):  # nothing to merge, but the cleaner has work: publish nothing
@@ -170,6 +185,43 @@ class Claimed:
             else:
                 ms.mark_refused(ci.id, REFUSED, txn_id)
         return plan
+
+    def _pre_pass(
+        self, state: AcidState, write_ids: ValidWriteIdList, tmp: str, run_jobs: JobRunner
+    ) -> AcidState:
+        """Minor-compact each run of :func:`plan.delta_runs` into ``tmp/run_<i>`` (its outputs then stand in
+        for its deltas in the returned state); ``state`` as it is when there are not that many deltas."""
+        target = self._target
+        assert target is not None
+        done: list[list[AcidDir]] = []
+        outputs: list[tuple[str, list[str]]] = []
+        for i, run in enumerate(delta_runs(state, self.config.max_num_delta)):
+            where = f"{tmp}/run_{i}"
+            plan = plan_partition(
+                target.fs,
+                target.location,
+                target.path,
+                where,
+                "minor",
+                AcidState(None, deltas=run),
+                write_ids,
+                target.table,
+                self.config,
+            )
+            if plan is None:  # one range's insert and delete deltas: nothing a minor compaction merges
+                continue
+            run_jobs(plan.jobs)
+            done.append(run)
+            outputs.append((where, finish_outputs(target.fs, where, plan.outputs)))
+        if done:
+            log.info(
+                "compaction %d: %d deltas, first merged in %d runs of at most %d",
+                self.ci.id,
+                len(state.deltas),
+                len(done),
+                self.config.max_num_delta,
+            )
+        return after_runs(state, done, outputs) if done else state
 
     def publish(self, plan: PartitionPlan) -> None:
         """Once every job of ``plan`` has written its files: steps 3 and 4."""
@@ -234,7 +286,7 @@ class Worker:
         with Claimed(self.ms, ci, self.config) as claimed:
             results: tuple[BucketResult, ...] = ()
             try:
-                plan = claimed.plan()
+                plan = claimed.plan(self.run_jobs)
                 if plan is not None:
                     results = tuple(self.run_jobs(plan.jobs))
                     claimed.publish(plan)

@@ -79,7 +79,7 @@ def run_requests(
         plans: list[tuple[Claimed, PartitionPlan]] = []
         for c in claimed:
             try:
-                plan = c.plan()
+                plan = c.plan(run_jobs)
             except Exception as exc:
                 c.fail(exc)
                 continue

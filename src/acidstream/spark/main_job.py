@@ -15,10 +15,16 @@ files raise the records/s towards the sink's own rate (docs/benchmarks.md) and l
 The queries run in their own fair-scheduler pool, so a micro-batch's task takes the next free core instead of
 queueing behind all of a query's tasks, and the next query waits at least as long as the last one took: the
 queries never hold the cores more than about half of the time.
+
+Meanwhile :class:`TableCompactor` keeps the table compacted, as a compactor daemon would: every
+:data:`COMPACT_INTERVAL` seconds one pass of the initiator (Hive's thresholds: more than 10 deltas in a
+partition asks for a compaction), the workers and the cleaner, and one more pass after the ingest. The queries
+keep checking whole transactions while compactions replace the files under them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import statistics
@@ -30,12 +36,15 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
-from acidstream.errors import TransactionError
+from acidstream.compactor import Compactor, CompactorConfig, Summary
+from acidstream.errors import StreamingException, TransactionError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from acidstream.catalog import Metastore
+
+log = logging.getLogger(__name__)
 
 TABLE = "testing.alerts"
 #: Rows a run lands and ingests unless told otherwise.
@@ -44,6 +53,11 @@ DEFAULT_ROWS = 1_000_000
 ROWS_PER_FILE = 25_000
 #: Seconds between two looks at the metastore for the progress shown.
 PROGRESS_POLL = 0.2
+#: Seconds between two compactor passes while the job streams.
+COMPACT_INTERVAL = 5.0
+#: Hive's thresholds; what a compaction replaced goes as soon as no registered reader needs it (the job's
+#: readers, its Spark SQL queries included, all register their snapshots: no retention delay is needed).
+COMPACTOR_CONFIG = CompactorConfig(retention=0.0)
 #: Fair-scheduler pools (``spark.scheduler.mode=FAIR``, set by ``spark.shell.command_session``).
 INGEST_POOL = "acidstream-ingest"
 QUERY_POOL = "acidstream-queries"
@@ -86,6 +100,8 @@ class JobReport:
     files: int
     #: whole transactions of this run that each Spark SQL query saw, in order (the last after the ingest)
     snapshots: list[int] = field(default_factory=list)
+    #: what the compactor did while the job ran (``Summary.counts()``)
+    compaction: dict[str, int] = field(default_factory=dict)
     #: seconds of the first micro-batch; median seconds of the later ones and of their writing (Spark's progress)
     first_batch_seconds: float = 0.0
     batch_seconds: float = 0.0
@@ -228,17 +244,72 @@ class SnapshotWatcher(threading.Thread):
             raise self._error
 
 
-def run(cfg: JobConfig, spark: SparkSession, on_progress: Callable[[int], None]) -> JobReport:
-    """Land, stream and watch; ``on_progress(rows of this run committed so far)`` as the sink commits."""
+class TableCompactor(threading.Thread):
+    """Compactor passes (``Compactor.run_once``: initiator, workers, cleaner) every :data:`COMPACT_INTERVAL`
+    seconds while the ingest runs, and one more at :meth:`finish`, so the job leaves its table compacted.
+
+    ``on_pass(summary)`` follows every pass that did something. A pass that fails on the metastore or the
+    filesystem is logged and the next one retries, as in the compactor daemon: the ingest goes on.
+    """
+
+    def __init__(self, ms: Metastore, on_pass: Callable[[Summary], None] = lambda _: None) -> None:
+        super().__init__(name="acidstream-main-job-compactor", daemon=True)
+        self.compactor = Compactor(ms, COMPACTOR_CONFIG)
+        self.summary = Summary()
+        self._on_pass = on_pass
+        self._finishing = threading.Event()
+
+    def run(self) -> None:
+        while not self._finishing.wait(COMPACT_INTERVAL):
+            self.run_pass()
+
+    def run_pass(self) -> None:
+        try:
+            done = self.compactor.run_once(COMPACTOR_CONFIG.parallelism)
+        except (StreamingException, OSError):
+            log.exception("compactor pass failed; the next one retries")
+            return
+        self.summary.add(done)
+        if any(done.counts().values()):
+            self._on_pass(done)
+
+    def finish(self) -> Summary:
+        """Stop after the pass under way, run the last one; everything the passes did."""
+        self._finishing.set()
+        if self.is_alive():
+            self.join()
+        self.run_pass()
+        return self.summary
+
+
+def describe(summary: Summary) -> str:
+    """A pass's or a run's compactor figures, those not zero."""
+    return ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in summary.counts().items() if v) or "nothing"
+
+
+def run(
+    cfg: JobConfig,
+    spark: SparkSession,
+    on_progress: Callable[[int], None],
+    on_compaction: Callable[[Summary], None] = lambda _: None,
+) -> JobReport:
+    """Land, stream and watch; ``on_progress(rows of this run committed so far)`` as the sink commits,
+    ``on_compaction(summary)`` after each compactor pass that did something."""
     ms = prepare(cfg)
     pool_before = spark.sparkContext.getLocalProperty(POOL_PROPERTY)
     try:
-        return _run(cfg, spark, ms, on_progress)
+        return _run(cfg, spark, ms, on_progress, TableCompactor(ms, on_compaction))
     finally:
         _in_pool(spark, pool_before)
 
 
-def _run(cfg: JobConfig, spark: SparkSession, ms: Metastore, on_progress: Callable[[int], None]) -> JobReport:
+def _run(
+    cfg: JobConfig,
+    spark: SparkSession,
+    ms: Metastore,
+    on_progress: Callable[[int], None],
+    compactor: TableCompactor,
+) -> JobReport:
     first_id = ms.table(TABLE).scan(columns=["id"]).count()  # ids continue where earlier runs stopped
     write_ids_before = ms.get_valid_write_ids(TABLE).high_watermark
     landing = os.path.join(cfg.warehouse, "_landing")
@@ -266,6 +337,7 @@ def _run(cfg: JobConfig, spark: SparkSession, ms: Metastore, on_progress: Callab
     )
     _in_pool(spark, QUERY_POOL)
     watcher.start()
+    compactor.start()
     try:
         while query.isActive:
             query.awaitTermination(PROGRESS_POLL)  # type: ignore[arg-type]  # float seconds work
@@ -275,7 +347,8 @@ def _run(cfg: JobConfig, spark: SparkSession, ms: Metastore, on_progress: Callab
         seconds = time.monotonic() - started
     finally:
         watcher.finish()
-    watcher.observe()  # after the ingest: every file visible
+        compaction = compactor.finish()
+    watcher.observe()  # after the ingest and the last compactor pass: every file visible
     transactions = _committed_since(ms, write_ids_before)
     on_progress(committed_rows[min(transactions, len(sizes))])
     if watcher.snapshots[-1] != len(sizes):
@@ -290,6 +363,7 @@ def _run(cfg: JobConfig, spark: SparkSession, ms: Metastore, on_progress: Callab
         partitions=len(ms.list_partitions(TABLE)),
         files=sum(1 for _, _, names in os.walk(table.location) for n in names if n.startswith("bucket_")),
         snapshots=watcher.snapshots,
+        compaction=compaction.counts(),
         first_batch_seconds=first_batch_seconds,
         batch_seconds=batch_seconds,
         write_seconds=write_seconds,

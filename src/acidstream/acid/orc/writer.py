@@ -476,6 +476,16 @@ class AcidWriter:
             _encode(taken, self._options), lambda i: (ot[i].as_py(), bk[i].as_py(), rid[i].as_py())
         )
 
+    def append_encoded(self, encoded: EncodedEvents) -> None:
+        """Append stripes from :meth:`encode_events` (in take order) with no intermediate footer: for files
+        nobody reads before their close (compaction output), whose stripes are encoded in other threads."""
+        self._check_open()
+        self._await_files()
+        try:
+            self._append_encoded(encoded)
+        except OSError as exc:
+            raise self._failure(f"write to {self._path} failed: {exc}", exc) from exc
+
     def flush_encoded(self, encoded: Sequence[EncodedEvents] = ()) -> int:
         """Last step of :meth:`flush`: append the encoded stripes (in take order), then the intermediate footer."""
         self._check_open()
