@@ -85,6 +85,9 @@ _SOURCE_PRESENT = "__s_present"
 MAX_PUSHED_KEYS = 1_000_000
 #: Rows a read task gathers before keeping those of the pushed keys: the keys are hashed once per this many.
 KEY_FILTER_ROWS = 1 << 20
+#: File bytes per task reading the target: one task per core unless the table is larger. A merge reads the keys
+#: and ROW__IDs, a small part of each file, so tasks can cover more bytes than a read of whole rows.
+READ_TASK_BYTES = 1 << 30
 
 
 def merge(
@@ -233,7 +236,8 @@ def _scan_target(
     plan = scan.plan_files()
     columns = tuple(selected_columns(m.table, scan.columns))
     target = Target(location["metastore"], location["warehouse"], replace(m.table, metastore=None))
-    groups = pack_tasks(plan.tasks, min_groups=spark.sparkContext.defaultParallelism) or [()]
+    parallelism = spark.sparkContext.defaultParallelism
+    groups = pack_tasks(plan.tasks, READ_TASK_BYTES, min_groups=parallelism) or [()]
     stage = ReadStage(target, columns, plan.write_ids, tuple(groups), keys)
     ddl = f"{schema_ddl(columns, True)}, `{PARTITION_NAME}` string"
     return spark.range(0, len(groups), 1, len(groups)).mapInArrow(stage, ddl)
