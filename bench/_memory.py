@@ -18,26 +18,44 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def tree_peak_rss_mib() -> float:
-    """Sum of the peak RSS of this process and every descendant still running (a JVM and its Python workers):
-    an upper bound of the tree's peak, since pages shared between forked workers count in each."""
+def _tree() -> dict[int, dict[str, str]]:
+    """/proc status fields of this process and every descendant still running."""
     parents: dict[int, int] = {}
-    peaks: dict[int, float] = {}
+    fields: dict[int, dict[str, str]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status") as status:
-                fields = dict(line.split(":", 1) for line in status if ":" in line)
+                fields[int(entry)] = dict(line.split(":", 1) for line in status if ":" in line)
         except OSError:
             continue
-        parents[int(entry)] = int(fields.get("PPid", "0").strip())
-        if "VmHWM" in fields:
-            peaks[int(entry)] = int(fields["VmHWM"].split()[0]) / 1024
+        parents[int(entry)] = int(fields[int(entry)].get("PPid", "0").strip())
     tree = {os.getpid()}
     grew = True
     while grew:
         below = {pid for pid, parent in parents.items() if parent in tree} - tree
         tree |= below
         grew = bool(below)
-    return sum(peaks.get(pid, 0.0) for pid in tree)
+    return {pid: fields[pid] for pid in tree if pid in fields}
+
+
+def tree_peak_rss_mib() -> float:
+    """Sum of the peak RSS of this process and every descendant still running (a JVM and its Python workers):
+    an upper bound of the tree's peak, since pages shared between forked workers count in each."""
+    return sum(int(f["VmHWM"].split()[0]) / 1024 for f in _tree().values() if "VmHWM" in f)
+
+
+def tree_cpu_seconds() -> float:
+    """CPU time (user + system) used so far by this process and every descendant still running: the work of a
+    Spark job spread over a JVM and Python workers, which the wall time of a busy machine hides."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in _tree():
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks

@@ -11,11 +11,14 @@ to a deltalake table partitioned by ``p`` in T commits. Two change sets keyed by
   deltalake ``merge(...).when_matched_delete()``.
 
 Every case runs in its own subprocess (its peak RSS is its own) on a fresh copy of the loaded tables, cases
-interleaved ``--repeat`` times, best run reported. Spark cases (``acidstream.spark.merge``, local[2]) time the
-merge call only, after a warm-up merge on a small table (JVM start and Python workers excluded); their peak RSS
-is the sum over the driver's process tree (JVM, Python workers), an upper bound. Scans drain
-``table.scan().to_batches()`` before and after the change sets. Goals: acidstream merge >= 3x deltalake in wall
-time; scan after >= 50% of scan before; Spark merge within 2x of the Python merge. Prints a markdown table.
+interleaved ``--repeat`` times (rounds); each case's median is reported, and each ratio is the median of the
+per-round ratios. The merges are timed from the call on, both libraries imported before (a process that merges
+pays its imports once); their first-call costs in a fresh process are timed. Spark cases (``acidstream.spark.merge``, local[2]) time the merge call only, after a warm-up
+merge of a parquet source into a small table (JVM start, Python workers and the JVM's parquet reader
+excluded); their CPU time and peak RSS are sums over the driver's process tree (JVM, Python workers), the RSS an
+upper bound. Scans drain ``table.scan().to_batches()`` before and after the change sets. Goals: acidstream
+merge >= 3x deltalake in wall time; scan after >= 50% of scan before; Spark merge within 2x of the Python merge.
+Prints a markdown table.
 
     python bench/bench_merge.py [--rows 2000000] [--txns 10] [--percent 1] [--repeat 3] [--dir DIR]
     python bench/bench_merge.py --rows 200000 --repeat 1      # a quick run at a tenth of the size
@@ -29,6 +32,9 @@ import multiprocessing
 import os
 import platform
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,9 +44,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from _memory import peak_rss_mib, tree_peak_rss_mib
+from _memory import peak_rss_mib, tree_cpu_seconds, tree_peak_rss_mib
 from bench_compaction import restore, snapshot
-from bench_read import TABLE, _metastore, run_cases
+from bench_read import TABLE, _metastore
 
 DOUBLES = [f"c{i}" for i in range(10)]
 PARTITIONS = 4
@@ -150,8 +156,8 @@ def delta_merge(root: Path, kind: str, source: pa.Table) -> dict[str, int]:
 
 
 def spark_merge(root: Path, kind: str) -> tuple[float, float, dict[str, int]]:
-    """(seconds, CPU seconds of this driver process, counts) of the Spark merge, after a warm-up merge on a
-    small table of its own (JVM start, Python workers)."""
+    """(seconds, CPU seconds of the driver's process tree, counts) of the Spark merge, after a warm-up merge of
+    a parquet source into a small table of its own (JVM start, Python workers, the JVM's parquet reader)."""
     from acidstream import spark as acid
 
     session = acid.session("bench-merge", master="local[2]")
@@ -160,20 +166,21 @@ def spark_merge(root: Path, kind: str) -> tuple[float, float, dict[str, int]]:
         warm_ms.execute("CREATE DATABASE bench")
         create_table(warm_ms, TABLE)
         load(warm_ms, TABLE, 1000, 1)
-        warm = session.createDataFrame(rows_for(np.arange(500, 1500), 7).to_pandas())
+        pq.write_table(rows_for(np.arange(500, 1500), 7), f"{warm_dir}/warm.parquet")
+        warm = session.read.parquet(f"{warm_dir}/warm.parquet")
         warm_location = {"metastore": f"sqlite:///{warm_dir}/metastore.db", "warehouse": f"{warm_dir}/wh"}
         acid.merge(session, TABLE, warm, on=["id"], **warm_location)
         warm_ms.close()
     location = {"metastore": f"sqlite:///{root / 'metastore.db'}", "warehouse": str(root / "wh")}
     source = session.read.parquet(str(root / f"{kind}.parquet"))
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu = time.perf_counter(), tree_cpu_seconds()
     if kind == "upsert":
         counts = acid.merge(session, TABLE, source, on=["id"], **location)
     else:
         counts = acid.merge(
             session, TABLE, source, on=["id"], when_matched="delete", when_not_matched=None, **location
         )
-    return time.perf_counter() - start, time.process_time() - cpu, counts
+    return time.perf_counter() - start, tree_cpu_seconds() - cpu, counts
 
 
 def scan(ms: Any) -> int:
@@ -188,6 +195,8 @@ def case(root: Path, name: str) -> dict[str, Any]:
     engine, _, kind = name.partition(" ")
     restore(root)
     if engine == "deltalake":
+        import deltalake  # noqa: F401  # imported before the timing, as acidstream's merge code is
+
         restore_delta(root)
         source = pq.read_table(root / f"{kind}.parquet")
         start, cpu = time.perf_counter(), time.process_time()
@@ -196,6 +205,8 @@ def case(root: Path, name: str) -> dict[str, Any]:
         seconds, cpu_seconds, counts = spark_merge(root, kind)
         return {"seconds": seconds, "cpu": cpu_seconds, "rss_mib": tree_peak_rss_mib(), **counts}
     elif engine == "acidstream":
+        import acidstream.mutate.merge  # noqa: F401  # imported before the timing, as deltalake is
+
         ms = _metastore(root)
         source = pq.read_table(root / f"{kind}.parquet")
         start, cpu = time.perf_counter(), time.process_time()
@@ -230,6 +241,21 @@ CASES = {
 }
 
 
+def run_rounds(root: Path, names: list[str], rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """Each case in a fresh subprocess (``--case NAME``), all cases once per round, ``rounds`` rounds."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:
+            out = subprocess.run(
+                [sys.executable, __file__, "--case", name, "--dir", str(root)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -237,7 +263,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--txns", type=int, default=10)
     parser.add_argument("--percent", type=float, default=1.0, help="rows updated, inserted and deleted, each")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds")
     parser.add_argument("--cases", help="comma list of cases to run (default: all)")
     parser.add_argument("--dir", type=Path, help="work directory (kept; default: a temporary one)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -255,23 +281,27 @@ def main() -> None:
         f"built {args.rows:,} rows in {args.txns} txns, both tables, in {time.perf_counter() - start:.1f} s ({root})"
     )
     names = args.cases.split(",") if args.cases else list(CASES)
-    results = run_cases(root, names, args.repeat, __file__)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    runs = run_rounds(root, names, args.repeat)
     print(
-        f"\n{args.rows:,} rows in {args.txns} txns, {args.percent:g}% changes; {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}, best of {args.repeat}\n"
+        f"\n{args.rows:,} rows in {args.txns} txns, {args.percent:g}% changes; {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, started {started}, load average "
+        f"{os.getloadavg()[0]:.1f} at the end; medians of {args.repeat} rounds\n"
     )
-    print(
-        "| case | rows (ins/upd/del or scanned) | wall s | CPU s | peak RSS MiB | compared with | speed-up |"
-    )
+    print("| case | rows (ins/upd/del or scanned) | wall s | CPU s | peak RSS MiB | compared with | ratio |")
     print("|---|---|---:|---:|---:|---|---:|")
     for name in names:
-        r = results[name]
-        ref = CASES[name]
+        mine, ref = runs[name], CASES[name]
+        r = mine[0]
         counts = f"{r['rows']:,}" if "rows" in r else f"{r['inserted']:,}/{r['updated']:,}/{r['deleted']:,}"
-        ratio = f"{results[ref]['seconds'] / r['seconds']:.2f}x" if ref in results else ""
+        ratio = ""
+        if ref in runs:
+            ratios = [b["seconds"] / a["seconds"] for a, b in zip(mine, runs[ref], strict=True)]
+            ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
         print(
-            f"| {name} | {counts} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['rss_mib']:.0f} | "
-            f"{ref if ref in results else ''} | {ratio} |"
+            f"| {name} | {counts} | {statistics.median(x['seconds'] for x in mine):.2f} | "
+            f"{statistics.median(x['cpu'] for x in mine):.2f} | {max(x['rss_mib'] for x in mine):.0f} | "
+            f"{ref if ref in runs else ''} | {ratio} |"
         )
 
 

@@ -17,7 +17,8 @@ from acidstream.errors import BucketIdException, InvalidObjectException, Seriali
 from acidstream.metastore import TxnState
 from acidstream.mutate.apply import DELETE, INSERT, OP
 from acidstream.mutate.merge import TableMutation
-from acidstream.spark.mutate import BUCKET, remove_unreported, write_mutations
+from acidstream.spark import mutate as spark_mutate
+from acidstream.spark.mutate import BUCKET, keep_keys, remove_unreported, write_mutations
 from acidstream.spark.read import PARTITION_NAME
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
@@ -44,9 +45,17 @@ def no_open_txns(ms: Metastore) -> bool:
     return all(t.state is not TxnState.OPEN for t in ms.show_txns())
 
 
+@pytest.mark.parametrize("pushed", [True, False], ids=["keys pushed into the read", "semi-join in Spark"])
 def test_merge_equals_the_python_merge_and_pandas(
-    spread: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+    spread: Any,
+    ms: Metastore,
+    opts: dict[str, str],
+    twins: tuple[str, str],
+    pushed: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if not pushed:
+        monkeypatch.setattr(spark_mutate, "MAX_PUSHED_KEYS", 59)  # the source has 90 keys: too many
     by_spark, by_python = twins
     before = table_frame(ms, by_spark)
     rng = np.random.default_rng(11)
@@ -210,6 +219,16 @@ def test_rows_never_move_and_bad_sources_are_refused(
     assert no_open_txns(ms)
 
 
+def test_a_read_keeps_the_rows_whose_key_columns_hold_pushed_values() -> None:
+    """Each key column filtered on its own (a superset of the join's matches, which Spark then makes exact);
+    null never matches; batches gathered across the gathering size give the same rows."""
+    keys = pa.table({"id": [1, 2, None], "p": ["a", "b", "b"]})
+    rows = pa.table({"id": [1, 2, 1, 3, None, 2], "p": ["a", "a", "c", "a", "b", "b"], "v": range(6)})
+    for gather in (1, 4, 100):
+        kept = pa.Table.from_batches(list(keep_keys(rows.to_batches(max_chunksize=2), keys, gather)))
+        assert kept.column("v").to_pylist() == [0, 1, 5]
+
+
 def mutations(rows: list[tuple[int, str]], table: Any) -> pa.RecordBatch:
     """Insert mutation rows (id, partition) as the write stage receives them, sorted."""
     from acidstream.mutate import BucketIdResolver
@@ -317,3 +336,19 @@ def test_typed_columns_on_an_unpartitioned_unbucketed_table(
     python_rows = ms.table("testing.typed_python").scan().to_pandas().sort_values("k").reset_index(drop=True)
     pd.testing.assert_frame_equal(spark_rows, python_rows)
     assert spark_rows.amount.tolist() == source.amount.tolist()
+
+    # keys of a timestamp and a decimal pushed into the read: 3 rows match on both, 2 on k only (inserted)
+    source = rows(list(range(10, 15)), 2).assign(amount=[Decimal(f"{k}.99") for k in range(10, 15)])
+    source.loc[3:, "ts"] = dt.datetime(2000, 1, 1)
+    counts = acid.merge(
+        acid_spark, "testing.typed_spark", acid_spark.createDataFrame(source), on=["k", "ts"], **opts
+    )
+    assert counts == {"inserted": 2, "updated": 3, "deleted": 0}
+    assert ms.table("testing.typed_python").merge(source, on=["k", "ts"]) == counts
+    spark_rows = (
+        ms.table("testing.typed_spark").scan().to_pandas().sort_values(["k", "ts"]).reset_index(drop=True)
+    )
+    python_rows = (
+        ms.table("testing.typed_python").scan().to_pandas().sort_values(["k", "ts"]).reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(spark_rows, python_rows)

@@ -2,9 +2,11 @@
 
 Mutations arrive grouped by (partition, bucket) and, within a group, updates and deletes ascend by ROW__ID
 (the seed's MUSTs; validated here, failing fast with Hive's exceptions). Each group gets one insert file
-``delta_W_W_SSSS/bucket_B`` and one delete file ``delete_delta_W_W_SSSS/bucket_B``, written as it goes and closed
-when the group is left, so memory stays bounded by one stripe per file. An update is Hive's split update: a
-delete event for the old ROW__ID plus an insert event with the new values, in the same bucket.
+``delta_W_W_SSSS/bucket_B`` and one delete file ``delete_delta_W_W_SSSS/bucket_B``, written as it goes; files of
+groups left are closed together, up to ``CLOSE_TOGETHER`` at a time (a change set touches many buckets with a
+few rows each, and encoding their rows in one go shares pyarrow's set-up between files), so memory stays
+bounded by one stripe per open file. An update is Hive's split update: a delete event for the old ROW__ID plus
+an insert event with the new values, in the same bucket.
 
 The statement id ``SSSS`` keeps the files of coordinators on other processes or hosts apart: each writes with
 its own and the txn commits them all; the coordinator itself makes no metastore writes unless the table was
@@ -26,6 +28,7 @@ import pyarrow as pa
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
+from acidstream.acid.orc.writer import encode_together, prepare_directory
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
 from acidstream.acid.tabular import as_table, to_record_batch
 from acidstream.errors import (
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
 
 #: Records buffered by the per-record calls before they are written as one batch.
 DEFAULT_BUFFER_RECORDS = 8192
+#: Files of groups left that are closed together (see :meth:`MutatorCoordinator._close_left`).
+CLOSE_TOGETHER = 64
 
 
 class Op(enum.Enum):
@@ -125,9 +130,11 @@ class MutatorCoordinator:
         self._grouping = GroupingValidator()
         self._sequence = SequenceValidator()
         self._group: _Group | None = None
+        self._left: list[tuple[AcidWriter, PartitionMutations]] = []  # files of groups left, still open
         self._pending: _Pending | None = None
         self._locations: dict[PartitionValues, tuple[str, str]] = {}  # values -> (name, directory)
         self._created: set[PartitionValues] = set()
+        self._ready_dirs: set[str] = set()
         self._summary = MutationSummary(table.qualified_name, self.write_id, self.statement_id)
         self._failed: BaseException | None = None
         self._closed = False
@@ -377,14 +384,24 @@ class MutatorCoordinator:
         return group.deletes
 
     def _writer(self, group: _Group, directory: str) -> AcidWriter:
-        path = f"{group.mutations.location}/{directory}/{bucket_file(group.bucket)}"
+        """The group's file in ``directory``, which is made (with its version file) once per coordinator."""
+        location = f"{group.mutations.location}/{directory}"
+        path = f"{location}/{bucket_file(group.bucket)}"
+        if location not in self._ready_dirs:
+            try:
+                prepare_directory(self._fs, location)
+            except OSError as exc:
+                raise WorkerException(f"cannot create {location}: {exc}") from exc
+            self._ready_dirs.add(location)
         if self._delete_existing:
             with contextlib.suppress(FileNotFoundError):
                 self._fs.delete_file(
                     path
                 )  # left by an earlier attempt of this statement (Hive's deleteDeltaIfExists)
         try:
-            return AcidWriter(self._fs, path, self._columns, options=self._options, side_file=False)
+            return AcidWriter(
+                self._fs, path, self._columns, options=self._options, side_file=False, directory_ready=True
+            )
         except FileExistsError as exc:
             raise WorkerException(
                 f"{path} exists: another coordinator of this txn wrote statement {self.statement_id} of bucket "
@@ -402,14 +419,26 @@ class MutatorCoordinator:
         self._group = _Group(values, bucket, self._summary.partition(name, values, location))
         self._sequence.reset()
 
-    def _close_group(self) -> None:
+    def _close_group(self, *, last: bool = False) -> None:
+        """Leave the current group; its files close with the next :data:`CLOSE_TOGETHER` (all: ``last``)."""
         group, self._group = self._group, None
-        if group is None:
-            return
-        for writer in (group.inserts, group.deletes):
-            if writer is not None:
-                writer.close()
-                group.mutations.files.append(writer.path)
+        if group is not None:
+            self._left.extend((w, group.mutations) for w in (group.inserts, group.deletes) if w is not None)
+        if self._left and (last or len(self._left) >= CLOSE_TOGETHER):
+            self._close_left()
+
+    def _close_left(self) -> None:
+        """Close the files of the groups left: the rows they buffer encoded in one go (inserted rows of many
+        files share pyarrow's files, :func:`encode_together`), then each file's stripes and tail written."""
+        left = self._left
+        taken = [(w, t) for w, _ in left if (t := w.take_pending_events()) is not None]
+        encoded = {id(w): e for (w, _), e in zip(taken, encode_together(taken), strict=True)}
+        for writer, mutations in left:
+            chunk = encoded.get(id(writer))
+            writer.flush_encoded([chunk] if chunk is not None else [])
+            writer.close()
+            mutations.files.append(writer.path)
+        self._left = []
 
     def _location(self, values: PartitionValues) -> tuple[str, str]:
         """(partition name, directory): the metastore's location if it has the partition, else Hive's layout."""
@@ -474,7 +503,7 @@ class MutatorCoordinator:
         self._check_usable()
         try:
             self._write_pending()
-            self._close_group()
+            self._close_group(last=True)
         except BaseException as exc:
             self._failed = exc
             self.abort()
@@ -489,11 +518,13 @@ class MutatorCoordinator:
         self._closed = True
         self._pending = None
         group, self._group = self._group, None
+        left, self._left = self._left, []
+        writers = [w for w, _ in left]
         if group is not None:
-            for writer in (group.inserts, group.deletes):
-                if writer is not None:
-                    with contextlib.suppress(AcidStreamError, OSError):
-                        writer.abort_close()
+            writers += [w for w in (group.inserts, group.deletes) if w is not None]
+        for writer in writers:
+            with contextlib.suppress(AcidStreamError, OSError):
+                writer.abort_close()
 
     def _check_usable(self) -> None:
         if self._failed is not None:

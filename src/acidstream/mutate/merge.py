@@ -73,6 +73,10 @@ def merge(
         src = m.changes.align_source(as_table(source), on)
         target, parts = m.read_target(m.changes.target_columns(src.column_names, on, actions))
         t_idx, s_idx = _match(target, src, on)
+        if actions.when_not_matched_by_source is None:  # only matched target rows matter: keep just those
+            target, t_idx = rows_at(target, t_idx), np.arange(len(t_idx))
+        else:
+            target = target.combine_chunks()
         m.write(m.changes.merge(target, parts, src, t_idx, s_idx, actions, m.known_partitions), parts)
         return m.commit()
 
@@ -308,6 +312,20 @@ def _match_one(
             rows = np.flatnonzero(pc.equal(source, value).to_numpy(zero_copy_only=False))[:2].tolist()
             raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", {name: value.as_py()})
     return t_idx.astype(np.int64), s_idx
+
+
+def rows_at(table: pa.Table, ascending: npt.NDArray[np.int64]) -> pa.Table:
+    """``table.take(ascending)`` batch by batch: a take from a table of many chunks (a scan's batches) would
+    first concatenate every column whole, costing more than the rows taken."""
+    batches = table.to_batches()
+    ends = np.cumsum([b.num_rows for b in batches])
+    stops = np.searchsorted(ascending, ends)
+    taken, start = [], 0
+    for batch, end, stop in zip(batches, ends.tolist(), stops.tolist(), strict=True):
+        if stop > start:
+            taken.append(batch.take(pa.array(ascending[start:stop] - (end - batch.num_rows))))
+        start = stop
+    return pa.Table.from_batches(taken, schema=table.schema)
 
 
 def evaluate_assignment(value: Any, rows: pa.Table, target: pa.DataType, name: str) -> pa.ChunkedArray:

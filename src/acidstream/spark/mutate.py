@@ -1,8 +1,10 @@
 """Merge, update and delete by key on Spark: one transaction, the driver's; Spark tasks write the mutations.
 
 The driver opens the txn as the Python API does (:class:`~acidstream.mutate.merge.TableMutation`: shared-write
-lock, the snapshot taken after it, heartbeats), reads the target's keys and ROW__IDs at that snapshot through
-the ``acidstream`` data source, and lets Spark join them with the source. A Python stage turns each joined
+lock, the snapshot taken after it, heartbeats) and plans the target's scan at that snapshot; Spark tasks read
+the target's keys and ROW__IDs bucket by bucket (for a merge whose source has at most ``MAX_PUSHED_KEYS``
+distinct keys, collected to the driver first, only the rows those keys may match: the target is never shipped
+to Spark whole), and Spark joins them with the source. A Python stage turns each joined
 batch into mutation rows with the Python merge's own code (:class:`~acidstream.mutate.changes.Changes`:
 updates keep their ROW__ID, inserts get their bucket attached). Spark then repartitions the mutations by
 (partition, bucket) and sorts each task's rows as the seed prescribes — partition, bucket, then ROW__ID, inserts
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -49,8 +51,14 @@ from acidstream.mutate.merge import TableMutation
 from acidstream.mutate.record_id import ROW_ID, row_id_arrays
 from acidstream.mutate.table import AcidTable, MutationSummary
 from acidstream.spark.errors import driver_errors, task_errors
-from acidstream.spark.options import client, metastore_location
-from acidstream.spark.read import PARTITION_NAME, PARTITION_NAME_OPTION
+from acidstream.spark.options import Target, client, metastore_location
+from acidstream.spark.read import (
+    PARTITION_NAME,
+    PARTITION_NAME_OPTION,
+    pack_tasks,
+    read_piece,
+    selected_columns,
+)
 from acidstream.spark.task_write import statement_id_for
 from acidstream.spark.types import schema_ddl, spark_arrow_schema, to_spark_batch
 from acidstream.storage import table_filesystem
@@ -58,6 +66,11 @@ from acidstream.storage import table_filesystem
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
+
+    from acidstream.acid.types import Column
+    from acidstream.acid.writeids import ValidWriteIdList
+    from acidstream.read.planning import BucketTask
+    from acidstream.read.scan import TableScan
 
 #: A matched target row a merge leaves as it is: it goes through the shuffle only so that a second source row
 #: matching it is found (and refused), then tasks drop it.
@@ -67,6 +80,14 @@ BUCKET = "__bucket"
 _SOURCE = "__s_"
 _TARGET = "__t_"
 _SOURCE_PRESENT = "__s_present"
+#: Up to this many distinct source keys are pushed into the target's read (:func:`source_keys`); beyond, the
+#: driver would hold too much and the Spark semi-join takes over.
+MAX_PUSHED_KEYS = 1_000_000
+#: Rows a read task gathers before keeping those of the pushed keys: the keys are hashed once per this many.
+KEY_FILTER_ROWS = 1 << 20
+#: File bytes per task reading the target: one task per core unless the table is larger. A merge reads the keys
+#: and ROW__IDs, a small part of each file, so tasks can cover more bytes than a read of whole rows.
+READ_TASK_BYTES = 1 << 30
 
 
 def merge(
@@ -86,26 +107,32 @@ def merge(
     inserted, unmatched target rows deleted if asked; null keys never match; a target row matched twice is an
     error). Returns ``{"inserted": n, "updated": n, "deleted": n}``.
 
-    Unless unmatched target rows are deleted, the target is first semi-joined with the source's keys, so only
-    matching rows are shuffled; the source is then evaluated twice (``cache()`` an expensive one)."""
+    Unless unmatched target rows are deleted, only target rows the source's keys may match are joined: the
+    source's distinct keys (up to :data:`MAX_PUSHED_KEYS`) are collected and the read keeps those rows, which
+    are broadcast to the join; with more keys the target is semi-joined with them in Spark. The source is then
+    evaluated twice (``cache()`` an expensive one)."""
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with _mutation(metastore, warehouse, table) as (m, location):
         changes = m.changes
         names = changes.source_columns(source.columns, on)
         keys = [k.lower() for k in on]
         target_columns = changes.target_columns(names, keys, actions)
-        target = _read_target(spark, m, location, target_columns)
-        joined = _join(target, source, names, keys, target_columns, actions, changes.table)
-        stage = MergeStage(
-            changes,
-            actions,
-            keys,
-            target_columns,
-            names,
-            m.known_partitions() if actions.when_not_matched == "insert" else {},
-        )
-        mutations = joined.mapInArrow(stage, mutation_ddl(changes.table))
-        return _write(m, location, mutations, keys)
+        pushed = None
+        if actions.when_not_matched_by_source is None:
+            pushed = source_keys(source, names, keys, changes.table)
+        with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
+            target = _scan_target(spark, m, location, scan, pushed)
+            joined = _join(target, source, names, keys, target_columns, actions, changes.table, pushed)
+            stage = MergeStage(
+                changes,
+                actions,
+                keys,
+                target_columns,
+                names,
+                m.known_partitions() if actions.when_not_matched == "insert" else {},
+            )
+            mutations = joined.mapInArrow(stage, mutation_ddl(changes.table))
+            return _write(m, location, mutations, keys)
 
 
 def delete(
@@ -182,7 +209,8 @@ def _mutation(
 def _read_target(
     spark: SparkSession, m: TableMutation, location: dict[str, str], columns: Sequence[str]
 ) -> DataFrame:
-    """ROW__ID, ``columns`` and the partition name of every row at the txn's snapshot."""
+    """ROW__ID, ``columns`` and the partition name of every row at the txn's snapshot, through the data
+    source (whose filter push-down prunes partitions)."""
     from acidstream.spark import register
 
     register(spark)
@@ -195,6 +223,43 @@ def _read_target(
         .option(PARTITION_NAME_OPTION, "true")
         .load(m.table.full_name)
     )
+
+
+def _scan_target(
+    spark: SparkSession, m: TableMutation, location: dict[str, str], scan: TableScan, keys: pa.Table | None
+) -> DataFrame:
+    """ROW__ID, the scan's columns and the partition name of the rows ``scan`` (planned here, at the txn's
+    snapshot) sees, read by Spark tasks; with ``keys``, only rows whose key columns hold values among those.
+
+    Tasks are a range of Spark partitions mapped to groups of bucket tasks, not the data source: its planning
+    runs in Python workers of its own, which cost more than this whole read of a change set's rows."""
+    plan = scan.plan_files()
+    columns = tuple(selected_columns(m.table, scan.columns))
+    target = Target(location["metastore"], location["warehouse"], replace(m.table, metastore=None))
+    parallelism = spark.sparkContext.defaultParallelism
+    groups = pack_tasks(plan.tasks, READ_TASK_BYTES, min_groups=parallelism) or [()]
+    stage = ReadStage(target, columns, plan.write_ids, tuple(groups), keys)
+    ddl = f"{schema_ddl(columns, True)}, `{PARTITION_NAME}` string"
+    return spark.range(0, len(groups), 1, len(groups)).mapInArrow(stage, ddl)
+
+
+def source_keys(
+    source: DataFrame, names: Sequence[str], keys: Sequence[str], table: TableDefinition
+) -> pa.Table | None:
+    """The source's distinct non-null keys, typed as Spark types the target's columns, collected to the driver
+    so that the target's read keeps only rows they may match; None when there are more than
+    :data:`MAX_PUSHED_KEYS` (the target is then semi-joined with them in Spark)."""
+    from pyspark.sql import functions as F
+
+    from acidstream.spark.types import spark_ddl
+
+    types = {c.name: c.type for c in (*table.columns, *table.partition_keys)}
+    originals = dict(zip(names, source.columns, strict=True))
+    frame = source.select(*[F.col(f"`{originals[k]}`").cast(spark_ddl(types[k])).alias(k) for k in keys])
+    collected = frame.dropna().limit(MAX_PUSHED_KEYS + 1).toArrow()
+    if collected.num_rows > MAX_PUSHED_KEYS:
+        return None
+    return collected.group_by(list(keys)).aggregate([])
 
 
 def _where(rows: DataFrame, condition: str | SparkColumn | None) -> DataFrame:
@@ -213,9 +278,11 @@ def _join(
     target_columns: Sequence[str],
     actions: MergeActions,
     table: TableDefinition,
+    pushed: pa.Table | None,
 ) -> DataFrame:
     """The target's rows joined with the source's on the keys (null never matches), each side's columns
-    prefixed; an outer side only where an action needs its unmatched rows."""
+    prefixed; an outer side only where an action needs its unmatched rows. ``pushed``: the source keys the
+    target's read kept rows for (None: the read kept every row)."""
     from pyspark.sql import functions as F
 
     from acidstream.spark.types import spark_ddl
@@ -229,7 +296,8 @@ def _join(
         ],
         F.lit(True).alias(_SOURCE_PRESENT),
     )
-    if actions.when_not_matched_by_source is None:
+    orphans = actions.when_not_matched_by_source == "delete"
+    if pushed is None and not orphans:
         # only target rows some source row matches matter: a semi-join (the source is usually the small side)
         # keeps the outer join below from shuffling the whole target
         probe = s.select(*[F.col(_SOURCE + k).cast(spark_ddl(types[k])).alias(_TARGET + k) for k in keys])
@@ -239,8 +307,11 @@ def _join(
         equal = t[_TARGET + k] == s[_SOURCE + k].cast(spark_ddl(types[k]))
         condition = equal if condition is None else condition & equal
     inserts = actions.when_not_matched == "insert"
-    orphans = actions.when_not_matched_by_source == "delete"
     how = {(True, True): "full", (True, False): "right", (False, True): "left", (False, False): "inner"}
+    if pushed is not None:
+        # the read kept only rows the source's keys may match, at most about one per key: broadcast them,
+        # and the source is joined where it lies, with no shuffle
+        t = F.broadcast(t)
     return t.join(s, on=condition, how=how[(inserts, orphans)])
 
 
@@ -305,6 +376,60 @@ def remove_unreported(table: AcidTable, summaries: Sequence[MutationSummary]) ->
 
 
 # --- the tasks ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadStage:
+    """Spark partition ``i`` in (a row of ``spark.range``), the rows of ``groups[i]``'s bucket tasks out (a
+    ``mapInArrow`` function); with ``keys``, only rows whose key columns hold values among those."""
+
+    target: Target
+    columns: tuple[Column, ...]
+    write_ids: ValidWriteIdList
+    groups: tuple[tuple[BucketTask, ...], ...]
+    keys: pa.Table | None
+    batch_rows: int = 65536
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with task_errors():
+            for batch in batches:
+                for i in batch.column(0).to_pylist():
+                    rows = (
+                        row
+                        for task in self.groups[i]
+                        for row in read_piece(
+                            self.target, task, self.write_ids, self.columns, True, self.batch_rows, True
+                        )
+                    )
+                    yield from rows if self.keys is None else keep_keys(rows, self.keys)
+
+
+def keep_keys(
+    batches: Iterable[pa.RecordBatch], keys: pa.Table, gather_rows: int = KEY_FILTER_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """The rows whose every key column holds one of ``keys``' values in that column (a superset of the rows a
+    join on those keys matches; null never matches). Batches are gathered up to ``gather_rows`` rows and
+    filtered together: hashing the keys costs more than probing one small batch."""
+    values = {name: keys.column(name).combine_chunks() for name in keys.column_names}
+
+    def kept(gathered: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = pa.Table.from_batches(gathered)
+        mask = None
+        for name, value_set in values.items():
+            hit = pc.is_in(rows.column(name), value_set=value_set, skip_nulls=True)
+            mask = hit if mask is None else pc.and_(mask, hit)
+        yield from rows.filter(mask).combine_chunks().to_batches()
+
+    gathered: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        gathered.append(batch)
+        size += batch.num_rows
+        if size >= gather_rows:
+            yield from kept(gathered)
+            gathered, size = [], 0
+    if gathered:
+        yield from kept(gathered)
 
 
 @dataclass(frozen=True)
