@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -119,3 +121,27 @@ def test_a_forked_child_starts_afresh_while_a_parent_thread_is_inside_a_section(
         assert os.waitstatus_to_exitcode(status) == 0
         assert sys.getswitchinterval() == pytest.approx(1e-4)  # the parent's section is still running
     assert sys.getswitchinterval() == DEFAULT
+
+
+OPTED_OUT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+sys.setswitchinterval(0.005)
+from acidstream.runtime import ShortSwitchInterval, prepare_process
+prepare_process()
+with ShortSwitchInterval(1e-4):
+    inside = sys.getswitchinterval()
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], inside)
+"""
+
+
+@pytest.mark.parametrize(("opt_out", "changed"), [("0", False), ("1", True)])
+def test_one_environment_variable_turns_every_process_wide_setting_off(opt_out: str, changed: bool) -> None:
+    env = {**os.environ, "ACIDSTREAM_PROCESS_TUNING": opt_out}
+    out = subprocess.run(
+        [sys.executable, "-c", OPTED_OUT], env=env, capture_output=True, text=True, check=True
+    )
+    soft, inside = out.stdout.split()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert (int(soft) != 256) == (changed and hard != 256)
+    assert (float(inside) != 0.005) is changed
