@@ -37,7 +37,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from acidstream.compactor import Compactor, CompactorConfig, Summary
-from acidstream.errors import StreamingException, TransactionError
+from acidstream.errors import AcidStreamError, TransactionError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -266,7 +266,7 @@ class TableCompactor(threading.Thread):
     def run_pass(self) -> None:
         try:
             done = self.compactor.run_once(COMPACTOR_CONFIG.parallelism)
-        except (StreamingException, OSError):
+        except (AcidStreamError, OSError):
             log.exception("compactor pass failed; the next one retries")
             return
         self.summary.add(done)
