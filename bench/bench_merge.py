@@ -121,6 +121,25 @@ def save_delta(root: Path) -> None:
     shutil.copytree(root / "delta", root / "saved" / "delta")
 
 
+def _warm_location(root: Path) -> Path:
+    ms = _metastore(root)
+    try:
+        return Path(ms.table(WARM_TABLE).location)
+    finally:
+        ms.close()
+
+
+def save_warm(root: Path) -> None:
+    """Keep the twin's files: restoring the metastore rewinds its write ids too."""
+    shutil.copytree(_warm_location(root), root / "saved" / "warm")
+
+
+def restore_warm(root: Path) -> None:
+    location = _warm_location(root)
+    shutil.rmtree(location)
+    shutil.copytree(root / "saved" / "warm", location)
+
+
 def restore_delta(root: Path) -> None:
     shutil.rmtree(root / "delta")
     shutil.copytree(root / "saved" / "delta", root / "delta")
@@ -195,6 +214,7 @@ def case(root: Path, name: str) -> dict[str, Any]:
         start, cpu = time.perf_counter(), time.process_time()
         counts = delta_merge(root, kind, source)
     elif engine == "spark":
+        restore_warm(root)
         seconds, cpu_seconds, counts = spark_merge(root, kind)
         return {"seconds": seconds, "cpu": cpu_seconds, "rss_mib": tree_peak_rss_mib(), **counts}
     elif engine == "acidstream":
@@ -270,6 +290,7 @@ def main() -> None:
     build(root, args.rows, args.txns, args.percent)
     snapshot(root)
     save_delta(root)
+    save_warm(root)
     print(
         f"built {args.rows:,} rows in {args.txns} txns, both tables, in {time.perf_counter() - start:.1f} s ({root})"
     )
