@@ -17,7 +17,7 @@ from acidstream.errors import InvalidPartition
 from acidstream.metastore.models import Table
 from acidstream.streaming.deadletter import DeadLetterSink
 from acidstream.streaming.files import BatchFiles, Destination
-from acidstream.streaming.records import ParseResult, RecordParser, record_bytes
+from acidstream.streaming.records import ParseResult, RecordParser
 from acidstream.streaming.records.buffer import Overflow, RecordBuffer, new_record_buffer
 from acidstream.streaming.routing import RowRouter
 from acidstream.streaming.stats import ConnectionStats
@@ -104,9 +104,6 @@ class RecordIngest:
     def parse(self, records: pa.Array, first: int) -> None:
         """Parse records split into one Arrow binary array and route the good rows."""
         self.accept(self.parser.parse_arrow(records, first_index=first))
-
-    def parse_array(self, records: pa.Array) -> None:
-        self.parse(records, self.count(len(records), record_bytes(records)))
 
     def rows(self, data: pa.Table | pa.RecordBatch | Any) -> pa.RecordBatch:
         """Arrow or pandas rows as the table's batch, counted as this txn's records."""
