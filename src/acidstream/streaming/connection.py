@@ -166,10 +166,6 @@ class StreamingConnection:
         self.unmanaged_write_id = write_id
         self.statement_id = statement_id
         self.static_values = static_values
-        self.dynamic = bool(table.partition_keys) and static_values is None
-        self.parser: RecordParser = record_writer.bind(
-            table.columns, table.partition_keys, dynamic_partitioning=self.dynamic
-        )
         compression = config.compression or table.orc_compression
         try:
             self.writer_options = WriterOptions(
@@ -190,7 +186,7 @@ class StreamingConnection:
             raise StreamingConnectionError("a managed connection needs a metastore")
         self._ingest = RecordIngest(
             table,
-            self.parser,
+            record_writer,
             table_dir=table_dir,
             static_values=static_values,
             locate=self._registered_partition if self.is_managed else self._partition_path,
@@ -199,7 +195,9 @@ class StreamingConnection:
             stats=self._stats,
             dead_letters=DeadLetterSink(dead_letter, table.full_name) if dead_letter is not None else None,
         )
+        self.parser: RecordParser = self._ingest.parser
         self.router = self._ingest.router
+        self.dynamic = self._ingest.dynamic
         self.write = self._ingest.buffer.append  # see the class attribute; room 0 until a txn begins
         static = self._ingest.static_dest
         # Hive's per-txn lock: shared read on the static partition (or the table), agent info attached

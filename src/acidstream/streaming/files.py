@@ -69,7 +69,6 @@ class BatchFiles:
         # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
         # other at close.
         self._io_pool = None if isinstance(fs, pafs.LocalFileSystem) else file_pool()
-        self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
         self._named: dict[str, tuple[FilePrefix, bool]] = {}  # per path: as the last commit named it, open
@@ -91,7 +90,6 @@ class BatchFiles:
             writer.insert(write_id, bucket_property, rows)
         except OSError as exc:
             raise StreamingIOFailure(f"writing {self._paths[key]}: {exc}") from exc
-        self.touched.setdefault(dest.name, dest)
         size = rows.nbytes
         if size:
             self._unflushed.add(key)
