@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.checksum import FilePrefix
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
-from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
+from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory_once
 from acidstream.acid.orc.writer import TakenEvents, encode_together
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
@@ -102,12 +102,10 @@ class BatchFiles:
         """A writer for (partition, bucket); its directory is made once per batch, here."""
         path = self.path_for(dest, bucket_id)
         directory = path.rsplit("/", 1)[0]
-        if directory not in self._ready_dirs:
-            try:
-                prepare_directory(self.fs, directory)
-            except OSError as exc:
-                raise StreamingIOFailure(f"cannot create {directory}: {exc}") from exc
-            self._ready_dirs.add(directory)
+        try:
+            prepare_directory_once(self.fs, directory, self._ready_dirs)
+        except OSError as exc:
+            raise StreamingIOFailure(f"cannot create {directory}: {exc}") from exc
         writer = AcidWriter(
             self.fs,
             path,
