@@ -385,9 +385,12 @@ class StreamingConnection:
             dest = self._ingest.destination(tuple(values))
             touched_by.setdefault(dest.name, dest)
         files.flush()
-        touched = sorted(touched_by)
         if batch.remaining == 0:
             files.close()
+        if not self.is_managed:  # left PREPARED_FOR_COMMIT: its owner commits the files and their partitions
+            batch.commit((), key, value)
+            return
+        touched = sorted(touched_by)
         # replication: each file's new range and checksum, after the flush (or the batch's close)
         written = files.written_files(touched) if self.config.write_notifications else {}
         write = TableWrite(
@@ -398,8 +401,7 @@ class StreamingConnection:
         )
         batch.commit([write] if write.components or write.files else (), key, value)
         files.named(written)
-        if batch.state is TxnState.COMMITTED:
-            self._stats.committed_txns += 1
+        self._stats.committed_txns += 1
 
     def abort_transaction(self) -> None:
         """Abort the current txn: rows already written stay in the files but no snapshot ever shows them."""
