@@ -669,8 +669,7 @@ class StreamingConnectionBuilder:
             table = self._resolve_table(ms)
             self._validate(table)
             fs, table_dir = table_filesystem(table.location)
-            caps = capabilities(fs)
-            if self._batch_size > 1 and not (caps.can_flush and caps.can_append):  # a batch needs side files
+            if self._batch_size > 1 and not capabilities(fs).can_flush_and_append:  # a batch needs side files
                 raise StreamingConnectionError(
                     "The backing filesystem only supports transaction batch sizes of 1, "
                     f"but {self._batch_size} was requested."
