@@ -11,11 +11,11 @@ from acidstream.storage import capabilities, delete_locations, local_path, table
 
 def test_local_disks_flush_and_append_object_stores_do_neither(tmp_path: Path) -> None:
     local = pafs.LocalFileSystem()
-    assert capabilities(local).can_flush and capabilities(local).can_append
-    assert capabilities(pafs.SubTreeFileSystem(str(tmp_path), local)).can_flush
+    assert capabilities(local).can_flush_and_append
+    assert capabilities(pafs.SubTreeFileSystem(str(tmp_path), local)).can_flush_and_append
     s3 = pafs.S3FileSystem(anonymous=True, region="us-east-1")
-    assert not capabilities(s3).can_flush and not capabilities(s3).can_append
-    assert not capabilities(pafs.SubTreeFileSystem("bucket/warehouse", s3)).can_append
+    assert not capabilities(s3).can_flush_and_append
+    assert not capabilities(pafs.SubTreeFileSystem("bucket/warehouse", s3)).can_flush_and_append
 
 
 def test_locations_resolve_to_a_filesystem_and_a_path(tmp_path: Path) -> None:

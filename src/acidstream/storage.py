@@ -37,16 +37,16 @@ def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
 class Capabilities:
     """What a filesystem offers a writer beyond whole-file writes."""
 
-    can_flush: bool  # an open file's written prefix is readable by others (hflush; streaming's side files)
-    can_append: bool  # a closed file can be appended to (the side file's entries)
+    #: What streaming's side files need: an open file's written prefix is readable by others (hflush), and a
+    #: closed file can be appended to (the side file's entries). Filesystems offer both or neither.
+    can_flush_and_append: bool
 
 
 def capabilities(fs: pafs.FileSystem) -> Capabilities:
     """Object stores (S3, GCS, Azure) publish a file only when it is closed; local disks and HDFS do both."""
     while isinstance(fs, pafs.SubTreeFileSystem):
         fs = fs.base_fs
-    capable = fs.type_name not in OBJECT_STORES
-    return Capabilities(can_flush=capable, can_append=capable)
+    return Capabilities(can_flush_and_append=fs.type_name not in OBJECT_STORES)
 
 
 def local_path(fs: pafs.FileSystem, path: str) -> str | None:

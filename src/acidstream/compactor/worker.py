@@ -85,7 +85,7 @@ def threaded_runner(parallelism: int) -> JobRunner:
         if parallelism <= 1 or not jobs:
             return [run_bucket_job(j) for j in jobs]
         with (
-            ThreadPoolExecutor(parallelism, thread_name_prefix="acidstream-encode") as encoder,
+            ThreadPoolExecutor(parallelism, thread_name_prefix="acidstream-compact-encode") as encoder,
             ThreadPoolExecutor(min(parallelism, len(jobs)), thread_name_prefix="acidstream-compact") as pool,
         ):
             return list(pool.map(lambda job: run_bucket_job(job, encoder), jobs))

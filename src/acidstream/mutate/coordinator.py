@@ -28,7 +28,7 @@ import pyarrow as pa
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
-from acidstream.acid.orc.writer import encode_together, prepare_directory
+from acidstream.acid.orc.writer import encode_together, prepare_directory_once
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
 from acidstream.acid.tabular import as_table, to_record_batch
 from acidstream.errors import (
@@ -387,12 +387,10 @@ class MutatorCoordinator:
         """The group's file in ``directory``, which is made (with its version file) once per coordinator."""
         location = f"{group.mutations.location}/{directory}"
         path = f"{location}/{bucket_file(group.bucket)}"
-        if location not in self._ready_dirs:
-            try:
-                prepare_directory(self._fs, location)
-            except OSError as exc:
-                raise WorkerException(f"cannot create {location}: {exc}") from exc
-            self._ready_dirs.add(location)
+        try:
+            prepare_directory_once(self._fs, location, self._ready_dirs)
+        except OSError as exc:
+            raise WorkerException(f"cannot create {location}: {exc}") from exc
         if self._delete_existing:
             with contextlib.suppress(FileNotFoundError):
                 self._fs.delete_file(

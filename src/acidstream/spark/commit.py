@@ -64,7 +64,7 @@ def _remove_unreported(ms: Metastore, table_name: str, write_id: int, reported: 
     A killed attempt may have written partitions its successful retry did not (non-deterministic input);
     those files carry the committed write id and would become visible. Cost: one listing per partition.
     """
-    from acidstream.read.scan import table_filesystem
+    from acidstream.storage import table_filesystem
 
     table = ms.table(table_name)
     fs, table_dir = table_filesystem(table.location)

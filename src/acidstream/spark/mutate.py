@@ -256,10 +256,9 @@ def source_keys(
     types = {c.name: c.type for c in (*table.columns, *table.partition_keys)}
     originals = dict(zip(names, source.columns, strict=True))
     frame = source.select(*[F.col(f"`{originals[k]}`").cast(spark_ddl(types[k])).alias(k) for k in keys])
-    collected = frame.dropna().limit(MAX_PUSHED_KEYS + 1).toArrow()
-    if collected.num_rows > MAX_PUSHED_KEYS:
-        return None
-    return collected.group_by(list(keys)).aggregate([])
+    # distinct before the limit: the bound is on keys, not rows (a source of many rows per key still pushes)
+    collected = frame.dropna().distinct().limit(MAX_PUSHED_KEYS + 1).toArrow()
+    return None if collected.num_rows > MAX_PUSHED_KEYS else collected
 
 
 def _where(rows: DataFrame, condition: str | SparkColumn | None) -> DataFrame:
@@ -282,7 +281,10 @@ def _join(
 ) -> DataFrame:
     """The target's rows joined with the source's on the keys (null never matches), each side's columns
     prefixed; an outer side only where an action needs its unmatched rows. ``pushed``: the source keys the
-    target's read kept rows for (None: the read kept every row)."""
+    target's read kept rows for (None: the read kept every row).
+
+    With ``pushed``, the kept target rows are broadcast to every task: that assumes about one target row per
+    key (a merge key); a key that is not unique in the target broadcasts all of its rows."""
     from pyspark.sql import functions as F
 
     from acidstream.spark.types import spark_ddl

@@ -242,7 +242,7 @@ def read_piece(
 ) -> Iterator[pa.RecordBatch]:
     """The visible rows of one bucket task, as Arrow batches typed the way Spark expects."""
     from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
-    from acidstream.read.scan import table_filesystem
+    from acidstream.storage import table_filesystem
 
     table = target.table
     fs, _ = table_filesystem(table.location)

@@ -166,10 +166,6 @@ class StreamingConnection:
         self.unmanaged_write_id = write_id
         self.statement_id = statement_id
         self.static_values = static_values
-        self.dynamic = bool(table.partition_keys) and static_values is None
-        self.parser: RecordParser = record_writer.bind(
-            table.columns, table.partition_keys, dynamic_partitioning=self.dynamic
-        )
         compression = config.compression or table.orc_compression
         try:
             self.writer_options = WriterOptions(
@@ -190,7 +186,7 @@ class StreamingConnection:
             raise StreamingConnectionError("a managed connection needs a metastore")
         self._ingest = RecordIngest(
             table,
-            self.parser,
+            record_writer,
             table_dir=table_dir,
             static_values=static_values,
             locate=self._registered_partition if self.is_managed else self._partition_path,
@@ -199,7 +195,9 @@ class StreamingConnection:
             stats=self._stats,
             dead_letters=DeadLetterSink(dead_letter, table.full_name) if dead_letter is not None else None,
         )
+        self.parser: RecordParser = self._ingest.parser
         self.router = self._ingest.router
+        self.dynamic = self._ingest.dynamic
         self.write = self._ingest.buffer.append  # see the class attribute; room 0 until a txn begins
         static = self._ingest.static_dest
         # Hive's per-txn lock: shared read on the static partition (or the table), agent info attached
@@ -387,9 +385,12 @@ class StreamingConnection:
             dest = self._ingest.destination(tuple(values))
             touched_by.setdefault(dest.name, dest)
         files.flush()
-        touched = sorted(touched_by)
         if batch.remaining == 0:
             files.close()
+        if not self.is_managed:  # left PREPARED_FOR_COMMIT: its owner commits the files and their partitions
+            batch.commit((), key, value)
+            return
+        touched = sorted(touched_by)
         # replication: each file's new range and checksum, after the flush (or the batch's close)
         written = files.written_files(touched) if self.config.write_notifications else {}
         write = TableWrite(
@@ -400,8 +401,7 @@ class StreamingConnection:
         )
         batch.commit([write] if write.components or write.files else (), key, value)
         files.named(written)
-        if batch.state is TxnState.COMMITTED:
-            self._stats.committed_txns += 1
+        self._stats.committed_txns += 1
 
     def abort_transaction(self) -> None:
         """Abort the current txn: rows already written stay in the files but no snapshot ever shows them."""
@@ -669,8 +669,7 @@ class StreamingConnectionBuilder:
             table = self._resolve_table(ms)
             self._validate(table)
             fs, table_dir = table_filesystem(table.location)
-            caps = capabilities(fs)
-            if self._batch_size > 1 and not (caps.can_flush and caps.can_append):  # a batch needs side files
+            if self._batch_size > 1 and not capabilities(fs).can_flush_and_append:  # a batch needs side files
                 raise StreamingConnectionError(
                     "The backing filesystem only supports transaction batch sizes of 1, "
                     f"but {self._batch_size} was requested."

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.checksum import FilePrefix
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
-from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory
+from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory_once
 from acidstream.acid.orc.writer import TakenEvents, encode_together
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
@@ -69,7 +69,6 @@ class BatchFiles:
         # Elsewhere each is a round trip: in the file pool, overlapping the routing of the other rows, or each
         # other at close.
         self._io_pool = None if isinstance(fs, pafs.LocalFileSystem) else file_pool()
-        self.touched: dict[str, Destination] = {}
         self.auto_flushes = 0
         self.closed = False
         self._named: dict[str, tuple[FilePrefix, bool]] = {}  # per path: as the last commit named it, open
@@ -91,7 +90,6 @@ class BatchFiles:
             writer.insert(write_id, bucket_property, rows)
         except OSError as exc:
             raise StreamingIOFailure(f"writing {self._paths[key]}: {exc}") from exc
-        self.touched.setdefault(dest.name, dest)
         size = rows.nbytes
         if size:
             self._unflushed.add(key)
@@ -104,12 +102,10 @@ class BatchFiles:
         """A writer for (partition, bucket); its directory is made once per batch, here."""
         path = self.path_for(dest, bucket_id)
         directory = path.rsplit("/", 1)[0]
-        if directory not in self._ready_dirs:
-            try:
-                prepare_directory(self.fs, directory)
-            except OSError as exc:
-                raise StreamingIOFailure(f"cannot create {directory}: {exc}") from exc
-            self._ready_dirs.add(directory)
+        try:
+            prepare_directory_once(self.fs, directory, self._ready_dirs)
+        except OSError as exc:
+            raise StreamingIOFailure(f"cannot create {directory}: {exc}") from exc
         writer = AcidWriter(
             self.fs,
             path,

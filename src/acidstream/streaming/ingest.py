@@ -17,10 +17,11 @@ from acidstream.errors import InvalidPartition
 from acidstream.metastore.models import Table
 from acidstream.streaming.deadletter import DeadLetterSink
 from acidstream.streaming.files import BatchFiles, Destination
-from acidstream.streaming.records import ParseResult, RecordParser, record_bytes
+from acidstream.streaming.records import ParseResult, RecordParser
 from acidstream.streaming.records.buffer import Overflow, RecordBuffer, new_record_buffer
 from acidstream.streaming.routing import RowRouter
 from acidstream.streaming.stats import ConnectionStats
+from acidstream.streaming.writers import RecordWriter
 
 #: Where a partition's files go, given its values (creating it in the metastore where the txn is managed).
 Locate = Callable[[tuple[str, ...]], Destination]
@@ -32,7 +33,7 @@ class RecordIngest:
     def __init__(
         self,
         table: Table,
-        parser: RecordParser,
+        record_writer: RecordWriter,
         *,
         table_dir: str,
         static_values: tuple[str, ...] | None,
@@ -43,8 +44,6 @@ class RecordIngest:
         dead_letters: DeadLetterSink | None,
     ) -> None:
         self.table = table
-        self.parser = parser
-        self.dynamic = bool(table.partition_keys) and static_values is None
         self.router = RowRouter(
             table.columns,
             table.bucket_columns,
@@ -52,6 +51,10 @@ class RecordIngest:
             table.bucketing_version,
             static_values=static_values,
             num_partition_keys=len(table.partition_keys),
+        )
+        self.dynamic = self.router.dynamic  # partition values come with each record
+        self.parser: RecordParser = record_writer.bind(
+            table.columns, table.partition_keys, dynamic_partitioning=self.dynamic
         )
         #: The records handed to ``write`` and not parsed yet; its ``append`` is the connection's ``write``.
         self.buffer: RecordBuffer = new_record_buffer(overflow)
@@ -104,9 +107,6 @@ class RecordIngest:
     def parse(self, records: pa.Array, first: int) -> None:
         """Parse records split into one Arrow binary array and route the good rows."""
         self.accept(self.parser.parse_arrow(records, first_index=first))
-
-    def parse_array(self, records: pa.Array) -> None:
-        self.parse(records, self.count(len(records), record_bytes(records)))
 
     def rows(self, data: pa.Table | pa.RecordBatch | Any) -> pa.RecordBatch:
         """Arrow or pandas rows as the table's batch, counted as this txn's records."""

@@ -9,7 +9,7 @@ files are ready for the owner's commit. A streaming connection drives either thr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from acidstream.errors import (
     HeartBeatFailure,
@@ -56,9 +56,6 @@ class TxnBatch(Protocol):
     calls: int
 
     @property
-    def is_managed(self) -> bool: ...
-
-    @property
     def remaining(self) -> int: ...
 
     @property
@@ -90,8 +87,6 @@ class TxnBatch(Protocol):
 
 class _Txns:
     """Ids, write ids and client-side states of consecutive txns; ``index`` is the current one (-1: none yet)."""
-
-    is_managed: ClassVar[bool]
 
     def __init__(self, txn_ids: list[int], write_ids: list[int]) -> None:
         self.txn_ids = txn_ids
@@ -152,8 +147,6 @@ class _Txns:
 class TransactionBatch(_Txns):
     """``n`` txns opened together on one table, each locking ``lock`` (no wait) when it begins."""
 
-    is_managed = True
-
     def __init__(
         self,
         manager: BatchTxnManager,
@@ -169,7 +162,6 @@ class TransactionBatch(_Txns):
         self.table_name = f"{lock.db}.{lock.table}"
         self.lock_component = lock
         self.agent_info = agent_info
-        self.lock_ids: list[int | None] = [None] * len(self.txn_ids)
         self._first_lock = first_lock  # requested with the batch's open, for its first txn
 
     @classmethod
@@ -200,7 +192,6 @@ class TransactionBatch(_Txns):
                 raise TransactionError(f"Unable to acquire lock on {self.table_name}: {exc}") from exc
         if response.state is not LockState.ACQUIRED:
             raise TransactionError(f"Unable to acquire lock on {self.table_name}: {response.state}")
-        self.lock_ids[self.index] = response.lock_id
         self.states[self.index] = TxnState.OPEN
 
     def commit(self, writes: Sequence[TableWrite], key: str | None, value: str | None) -> None:
@@ -262,8 +253,6 @@ class TransactionBatch(_Txns):
 class UnmanagedTransaction(_Txns):
     """One txn owned elsewhere, written under a fixed write id (``txn_ids == [-1]``): no metastore calls; its
     commit leaves it PREPARED_FOR_COMMIT for the owner."""
-
-    is_managed = False
 
     def __init__(self, write_id: int) -> None:
         super().__init__([-1], [write_id])

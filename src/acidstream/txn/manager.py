@@ -1,6 +1,6 @@
 """``TxnManager``: what a transaction needs of a metastore, as a protocol.
 
-acidstream's own :class:`~acidstream.metastore.client.Metastore` implements it; a Hive Metastore (thrift)
+acidstream's own :class:`~acidstream.metastore.warehouse.Metastore` implements it; a Hive Metastore (thrift)
 backend would implement the same calls to carry streaming and mutation transactions unchanged.
 """
 

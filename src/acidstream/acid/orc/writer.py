@@ -819,6 +819,14 @@ def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
             out.write(ORC_ACID_VERSION.encode("ascii"))
 
 
+def prepare_directory_once(fs: pafs.FileSystem, directory: str, ready: set[str]) -> None:
+    """:func:`prepare_directory` unless ``directory`` is in ``ready`` (the writer's directories made so far),
+    then noted there: a writer opening many files in one directory checks it on the filesystem once."""
+    if directory not in ready:
+        prepare_directory(fs, directory)
+        ready.add(directory)
+
+
 def _metadata_item(name: str, value: str) -> bytes:
     """A UserMetadataItem."""
     return encode_fields(
