@@ -52,7 +52,6 @@ class Transaction:
         self.txn_id = txn_id
         self.agent_info = agent_info
         self.state = TxnState.INACTIVE
-        self.lock_ids: list[int] = []
         self._write_ids = {t.lower(): w for t, w in (write_ids or {}).items()}
         self._snapshot: ValidTxnList | None = None
         self._dead: BaseException | None = None
@@ -112,7 +111,6 @@ class Transaction:
             raise TransactionError(f"Unable to acquire lock for txnid:{self.txn_id}: {exc}") from exc
         if response.state is not LockState.ACQUIRED:
             raise TransactionError(f"Unable to acquire lock for txnid:{self.txn_id}: {response.state.name}")
-        self.lock_ids.append(response.lock_id)
         return response.lock_id
 
     def snapshot(self) -> ValidTxnList:
