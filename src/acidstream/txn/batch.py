@@ -13,7 +13,6 @@ from typing import Protocol
 
 from acidstream.errors import (
     HeartBeatFailure,
-    LockTimeoutException,
     MetaException,
     NoSuchTxnException,
     TransactionError,
@@ -28,6 +27,7 @@ from acidstream.metastore.models import (
 from acidstream.metastore.models import TxnState as MetastoreTxnState
 from acidstream.txn.manager import TxnManager
 from acidstream.txn.state import TxnState
+from acidstream.txn.transaction import acquire, commit_refusal, range_failures
 
 
 class BatchTxnManager(TxnManager, Protocol):
@@ -178,20 +178,21 @@ class TransactionBatch(_Txns):
         :class:`TransactionError` (the caller kills the batch)."""
         self.index += 1
         response = self._first_lock if self.index == 0 else None
+        refused = f"Unable to acquire lock on {self.table_name}"
         if response is None:
             self.calls += 1
-            try:
-                response = self.manager.lock(
-                    [self.lock_component],
-                    txn_id=self.txn_id,
-                    agent_info=self.agent_info,
-                    wait=False,
-                    timeout=0,
-                )
-            except LockTimeoutException as exc:
-                raise TransactionError(f"Unable to acquire lock on {self.table_name}: {exc}") from exc
-        if response.state is not LockState.ACQUIRED:
-            raise TransactionError(f"Unable to acquire lock on {self.table_name}: {response.state}")
+            acquire(
+                self.manager,
+                [self.lock_component],
+                self.txn_id,
+                self.agent_info,
+                refused,
+                wait=False,
+                timeout=0,
+                state_text=str,
+            )
+        elif response.state is not LockState.ACQUIRED:
+            raise TransactionError(f"{refused}: {response.state}")
         self.states[self.index] = TxnState.OPEN
 
     def commit(self, writes: Sequence[TableWrite], key: str | None, value: str | None) -> None:
@@ -200,10 +201,8 @@ class TransactionBatch(_Txns):
         self.calls += 1
         try:
             self.manager.commit_txn(txn, key=key, value=value, writes=writes)
-        except NoSuchTxnException as exc:
-            raise TransactionError(f"Invalid transaction id : {txn}") from exc
-        except TxnAbortedException as exc:
-            raise TransactionError(f"Aborted transaction cannot be committed: txnid:{txn}: {exc}") from exc
+        except (NoSuchTxnException, TxnAbortedException) as exc:
+            raise commit_refusal(txn, exc) from exc
         self.states[self.index] = TxnState.COMMITTED
 
     def abort_current(self) -> None:
@@ -244,9 +243,7 @@ class TransactionBatch(_Txns):
         if not live:
             return None
         self.calls += 1
-        response = self.manager.heartbeat_txn_range(min(live), max(live))
-        aborted = [t for t in response.aborted if t in live]
-        missing = [t for t in response.nosuch if t in live]
+        aborted, missing = range_failures(self.manager, live)
         return HeartBeatFailure(aborted, missing) if aborted or missing else None
 
 

@@ -33,6 +33,41 @@ from acidstream.txn.state import TxnState
 FailureListener = Callable[[int, BaseException], None]
 
 
+def acquire(
+    manager: TxnManager,
+    components: Sequence[LockComponent],
+    txn_id: int,
+    agent_info: str | None,
+    refused: str,
+    *,
+    wait: bool = True,
+    timeout: float | None = None,
+    state_text: Callable[[LockState], str] = lambda state: state.name,
+) -> int:
+    """Lock ``components`` for ``txn_id``; the lock id, or :class:`TransactionError` reading ``refused: why``
+    when the lock timed out or was not granted (each caller keeps its own Hive wording)."""
+    try:
+        response = manager.lock(components, txn_id=txn_id, agent_info=agent_info, wait=wait, timeout=timeout)
+    except LockTimeoutException as exc:
+        raise TransactionError(f"{refused}: {exc}") from exc
+    if response.state is not LockState.ACQUIRED:
+        raise TransactionError(f"{refused}: {state_text(response.state)}")
+    return response.lock_id
+
+
+def commit_refusal(txn_id: int, exc: TxnAbortedException | NoSuchTxnException) -> TransactionError:
+    """The client's error (Hive's words) when the metastore refuses to commit ``txn_id``: aborted or unknown."""
+    if isinstance(exc, NoSuchTxnException):
+        return TransactionError(f"Invalid transaction id : {txn_id}")
+    return TransactionError(f"Aborted transaction cannot be committed: txnid:{txn_id}: {exc}")
+
+
+def range_failures(manager: TxnManager, ids: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Heartbeat ``ids`` in one call (Hive's ``heartbeatTxnRange``); those of them found aborted, and missing."""
+    response = manager.heartbeat_txn_range(min(ids), max(ids))
+    return [t for t in response.aborted if t in ids], [t for t in response.nosuch if t in ids]
+
+
 class Transaction:
     """A txn opened in the metastore: INACTIVE until :meth:`begin`, then OPEN until committed or aborted.
 
@@ -103,15 +138,15 @@ class Transaction:
     ) -> int:
         """Acquire ``components`` for this txn (released by commit or abort); raises if not granted."""
         self._check_usable()
-        try:
-            response = self.manager.lock(
-                components, txn_id=self.txn_id, agent_info=self.agent_info, wait=wait, timeout=timeout
-            )
-        except LockTimeoutException as exc:
-            raise TransactionError(f"Unable to acquire lock for txnid:{self.txn_id}: {exc}") from exc
-        if response.state is not LockState.ACQUIRED:
-            raise TransactionError(f"Unable to acquire lock for txnid:{self.txn_id}: {response.state.name}")
-        return response.lock_id
+        return acquire(
+            self.manager,
+            components,
+            self.txn_id,
+            self.agent_info,
+            f"Unable to acquire lock for txnid:{self.txn_id}",
+            wait=wait,
+            timeout=timeout,
+        )
 
     def snapshot(self) -> ValidTxnList:
         """The point in time this txn reads at, taken on first use: it never sees its own writes, nor
@@ -168,14 +203,9 @@ class Transaction:
         except WriteConflictException:
             self.state = TxnState.ABORTED
             raise
-        except TxnAbortedException as exc:
+        except (TxnAbortedException, NoSuchTxnException) as exc:
             self.state = TxnState.ABORTED
-            raise TransactionError(
-                f"Aborted transaction cannot be committed: txnid:{self.txn_id}: {exc}"
-            ) from exc
-        except NoSuchTxnException as exc:
-            self.state = TxnState.ABORTED
-            raise TransactionError(f"Invalid transaction id : {self.txn_id}") from exc
+            raise commit_refusal(self.txn_id, exc) from exc
         except AcidStreamError:
             if not self._settled_after_lost_answer():
                 raise
@@ -242,9 +272,8 @@ class TxnHeartbeat:
         ]
         if not live:
             return
-        ids = [t.txn_id for t in live]
-        response = self.manager.heartbeat_txn_range(min(ids), max(ids))
-        aborted, missing = set(response.aborted), set(response.nosuch)
+        aborted_ids, missing_ids = range_failures(self.manager, [t.txn_id for t in live])
+        aborted, missing = set(aborted_ids), set(missing_ids)
         for txn in live:
             if txn.txn_id in aborted or txn.txn_id in missing:
                 failure = HeartBeatFailure(
