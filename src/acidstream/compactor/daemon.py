@@ -54,8 +54,14 @@ class CompactorDaemon:
     def run_once(self) -> Summary:
         """One pass of everything (``--once``), with the workers in parallel."""
         self.compactor.ms.perform_timeouts()
-        summary = self.compactor.run_once(self.workers)
+        summary = self.compact_once()
         self.compactor.ms.purge_compaction_history()
+        return summary
+
+    def compact_once(self) -> Summary:
+        """One compactor pass (recovery, initiator, workers in parallel, cleaner), without the housekeeper's
+        timeouts and history purge: for a process that keeps its own tables compacted while it writes."""
+        summary = self.compactor.run_once(self.workers)
         self._record(summary)
         return summary
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
-from acidstream.compactor import Compactor, CompactorConfig, Summary
+from acidstream.compactor import CompactorConfig, CompactorDaemon, Summary
 from acidstream.errors import AcidStreamError, TransactionError
 
 if TYPE_CHECKING:
@@ -245,8 +245,9 @@ class SnapshotWatcher(threading.Thread):
 
 
 class TableCompactor(threading.Thread):
-    """Compactor passes (``Compactor.run_once``: initiator, workers, cleaner) every :data:`COMPACT_INTERVAL`
-    seconds while the ingest runs, and one more at :meth:`finish`, so the job leaves its table compacted.
+    """Compactor passes (``CompactorDaemon.compact_once``: initiator, workers, cleaner) every
+    :data:`COMPACT_INTERVAL` seconds while the ingest runs, and one more at :meth:`finish`, so the job leaves its
+    table compacted.
 
     ``on_pass(summary)`` follows every pass that did something. A pass that fails on the metastore or the
     filesystem is logged and the next one retries, as in the compactor daemon: the ingest goes on.
@@ -254,8 +255,7 @@ class TableCompactor(threading.Thread):
 
     def __init__(self, ms: Metastore, on_pass: Callable[[Summary], None] = lambda _: None) -> None:
         super().__init__(name="acidstream-main-job-compactor", daemon=True)
-        self.compactor = Compactor(ms, COMPACTOR_CONFIG)
-        self.summary = Summary()
+        self.compactor = CompactorDaemon(ms, COMPACTOR_CONFIG, workers=COMPACTOR_CONFIG.parallelism)
         self._on_pass = on_pass
         self._finishing = threading.Event()
 
@@ -265,11 +265,10 @@ class TableCompactor(threading.Thread):
 
     def run_pass(self) -> None:
         try:
-            done = self.compactor.run_once(COMPACTOR_CONFIG.parallelism)
+            done = self.compactor.compact_once()
         except (AcidStreamError, OSError):
             log.exception("compactor pass failed; the next one retries")
             return
-        self.summary.add(done)
         if any(done.counts().values()):
             self._on_pass(done)
 
@@ -279,7 +278,7 @@ class TableCompactor(threading.Thread):
         if self.is_alive():
             self.join()
         self.run_pass()
-        return self.summary
+        return self.compactor.summary
 
 
 def describe(summary: Summary) -> str:
