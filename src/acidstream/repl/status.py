@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
+from acidstream.metastore.replication import ReplState
 from acidstream.repl.loader import DEFAULT_POLICY
 
 if TYPE_CHECKING:
@@ -13,16 +14,10 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class ReplStatus:
-    """``lag_events``/``lag_seconds`` are known when the source was given: events published but not applied,
-    and the age of the oldest of them (0 when caught up)."""
+class ReplStatus(ReplState):
+    """The replica's :class:`ReplState`; ``lag_events``/``lag_seconds`` are known when the source was given:
+    events published but not applied, and the age of the oldest of them (0 when caught up)."""
 
-    policy: str
-    source: str
-    last_event_id: int
-    last_event_time: int
-    applied_time: int
-    bootstrap_event_id: int
     source_event_id: int | None = None
     lag_events: int | None = None
     lag_seconds: float | None = None
@@ -35,24 +30,12 @@ def status(
     state = target.repl_state(policy)
     if state is None:
         return None
-    out = ReplStatus(
-        state.policy,
-        state.source,
-        state.last_event_id,
-        state.last_event_time,
-        state.applied_time,
-        state.bootstrap_event_id,
-    )
+    out = ReplStatus(**asdict(state))
     if source is None:
         return out
     current = source.current_notification_event_id()
     pending = source.notifications(state.last_event_id, 1) if current > state.last_event_id else []
     lag_seconds = max(0.0, time.time() - pending[0].event_time / 1000) if pending else 0.0
-    return ReplStatus(
-        **{
-            **out.__dict__,
-            "source_event_id": current,
-            "lag_events": current - state.last_event_id,
-            "lag_seconds": lag_seconds,
-        }
+    return replace(
+        out, source_event_id=current, lag_events=current - state.last_event_id, lag_seconds=lag_seconds
     )
