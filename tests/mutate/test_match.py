@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acidstream.errors import InvalidObjectException
-from acidstream.mutate.merge import _match
+from acidstream.mutate.merge import match_keys
 
 keys = st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=25)
 
@@ -36,9 +36,9 @@ def check(
         row = matched_twice[0]
         first, second = sorted(j for i, j in expected if i == row)[:2]
         with pytest.raises(InvalidObjectException, match=f"source rows {first} and {second} both match"):
-            _match(table(target), table(source), names)
+            match_keys(table(target), table(source), names)
         return
-    t_idx, s_idx = _match(table(target), table(source), names)
+    t_idx, s_idx = match_keys(table(target), table(source), names)
     assert list(zip(t_idx.tolist(), s_idx.tolist(), strict=True)) == expected
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +46,30 @@ def no_open_txns(ms: Metastore) -> bool:
     return all(t.state is not TxnState.OPEN for t in ms.show_txns())
 
 
-@pytest.mark.parametrize("pushed", [True, False], ids=["keys pushed into the read", "semi-join in Spark"])
+#: The ways a Spark merge runs: split by bucket (the source shipped to the tasks, or shuffled to them), or as
+#: a join (keys pushed into the target's read, or too many keys: a semi-join in Spark).
+MERGE_PATHS = ["bucket-shipped", "bucket-shuffled", "join-pushed", "join-semi"]
+
+
+@pytest.fixture(params=MERGE_PATHS)
+def merge_path(request: pytest.FixtureRequest, spread: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The session, set so that merges on the tests' bucketed tables take each path in turn."""
+    path = request.param
+    if path.startswith("join"):
+        monkeypatch.setattr(spark_mutate, "splits_by_bucket", lambda *args: False)
+    if path == "join-semi":
+        monkeypatch.setattr(spark_mutate, "MAX_PUSHED_KEYS", 59)  # the sources have more keys
+    threshold = "spark.sql.autoBroadcastJoinThreshold"
+    if path == "bucket-shuffled":  # no source is small enough to ship
+        spread.conf.set(threshold, "-1")
+    yield spread
+    spread.conf.unset(threshold)
+
+
 def test_merge_equals_the_python_merge_and_pandas(
-    spread: Any,
-    ms: Metastore,
-    opts: dict[str, str],
-    twins: tuple[str, str],
-    pushed: bool,
-    monkeypatch: pytest.MonkeyPatch,
+    merge_path: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
 ) -> None:
-    if not pushed:
-        monkeypatch.setattr(spark_mutate, "MAX_PUSHED_KEYS", 59)  # the source has 90 keys: too many
+    spread = merge_path
     by_spark, by_python = twins
     before = table_frame(ms, by_spark)
     rng = np.random.default_rng(11)
@@ -133,11 +147,13 @@ def test_delete_and_update_by_condition(
     assert table_frame(ms, by_spark).empty
 
 
+@pytest.mark.parametrize("merge_path", ["bucket-shuffled", "join-pushed"], indirect=True)
 def test_a_failing_task_aborts_the_whole_merge(
-    spread: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
+    merge_path: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
 ) -> None:
     """Directories stand where the tasks writing partition p1 must create their bucket files: those tasks
     fail, the others succeed, and nothing of the merge becomes visible."""
+    spread = merge_path
     by_spark, _ = twins
     before = table_frame(ms, by_spark)
     p1 = Path(ms.table(by_spark).location) / "p=p1"
@@ -352,3 +368,92 @@ def test_typed_columns_on_an_unpartitioned_unbucketed_table(
         ms.table("testing.typed_python").scan().to_pandas().sort_values(["k", "ts"]).reset_index(drop=True)
     )
     pd.testing.assert_frame_equal(spark_rows, python_rows)
+
+
+@pytest.mark.parametrize("merge_path", ["bucket-shipped", "bucket-shuffled"], indirect=True)
+def test_typed_keys_of_a_table_bucketed_on_them_split_by_bucket(
+    merge_path: Any, ms: Metastore, opts: dict[str, str]
+) -> None:
+    """Timestamp and decimal keys cross Spark's types on their way to their bucket's task and still hash and
+    match as the Python merge's; the source's column names differ in case from the table's."""
+    import datetime as dt
+    from decimal import Decimal
+
+    spark = merge_path
+    for name in ("tb_spark", "tb_python"):
+        ms.execute(
+            f"CREATE TABLE testing.{name} (k int, ts timestamp, amount decimal(10,2)) "
+            "PARTITIONED BY (d date) CLUSTERED BY (ts, k) INTO 3 BUCKETS "
+            "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+
+    def rows(keys: list[int], cents: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "K": keys,
+                "ts": [dt.datetime(2024, 1, 1 + k % 3, k % 24, 30, 0, 123456) for k in keys],
+                "amount": [Decimal(f"{k}.{cents:02d}") for k in keys],
+                "d": [dt.date(2024, 2, 1 + k % 2) for k in keys],
+            }
+        )
+
+    for name in ("tb_spark", "tb_python"):
+        ms.table(f"testing.{name}").merge(rows(list(range(30)), 1), on=["k", "ts"])
+    source = rows(list(range(20, 40)), 2)
+    counts = acid.merge(spark, "testing.tb_spark", spark.createDataFrame(source), on=["k", "ts"], **opts)
+    assert counts == {"inserted": 10, "updated": 10, "deleted": 0}
+    assert ms.table("testing.tb_python").merge(source, on=["k", "ts"]) == counts
+    by_spark, by_python = (
+        ms.table(f"testing.{name}").scan(with_row_id=True).to_pandas().sort_values("k").reset_index(drop=True)
+        for name in ("tb_spark", "tb_python")
+    )
+    pd.testing.assert_frame_equal(by_spark.drop(columns="ROW__ID"), by_python.drop(columns="ROW__ID"))
+
+    def buckets(frame: pd.DataFrame) -> list[int]:
+        return [r["bucketid"] >> 16 & 0xFFF for r in frame.ROW__ID]
+
+    assert buckets(by_spark) == buckets(by_python) and len(set(buckets(by_spark))) == 3
+    assert by_spark.amount.tolist()[20:] == source.amount.tolist()
+
+
+def test_a_small_source_is_shipped_to_the_tasks_a_large_one_shuffled(
+    acid_spark: Any, ms: Metastore, twins: tuple[str, str]
+) -> None:
+    """The split follows Spark's broadcast threshold: a source Spark estimates under it is collected once and
+    each task gets its buckets' rows; over it (or with broadcasts off), the source is shuffled by bucket."""
+    from acidstream.mutate.bucket_merge import BucketMerge
+    from acidstream.mutate.changes import MergeActions
+
+    by_spark, _ = twins
+    source = acid_spark.createDataFrame(frame(list(range(0, 100, 3)), "s"))
+    with TableMutation(ms, by_spark) as m:
+        split = BucketMerge(m.changes, MergeActions(), ("id",), ("id",), m.valid_write_ids(), (), {})
+        task_of = (0, 1, 1, 0)
+        shipped = spark_mutate._shipped_source(
+            acid_spark, source, split, ["id", "name", "score", "p"], task_of
+        )
+        assert shipped is not None and sum(t.num_rows for t in shipped) == 34
+        for task, rows in enumerate(shipped):
+            assert {task_of[b] for b in rows.column(BUCKET).to_pylist()} == {task}
+        key = "spark.sql.autoBroadcastJoinThreshold"
+        for setting in ("-1", "10b"):
+            acid_spark.conf.set(key, setting)
+            try:
+                assert spark_mutate._shipped_source(acid_spark, source, split, ["id"], task_of) is None
+            finally:
+                acid_spark.conf.unset(key)
+
+
+def test_buckets_spread_over_tasks_by_their_bytes() -> None:
+    task_of = spark_mutate.bucket_tasks({0: 100, 1: 10, 2: 10, 3: 80, 4: 5}, 6, parallelism=2)
+    assert len(task_of) == 6 and set(task_of) == {0, 1}
+    loads = [
+        sum(size for b, size in {0: 100, 1: 10, 2: 10, 3: 80, 4: 5}.items() if task_of[b] == t)
+        for t in (0, 1)
+    ]
+    assert sorted(loads) == [100, 105]
+    assert spark_mutate.bucket_tasks({}, 2, parallelism=8) == (0, 1)  # never more tasks than buckets
+    big = spark_mutate.READ_TASK_BYTES
+    assert max(spark_mutate.bucket_tasks({b: big for b in range(8)}, 8, parallelism=2)) == 7  # a task per GiB
+    assert spark_mutate._size_setting("10485760b") == spark_mutate._size_setting("10MB") == 10 << 20
+    assert spark_mutate._size_setting("-1") == -1

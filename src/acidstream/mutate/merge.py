@@ -9,7 +9,7 @@ update or delete of the same partition committed first makes the commit raise ``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -72,7 +72,7 @@ def merge(
     with TableMutation(metastore, table_name, progress) as m:
         src = m.changes.align_source(as_table(source), on)
         target, parts = m.read_target(m.changes.target_columns(src.column_names, on, actions))
-        t_idx, s_idx = _match(target, src, on)
+        t_idx, s_idx = match_keys(target, src, on)
         if actions.when_not_matched_by_source is None:  # only matched target rows matter: keep just those
             target, t_idx = rows_at(target, t_idx), np.arange(len(t_idx))
         else:
@@ -215,18 +215,20 @@ class TableMutation:
     ) -> tuple[pa.Table, list[PartitionValues]]:
         """ROW__ID and ``columns`` of the rows at the txn's snapshot, with ``__part``: the index of each
         row's partition (its values as the metastore names them) in the returned list."""
-        parts: dict[PartitionValues, int] = {}
-        batches = []
         scan = self.scan(columns, filter)
-        rows = 0
         self._progress(f"reading {self.table.full_name}")
-        for values, batch in scan.partition_batches():
-            code = parts.setdefault(values, len(parts))
-            batches.append(batch.append_column(PART, pa.array(np.full(batch.num_rows, code, dtype=np.int32))))
-            rows += batch.num_rows
-            self._progress(f"reading {self.table.full_name}: {rows:,} rows")
-        schema = scan.schema.append(pa.field(PART, pa.int32()))
-        return pa.Table.from_batches(batches, schema=schema), list(parts)
+        rows = 0
+
+        def counted(
+            pairs: Iterable[tuple[PartitionValues, pa.RecordBatch]],
+        ) -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:
+            nonlocal rows
+            for values, batch in pairs:
+                yield values, batch
+                rows += batch.num_rows
+                self._progress(f"reading {self.table.full_name}: {rows:,} rows")
+
+        return partition_coded(counted(scan.partition_batches()), scan.schema)
 
     # --- writing and committing -----------------------------------------------------------------------------
 
@@ -238,15 +240,7 @@ class TableMutation:
             return
         if self._coordinator is None:
             self._coordinator = MutatorCoordinator(self.acid_table, metastore=self.metastore, statement_id=0)
-        schema = pieces[0].schema
-        mutations = pa.concat_tables([p.cast(schema) for p in pieces])
-        codes = mutations.column(PART).to_numpy()
-        order = np.argsort(codes, kind="stable")
-        mutations, codes = mutations.take(pa.array(order)).drop_columns([PART]), codes[order]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
-        for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-            self._progress(f"writing changes: {start:,} of {len(codes):,}")
-            apply_mutations(self._coordinator, parts[int(codes[start])], mutations.slice(start, end - start))
+        write_changes(self._coordinator, pieces, parts, self._progress)
 
     def commit(self, summaries: Sequence[MutationSummary] = ()) -> dict[str, int]:
         """Commit what this process's coordinator and the given ``summaries`` (coordinators elsewhere, with
@@ -264,7 +258,42 @@ class TableMutation:
         }
 
 
-def _match(
+def partition_coded(
+    pairs: Iterable[tuple[PartitionValues, pa.RecordBatch]], schema: pa.Schema
+) -> tuple[pa.Table, list[PartitionValues]]:
+    """Batches tagged with their partition's values as one table with ``__part``: the index of each row's
+    partition in the returned list (what :class:`Changes` takes)."""
+    parts: dict[PartitionValues, int] = {}
+    batches = []
+    for values, batch in pairs:
+        code = parts.setdefault(values, len(parts))
+        batches.append(batch.append_column(PART, pa.array(np.full(batch.num_rows, code, dtype=np.int32))))
+    return pa.Table.from_batches(batches, schema=schema.append(pa.field(PART, pa.int32()))), list(parts)
+
+
+def write_changes(
+    coordinator: MutatorCoordinator,
+    pieces: Sequence[pa.Table],
+    parts: list[PartitionValues],
+    progress: Progress | None = None,
+) -> None:
+    """Mutations (:class:`Changes`' pieces, ``__part`` codes into ``parts``) through ``coordinator``,
+    partition by partition, each partition's in the seed's order."""
+    if not pieces:
+        return
+    schema = pieces[0].schema
+    mutations = pa.concat_tables([p.cast(schema) for p in pieces])
+    codes = mutations.column(PART).to_numpy()
+    order = np.argsort(codes, kind="stable")
+    mutations, codes = mutations.take(pa.array(order)).drop_columns([PART]), codes[order]
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
+    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        if progress is not None:
+            progress(f"writing changes: {start:,} of {len(codes):,}")
+        apply_mutations(coordinator, parts[int(codes[start])], mutations.slice(start, end - start))
+
+
+def match_keys(
     target: pa.Table, source: pa.Table, on: Sequence[str]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(target index, source index) of every matching pair, by target index; null keys never match; a target
@@ -297,7 +326,7 @@ def _match(
 def _match_one(
     target: pa.ChunkedArray, source: pa.ChunkedArray, name: str
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """:func:`_match` on one key column: a hash lookup of the target's keys in the source's (the usual change
+    """:func:`match_keys` on one key column: a hash lookup of the target's keys in the source's (the usual change
     set is the small side), without the cost of starting a join engine."""
     position = pc.index_in(target, value_set=source.combine_chunks(), skip_nulls=True)
     t_idx = np.flatnonzero(pc.is_valid(position).to_numpy(zero_copy_only=False))

@@ -8,7 +8,7 @@ compaction never deletes them under it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from acidstream.metastore import Metastore, Table
+    from acidstream.metastore.models import Table as TableDefinition
 
 DEFAULT_BATCH_ROWS = 131072
 #: a scan makes a few pyarrow calls per file and stripe: beside a busy Python thread each could wait 5 ms
@@ -203,31 +204,16 @@ class TableScan:
     def _readers(self) -> Iterator[BucketReader]:
         """One reader per planned bucket task, in plan order."""
         plan = self.plan_files()
-        fs, _ = table_filesystem(self.table.location)
-        schema = self.schema
-        data_fields = [c.name for c in self.table.columns]
-        wanted = set(schema.names) | {f.name for f in self.filter_fields}
-        part_names = [k.name for k in self.table.partition_keys if k.name in wanted]
-        typed_cache: dict[tuple[str | None, ...], dict[str, pa.Scalar]] = {}
-        for task in plan.tasks:
-            scalars = typed_cache.get(task.partition_values)
-            if scalars is None:
-                typed = partition_value_table(self.table.partition_keys, [task.partition_values])
-                scalars = {n: typed.column(n)[0] for n in part_names}
-                typed_cache[task.partition_values] = scalars
-            yield BucketReader(
-                fs,
-                task,
-                plan.write_ids,
-                data_fields=data_fields,
-                partition_arrays=scalars,
-                output_schema=schema,
-                with_row_id=self.with_row_id,
-                filter_expr=self.filter,
-                batch_rows=self.batch_rows,
-                filter_fields=self.filter_fields,
-                char_widths={c.name: c.type.length for c in self.table.columns if c.type.name == "char"},
-            )
+        return bucket_readers(
+            self.table,
+            plan.tasks,
+            plan.write_ids,
+            self.schema,
+            with_row_id=self.with_row_id,
+            batch_rows=self.batch_rows,
+            filter_expr=self.filter,
+            filter_fields=self.filter_fields,
+        )
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -268,6 +254,45 @@ class TableScan:
                 return sum(reader.count() for reader in self._readers())
         finally:
             self.close()
+
+
+def bucket_readers(
+    table: TableDefinition,
+    tasks: Iterable[BucketTask],
+    write_ids: ValidWriteIdList,
+    schema: pa.Schema,
+    *,
+    with_row_id: bool,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    filter_expr: pc.Expression | None = None,
+    filter_fields: Sequence[pa.Field] = (),
+) -> Iterator[BucketReader]:
+    """A reader of each bucket task at ``write_ids``, yielding ``schema``'s columns: a scan's, or a worker's
+    given some tasks of a plan made elsewhere (a bucket of a Spark merge)."""
+    fs, _ = table_filesystem(table.location)
+    data_fields = [c.name for c in table.columns]
+    wanted = set(schema.names) | {f.name for f in filter_fields}
+    part_names = [k.name for k in table.partition_keys if k.name in wanted]
+    typed_cache: dict[tuple[str | None, ...], dict[str, pa.Scalar]] = {}
+    for task in tasks:
+        scalars = typed_cache.get(task.partition_values)
+        if scalars is None:
+            typed = partition_value_table(table.partition_keys, [task.partition_values])
+            scalars = {n: typed.column(n)[0] for n in part_names}
+            typed_cache[task.partition_values] = scalars
+        yield BucketReader(
+            fs,
+            task,
+            write_ids,
+            data_fields=data_fields,
+            partition_arrays=scalars,
+            output_schema=schema,
+            with_row_id=with_row_id,
+            filter_expr=filter_expr,
+            batch_rows=batch_rows,
+            filter_fields=filter_fields,
+            char_widths={c.name: c.type.length for c in table.columns if c.type.name == "char"},
+        )
 
 
 def filter_only_fields(

@@ -1,23 +1,31 @@
 """Merge, update and delete by key on Spark: one transaction, the driver's; Spark tasks write the mutations.
 
 The driver opens the txn as the Python API does (:class:`~acidstream.mutate.merge.TableMutation`: shared-write
-lock, the snapshot taken after it, heartbeats) and plans the target's scan at that snapshot; Spark tasks read
-the target's keys and ROW__IDs bucket by bucket (for a merge whose source has at most ``MAX_PUSHED_KEYS``
-distinct keys, collected to the driver first, only the rows those keys may match: the target is never shipped
-to Spark whole), and Spark joins them with the source. A Python stage turns each joined
-batch into mutation rows with the Python merge's own code (:class:`~acidstream.mutate.changes.Changes`:
-updates keep their ROW__ID, inserts get their bucket attached). Spark then repartitions the mutations by
-(partition, bucket) and sorts each task's rows as the seed prescribes — partition, bucket, then ROW__ID, inserts
-last — and each task writes them through a :class:`MutatorCoordinator` built from the pickled ``AcidTable``,
-its Spark partition id as statement id, returning its ``MutationSummary``. The driver commits with every
-summary.
+lock, the snapshot taken after it, heartbeats) and plans the target's scan at that snapshot. A merge then runs
+one of two ways:
 
-Nothing is visible until that commit: a failed job aborts the txn, and a driver killed outright stops
-heartbeating, so the metastore aborts its txn after the txn timeout. Errors a task raises on purpose (a row
-that would move between buckets, two source rows matching one target row) reach the caller as the same
-exception classes the Python API raises. A retried task replaces its statement's files and the driver deletes
-files of attempts no task reported before committing; two attempts of one statement running at once would
-collide, so keep ``spark.speculation`` off (its default), as for batch writes.
+* **Split by bucket** (the table is bucketed on merge keys only, and unmatched target rows are left alone:
+  :func:`~acidstream.mutate.bucket_merge.splits_by_bucket`): matches never cross buckets, so each Spark task
+  takes some buckets (spread by file bytes), receives those buckets' source rows and reads those buckets' target
+  rows itself, matching and writing with the Python merge's own code (:class:`BucketMerge`). One Spark job: a
+  source Spark estimates under ``spark.sql.autoBroadcastJoinThreshold`` is collected once and shipped to the
+  tasks, as Spark broadcasts a small join side; a larger one is bucketed by a Python stage and shuffled to them.
+* **Join** (any other merge): Spark tasks read the target's keys and ROW__IDs bucket by bucket (for a merge
+  whose source has at most ``MAX_PUSHED_KEYS`` distinct keys, collected to the driver first, only the rows those
+  keys may match: the target is never shipped to Spark whole), and Spark joins them with the source. A Python
+  stage turns each joined batch into mutation rows with the Python merge's code
+  (:class:`~acidstream.mutate.changes.Changes`: updates keep their ROW__ID, inserts get their bucket attached).
+  Spark then repartitions the mutations by (partition, bucket) and sorts each task's rows as the seed prescribes
+  — partition, bucket, then ROW__ID, inserts last — and each task writes them through a
+  :class:`MutatorCoordinator` built from the pickled ``AcidTable``.
+
+Either way each writing task uses its Spark partition id as statement id and returns its ``MutationSummary``;
+the driver commits with every summary. Nothing is visible until that commit: a failed job aborts the txn, and
+a driver killed outright stops heartbeating, so the metastore aborts its txn after the txn timeout. Errors a
+task raises on purpose (a row that would move between buckets, two source rows matching one target row) reach
+the caller as the same exception classes the Python API raises. A retried task replaces its statement's files
+and the driver deletes files of attempts no task reported before committing; two attempts of one statement
+running at once would collide, so keep ``spark.speculation`` off (its default), as for batch writes.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE, apply_mutations
+from acidstream.mutate.bucket_merge import BucketMerge, splits_by_bucket
 from acidstream.mutate.changes import (
     PART,
     Changes,
@@ -77,6 +86,10 @@ if TYPE_CHECKING:
 MATCHED = 3
 #: Each mutation's bucket (decoded from its ROW__ID): with the partition name, what Spark groups by.
 BUCKET = "__bucket"
+#: The task a source row goes to in a merge split by bucket (:func:`bucket_tasks`).
+TASK = "__task"
+#: What a writing task reports: its coordinator's summary as JSON, and its attempt number.
+SUMMARY_DDL = "summary string, attempt int"
 _SOURCE = "__s_"
 _TARGET = "__t_"
 _SOURCE_PRESENT = "__s_present"
@@ -107,16 +120,20 @@ def merge(
     inserted, unmatched target rows deleted if asked; null keys never match; a target row matched twice is an
     error). Returns ``{"inserted": n, "updated": n, "deleted": n}``.
 
-    Unless unmatched target rows are deleted, only target rows the source's keys may match are joined: the
-    source's distinct keys (up to :data:`MAX_PUSHED_KEYS`) are collected and the read keeps those rows, which
-    are broadcast to the join; with more keys the target is semi-joined with them in Spark. The source is then
-    evaluated twice (``cache()`` an expensive one)."""
+    A table bucketed on merge keys only is merged bucket by bucket in one job, the source evaluated once
+    (module docstring). Otherwise, unless unmatched target rows are deleted, only target rows the source's keys
+    may match are joined: the source's distinct keys (up to :data:`MAX_PUSHED_KEYS`) are collected and the read
+    keeps those rows, which are broadcast to the join; with more keys the target is semi-joined with them in
+    Spark. The source is then evaluated twice (``cache()`` an expensive one)."""
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with _mutation(metastore, warehouse, table) as (m, location):
         changes = m.changes
         names = changes.source_columns(source.columns, on)
         keys = [k.lower() for k in on]
         target_columns = changes.target_columns(names, keys, actions)
+        known = m.known_partitions() if actions.when_not_matched == "insert" else {}
+        if splits_by_bucket(changes.table, keys, actions):
+            return _merge_by_bucket(spark, m, location, source, names, keys, target_columns, actions, known)
         pushed = None
         if actions.when_not_matched_by_source is None:
             pushed = source_keys(source, names, keys, changes.table)
@@ -129,7 +146,7 @@ def merge(
                 keys,
                 target_columns,
                 names,
-                m.known_partitions() if actions.when_not_matched == "insert" else {},
+                known,
             )
             mutations = joined.mapInArrow(stage, mutation_ddl(changes.table))
             return _write(m, location, mutations, keys)
@@ -204,6 +221,101 @@ def _mutation(
     url, wh = metastore_location(location)
     with TableMutation(client(url, wh), table) as m:
         yield m, {"metastore": url, "warehouse": wh}
+
+
+def _merge_by_bucket(
+    spark: SparkSession,
+    m: TableMutation,
+    location: dict[str, str],
+    source: DataFrame,
+    names: Sequence[str],
+    keys: Sequence[str],
+    target_columns: Sequence[str],
+    actions: MergeActions,
+    known: KnownPartitions,
+) -> dict[str, int]:
+    """A merge whose matches stay within buckets (:func:`splits_by_bucket`) as one Spark job: a Python stage
+    gives each source row its bucket, Spark moves the rows of each bucket to one task (buckets spread over
+    tasks by file bytes), and each task merges its buckets with those buckets' target rows, which it reads
+    itself, and writes the mutations."""
+    with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
+        plan = scan.plan_files()
+        split = BucketMerge(
+            m.changes, actions, tuple(keys), tuple(target_columns), plan.write_ids, plan.tasks, known
+        )
+        task_of = bucket_tasks(
+            split.bucket_bytes(), m.table.num_buckets, spark.sparkContext.defaultParallelism
+        )
+        tasks = max(task_of) + 1
+        shipped = _shipped_source(spark, source, split, names, task_of)
+        stage = BucketMergeStage(split, m.acid_table, location["metastore"], location["warehouse"], shipped)
+        if shipped is not None:
+            return _commit(m, spark.range(0, tasks, 1, tasks).mapInArrow(stage, SUMMARY_DDL))
+        bucketed = source.mapInArrow(
+            SourceBuckets(split, tuple(names), task_of), source_ddl(m.changes.table, names)
+        ).repartitionById(tasks, TASK)
+        return _commit(m, bucketed.mapInArrow(stage, SUMMARY_DDL))
+
+
+def _shipped_source(
+    spark: SparkSession, source: DataFrame, split: BucketMerge, names: Sequence[str], task_of: Sequence[int]
+) -> tuple[pa.Table, ...] | None:
+    """Each task's source rows (aligned, with their bucket), collected on the driver, when Spark estimates
+    the source at most ``spark.sql.autoBroadcastJoinThreshold`` bytes — the size under which Spark broadcasts
+    a join's side rather than shuffling both; None (shuffle the source) when larger or unknown."""
+    threshold = _size_setting(spark.conf.get("spark.sql.autoBroadcastJoinThreshold") or "-1")
+    estimate = _estimated_bytes(source)
+    if threshold < 0 or estimate is None or estimate > threshold:
+        return None
+    collected = source.toArrow()
+    aligned = split.changes.align_source(collected.rename_columns(list(names)), split.keys)
+    buckets = split.bucket_ids(aligned)
+    rows = aligned.append_column(BUCKET, pa.array(buckets, pa.int32()))
+    task = np.asarray(task_of, dtype=np.int32)[buckets]
+    return tuple(rows.filter(pa.array(task == t)) for t in range(max(task_of) + 1))
+
+
+def _estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's optimizer's estimate of ``frame``'s size (what it sizes broadcast joins by); None where the
+    session does not expose it (Spark Connect)."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except (AttributeError, Py4JError):  # no JVM plan to ask: take the path that needs no estimate
+        return None
+
+
+def _size_setting(text: str) -> int:
+    """A Spark byte-size setting (``10485760``, ``10MB``, ``-1``) in bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    value = text.strip().lower().removesuffix("b")
+    if value and value[-1] in units:
+        return int(float(value[:-1]) * units[value[-1]])
+    return int(value)
+
+
+def bucket_tasks(sizes: Mapping[int, int], num_buckets: int, parallelism: int) -> tuple[int, ...]:
+    """The task of each bucket: as many tasks as Spark has cores, or one per :data:`READ_TASK_BYTES` of the
+    target's files if that is more, never more than buckets; the buckets' bytes spread evenly (largest first
+    onto the lightest task)."""
+    total = sum(sizes.values())
+    count = max(1, min(num_buckets, max(parallelism, -(-total // READ_TASK_BYTES))))
+    loads = [(0, 0)] * count  # (bytes, buckets): buckets with no files yet spread evenly too
+    task_of = [0] * num_buckets
+    for bucket in sorted(range(num_buckets), key=lambda b: -sizes.get(b, 0)):
+        lightest = loads.index(min(loads))
+        task_of[bucket] = lightest
+        size, buckets = loads[lightest]
+        loads[lightest] = (size + sizes.get(bucket, 0), buckets + 1)
+    return tuple(task_of)
+
+
+def source_ddl(table: TableDefinition, names: Sequence[str]) -> str:
+    """The Spark schema of source rows on their way to their bucket's task: the source's columns typed as
+    the table's, the bucket and the task."""
+    by_name = {c.name: c for c in (*table.columns, *table.partition_keys)}
+    return f"{schema_ddl([by_name[n] for n in names], False)}, `{BUCKET}` int, `{TASK}` int"
 
 
 def _read_target(
@@ -345,10 +457,15 @@ def _write(
         F.col(f"{ROW_ID}.rowid"),
     )
     stage = WriteStage(m.acid_table, location["metastore"], location["warehouse"], tuple(keys))
+    return _commit(m, ordered.mapInArrow(stage, SUMMARY_DDL))
+
+
+def _commit(m: TableMutation, reports: DataFrame) -> dict[str, int]:
+    """Run the job whose tasks report their :class:`MutationSummary` (:data:`SUMMARY_DDL`), commit them."""
     with driver_errors():
-        reports = ordered.mapInArrow(stage, "summary string, attempt int").collect()
-    summaries = [MutationSummary.from_json(r.summary) for r in reports]
-    if any(r.attempt > 0 for r in reports):
+        rows = reports.collect()
+    summaries = [MutationSummary.from_json(r.summary) for r in rows]
+    if any(r.attempt > 0 for r in rows):
         remove_unreported(m.acid_table, summaries)
     return m.commit(summaries)
 
@@ -378,6 +495,79 @@ def remove_unreported(table: AcidTable, summaries: Sequence[MutationSummary]) ->
 
 
 # --- the tasks ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceBuckets:
+    """Source batches in, the same rows typed as the table's columns with their bucket and task out (a
+    ``mapInArrow`` function)."""
+
+    split: BucketMerge
+    names: tuple[str, ...]
+    task_of: tuple[int, ...]
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        changes = self.split.changes
+        by_name = {c.name: c for c in (*changes.table.columns, *changes.table.partition_keys)}
+        schema = spark_arrow_schema([by_name[n] for n in self.names], False)
+        task_of = np.array(self.task_of, dtype=np.int32)
+        with task_errors():
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                aligned = changes.align_source(
+                    pa.Table.from_batches([batch]).rename_columns(list(self.names)), self.split.keys
+                )
+                buckets = self.split.bucket_ids(aligned)
+                rows = to_spark_batch(aligned.combine_chunks().to_batches()[0], schema)
+                yield rows.append_column(BUCKET, pa.array(buckets, pa.int32())).append_column(
+                    TASK, pa.array(task_of[buckets], pa.int32())
+                )
+
+
+@dataclass(frozen=True)
+class BucketMergeStage:
+    """The source rows of this task's buckets in, the task's ``MutationSummary`` out (a ``mapInArrow``
+    function): its buckets merged by :class:`BucketMerge` through one coordinator, the task's.
+
+    The rows come shuffled by :class:`SourceBuckets`, or, when the driver ships them (``shipped``: each task's
+    rows, aligned, with :data:`BUCKET`), the input is the task's number (a row of ``spark.range``)."""
+
+    split: BucketMerge
+    table: AcidTable
+    url: str
+    warehouse: str
+    shipped: tuple[pa.Table, ...] | None = None
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition, attempt = _task_attempt()
+        with task_errors():
+            if self.shipped is None:
+                received = [b for b in batches if b.num_rows]
+                if not received:
+                    return
+                rows = pa.Table.from_batches(received)
+                buckets = rows.column(BUCKET)
+                source = self.split.changes.align_source(rows.drop_columns([BUCKET, TASK]), self.split.keys)
+            else:
+                mine = [self.shipped[i] for b in batches for i in b.column(0).to_pylist()]
+                rows = pa.concat_tables(mine) if mine else None
+                if rows is None or not rows.num_rows:
+                    return
+                buckets, source = rows.column(BUCKET), rows.drop_columns([BUCKET])
+            coordinator = MutatorCoordinator(
+                self.table,
+                metastore=client(self.url, self.warehouse),
+                statement_id=statement_id_for(partition),
+                delete_delta_if_exists=attempt > 0,
+            )
+            try:
+                self.split.write_buckets(coordinator, source, buckets.to_numpy())
+                summary = coordinator.close()
+            except BaseException:
+                coordinator.abort()
+                raise
+        yield _report(summary, attempt)
 
 
 @dataclass(frozen=True)
@@ -532,11 +722,7 @@ class WriteStage:
     keys: tuple[str, ...]
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        partition = context.partitionId() if context is not None else 0
-        attempt = context.attemptNumber() if context is not None else 0
+        partition, attempt = _task_attempt()
         with task_errors():
             summary = write_mutations(
                 self.table,
@@ -547,9 +733,22 @@ class WriteStage:
                 self.keys,
             )
         if summary is not None:
-            yield pa.RecordBatch.from_pydict(
-                {"summary": [summary.to_json()], "attempt": pa.array([attempt], pa.int32())}
-            )
+            yield _report(summary, attempt)
+
+
+def _task_attempt() -> tuple[int, int]:
+    """(Spark partition id, attempt number) of the running task; (0, 0) outside one."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return (context.partitionId(), context.attemptNumber()) if context is not None else (0, 0)
+
+
+def _report(summary: MutationSummary, attempt: int) -> pa.RecordBatch:
+    """A writing task's one row of :data:`SUMMARY_DDL`."""
+    return pa.RecordBatch.from_pydict(
+        {"summary": [summary.to_json()], "attempt": pa.array([attempt], pa.int32())}
+    )
 
 
 def write_mutations(
