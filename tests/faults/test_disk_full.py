@@ -35,8 +35,17 @@ def test_a_full_disk_loses_no_committed_row_and_the_table_takes_writes_again(
         ledger, killed = Ledger(), assert_batch_killed(ms)
         config = {"compression": "NONE", "max_buffered_bytes": 16 << 10}  # auto-flushes mid-txn too
         with pytest.raises(StreamingIOFailure, match="No space left on device"):
-            stream(ms, "t", range(1000), PER_TXN, ledger, batch=batch, config=config, partitioned=partitioned,
-                   check_failure=killed)
+            stream(
+                ms,
+                "t",
+                range(1000),
+                PER_TXN,
+                ledger,
+                batch=batch,
+                config=config,
+                partitioned=partitioned,
+                check_failure=killed,
+            )
         assert ledger.committed and len(ledger.begun) == len(ledger.committed) + 1
         check_table(ms, "t", ledger, PER_TXN)  # a full read: every committed row, nothing else
         disk.make_room(8 << 20)

@@ -56,7 +56,9 @@ def test_a_write_lock_held_by_another_process_fails_the_call_within_the_wait_bou
 def test_the_default_wait_bound_is_well_under_the_txn_timeout(
     tmp_path: Path, warehouse: Path, txn_timeout: float, bound: float
 ) -> None:
-    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=warehouse, txn_timeout=txn_timeout) as ms:
+    with Metastore.connect(
+        f"sqlite:///{tmp_path / 'ms.db'}", warehouse=warehouse, txn_timeout=txn_timeout
+    ) as ms:
         assert ms.db_wait_timeout == bound
 
 

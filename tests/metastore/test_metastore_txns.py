@@ -199,7 +199,9 @@ def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(ms: Metastore
     with faults.armed("metastore.commit", faults.sleep(2), times=1):
         committing = threading.Thread(target=ms.commit_txn, args=(a,))
         committing.start()
-        time.sleep(0.5)  # A is in its commit by now (if not, the race is not exercised; nothing fails wrongly)
+        time.sleep(
+            0.5
+        )  # A is in its commit by now (if not, the race is not exercised; nothing fails wrongly)
         (b,) = ms.open_txns()
         sees_a = ms.get_valid_write_ids("db.t", snapshot=ms.snapshot()).is_write_id_valid(1)
         _write(ms, b, OperationType.UPDATE, "ds=1")

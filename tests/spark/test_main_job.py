@@ -36,14 +36,18 @@ def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_p
     warehouse = tmp_path / "wh"
     args = ["main-job", "--warehouse", str(warehouse), "--query-interval", "0.2"]
     sized = ["--rows", "900", "--files", "3"]
-    first = CliRunner().invoke(cli, [*args, "--rows", "1200", "--files", "12"], catch_exceptions=False, env=WIDE)
+    first = CliRunner().invoke(
+        cli, [*args, "--rows", "1200", "--files", "12"], catch_exceptions=False, env=WIDE
+    )
     assert first.exit_code == 0, first.output
     text = " ".join(first.output.split())
     assert "rows ingested (this run) │ 1,200" in text and "records/s" in text
     assert "12 (one per landing file and micro-batch)" in text
     assert "distinct snapshots mid-ingest, each with whole transactions only" in text
     assert "compactor: requested " in text  # a pass's figures, as it happens
-    compacted = re.search(r"│ (\d+) compactions of \1 requested, [\d,]+ rows rewritten, 0 failed; \d+ cleaned", text)
+    compacted = re.search(
+        r"│ (\d+) compactions of \1 requested, [\d,]+ rows rewritten, 0 failed; \d+ cleaned", text
+    )
     assert compacted and int(compacted[1]) >= 10  # when the passes come decides how many more than one each
     ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
     partitions = list(Path(ms.table("testing.alerts").location).glob("continent=*/country=*"))

@@ -457,7 +457,9 @@ def _metastore_state(ms: Metastore, txn: int | None) -> str:
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_an_io_error_in_the_commits_last_parse_kills_the_batch(ms: Metastore, native: str, batch: int) -> None:
+def test_an_io_error_in_the_commits_last_parse_kills_the_batch(
+    ms: Metastore, native: str, batch: int
+) -> None:
     """Issue 19: the final parse inside commit_transaction failed with an I/O error, the buffered records were
     gone, and a second commit_transaction() succeeded without them. Any failure but a bad record kills the
     batch (Hive's markDead): the txn is aborted in the metastore and every later call raises."""

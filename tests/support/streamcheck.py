@@ -81,7 +81,9 @@ def check_table(ms: Metastore, table: str, ledger: Ledger, per_txn: int) -> Coun
     for seq, txn in sorted(ledger.begun.items()):
         state = ms.get_txn_state(txn).name
         expected = per_txn if state == "COMMITTED" else 0
-        assert seen[seq] == expected, f"seq {seq} (txn {txn}, {state}): {seen[seq]} rows visible, not {expected}"
+        assert seen[seq] == expected, (
+            f"seq {seq} (txn {txn}, {state}): {seen[seq]} rows visible, not {expected}"
+        )
         if seq in ledger.committed:
             assert state == "COMMITTED", f"seq {seq}: its commit returned but txn {txn} is {state}"
     return seen

@@ -31,7 +31,11 @@ def main(argv: list[str]) -> None:
             .with_configuration(json.loads(config))
             .connect()
         )
-        seqs = range(int(first_seq), int(first_seq) + int(txns)) if int(txns) else itertools.count(int(first_seq))
+        seqs = (
+            range(int(first_seq), int(first_seq) + int(txns))
+            if int(txns)
+            else itertools.count(int(first_seq))
+        )
         with conn:
             for seq in seqs:
                 conn.begin_transaction()

@@ -119,7 +119,9 @@ class SideFileWriter:
             writer = cls(fs, side, fs.open_output_stream(side))
             writer._write(0)
         except OSError:
-            with contextlib.suppress(OSError):  # an empty side file would make readers wait for its first long
+            with contextlib.suppress(
+                OSError
+            ):  # an empty side file would make readers wait for its first long
                 fs.delete_file(side)
             raise
         return writer

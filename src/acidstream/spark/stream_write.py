@@ -60,7 +60,9 @@ def sink_id_from(options: Mapping[str, str]) -> str:
     if opts.get("sinkid"):
         sink = opts["sinkid"]
         if not all(c.isalnum() or c in "-_." for c in sink):
-            raise StreamingConnectionError(f"sinkId {sink!r} may contain only letters, digits, '-', '_' and '.'")
+            raise StreamingConnectionError(
+                f"sinkId {sink!r} may contain only letters, digits, '-', '_' and '.'"
+            )
         return sink
     checkpoint = opts.get("checkpointlocation")
     if not checkpoint:

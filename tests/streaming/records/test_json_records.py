@@ -193,7 +193,11 @@ def test_records_larger_than_a_read_block_stay_on_the_bulk_path() -> None:
 def test_escaped_lone_surrogates_are_not_text() -> None:
     """``"\\ud800"`` is valid JSON but no UTF-8 string: strict names the field, lenient reads NULL."""
     cols = parse_columns("i int, s string, a array<string>")
-    records = [b'{"i": 1, "s": "ok \\ud83d\\ude00"}', b'{"i": 2, "s": "x\\ud800"}', b'{"i": 3, "a": ["\\udfff"]}']
+    records = [
+        b'{"i": 1, "s": "ok \\ud83d\\ude00"}',
+        b'{"i": 2, "s": "x\\ud800"}',
+        b'{"i": 3, "a": ["\\udfff"]}',
+    ]
     strict = StrictJsonWriter.builder().build().bind(cols).parse(records)
     assert strict.batch.to_pylist() == [{"i": 1, "s": "ok \U0001f600", "a": None}]
     assert [(e.record_index, e.field) for e in strict.errors] == [(1, "s"), (2, "a")]
@@ -204,6 +208,8 @@ def test_escaped_lone_surrogates_are_not_text() -> None:
 def test_utf8_encoded_surrogates_are_invalid_bytes() -> None:
     """``json.loads`` of bytes lets them through (surrogatepass); UTF-8 forbids them."""
     cols = parse_columns("i int, s string")
-    result = StrictJsonWriter.builder().build().bind(cols).parse([b'{"i": 1, "s": "\xed\xa0\x80"}', b'{"i": 2}'])
+    result = (
+        StrictJsonWriter.builder().build().bind(cols).parse([b'{"i": 1, "s": "\xed\xa0\x80"}', b'{"i": 2}'])
+    )
     assert [(e.record_index, e.field) for e in result.errors] == [(0, "s")]
     assert result.batch.to_pylist() == [{"i": 2, "s": None}]
