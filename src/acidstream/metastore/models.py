@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from acidstream.acid.types import Column
@@ -326,6 +326,13 @@ class Table:
     @property
     def all_columns(self) -> tuple[Column, ...]:
         return self.columns + self.partition_keys
+
+    def definition(self) -> Table:
+        """The plain definition, also of a handle: what pickles to workers (a handle's metastore does not)."""
+        values = {f.name: getattr(self, f.name) for f in fields(Table)}
+        return Table(
+            **{**values, "properties": dict(self.properties)}
+        )  # a plain dict pickles, a view may not
 
 
 @dataclass(frozen=True)

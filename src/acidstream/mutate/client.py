@@ -27,7 +27,7 @@ from acidstream.errors import (
 )
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType, TableWrite
-from acidstream.mutate.table import AcidTable, MutationSummary, TableType, plain_definition
+from acidstream.mutate.table import AcidTable, MutationSummary, TableType
 from acidstream.txn import FailureListener, TxnHeartbeat, TxnState
 from acidstream.txn import Transaction as MetastoreTransaction
 from acidstream.txn.written import describe_partitions
@@ -96,7 +96,7 @@ class MutatorClient:
                     raise ConnectionException(
                         f"Cannot stream to table that has not been bucketed: '{table.qualified_name}'."
                     )
-            table.definition = plain_definition(definition)
+            table.definition = definition.definition()
         self._connected = True
 
     def get_tables(self) -> list[AcidTable]:

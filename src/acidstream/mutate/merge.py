@@ -39,7 +39,7 @@ from acidstream.mutate.changes import (
 from acidstream.mutate.client import table_write
 from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.record_id import ROW_ID
-from acidstream.mutate.table import AcidTable, MutationSummary, TableType, plain_definition
+from acidstream.mutate.table import AcidTable, MutationSummary, TableType
 from acidstream.txn import Transaction, TxnHeartbeat
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class TableMutation:
             raise InvalidObjectException(
                 f"{self.table.full_name} is not a full-ACID table: it cannot be mutated"
             )
-        self.changes = Changes(plain_definition(self.table))
+        self.changes = Changes(self.table.definition())
         self._txn: Transaction | None = None
         self._heartbeat: TxnHeartbeat | None = None
         self._acid: AcidTable | None = None

@@ -128,22 +128,6 @@ class AcidTable:
         )
 
 
-def plain_definition(table: TableDefinition) -> TableDefinition:
-    """The definition without its metastore handle (which neither pickles nor belongs on a worker)."""
-    return TableDefinition(
-        db=table.db,
-        name=table.name,
-        columns=table.columns,
-        partition_keys=table.partition_keys,
-        bucket_columns=table.bucket_columns,
-        num_buckets=table.num_buckets,
-        bucketing_version=table.bucketing_version,
-        properties=dict(table.properties),
-        location=table.location,
-        table_id=table.table_id,
-    )
-
-
 @dataclass
 class PartitionMutations:
     """What one coordinator did to one partition (name ``""`` for an unpartitioned table)."""

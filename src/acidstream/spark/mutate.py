@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -65,7 +65,7 @@ from acidstream.spark.read import (
     PARTITION_NAME,
     PARTITION_NAME_OPTION,
     pack_tasks,
-    read_piece,
+    read_tasks,
     selected_columns,
 )
 from acidstream.spark.task_write import statement_id_for
@@ -347,7 +347,7 @@ def _scan_target(
     runs in Python workers of its own, which cost more than this whole read of a change set's rows."""
     plan = scan.plan_files()
     columns = tuple(selected_columns(m.table, scan.columns))
-    target = Target(location["metastore"], location["warehouse"], replace(m.table, metastore=None))
+    target = Target(location["metastore"], location["warehouse"], m.table.definition())
     parallelism = spark.sparkContext.defaultParallelism
     groups = pack_tasks(plan.tasks, READ_TASK_BYTES, min_groups=parallelism) or [()]
     stage = ReadStage(target, columns, plan.write_ids, tuple(groups), keys)
@@ -586,12 +586,8 @@ class ReadStage:
         with task_errors():
             for batch in batches:
                 for i in batch.column(0).to_pylist():
-                    rows = (
-                        row
-                        for task in self.groups[i]
-                        for row in read_piece(
-                            self.target, task, self.write_ids, self.columns, True, self.batch_rows, True
-                        )
+                    rows = read_tasks(
+                        self.target, self.groups[i], self.write_ids, self.columns, True, self.batch_rows, True
                     )
                     yield from rows if self.keys is None else keep_keys(rows, self.keys)
 

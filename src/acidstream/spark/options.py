@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from acidstream.errors import InvalidTable, StreamingConnectionError
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore
-    from acidstream.metastore import Table
+    from acidstream.metastore.models import Table
 
 #: Same defaults as the CLI: ``./wh`` and a SQLite metastore inside it.
 DEFAULT_WAREHOUSE = "wh"
@@ -85,7 +85,7 @@ def resolve(options: Mapping[str, str], *, writable: bool = False) -> Target:
     table = ms.table(table_name(options))
     if writable and not table.is_transactional:
         raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
-    return Target(url, warehouse, replace(table, metastore=None))
+    return Target(url, warehouse, table.definition())
 
 
 def flag(options: Mapping[str, str], name: str, default: bool = False) -> bool:
