@@ -212,23 +212,33 @@ class AcidReader(DataSourceReader):
         from acidstream.read.registration import heartbeating
 
         piece: ReadPiece = partition.value
-        batches = (
-            batch
-            for task in piece.tasks
-            for batch in read_piece(
-                self.target,
-                task,
-                piece.write_ids,
-                self.columns,
-                self.with_row_id,
-                self.batch_rows,
-                self.with_partition_name,
-            )
+        batches = read_tasks(
+            self.target,
+            piece.tasks,
+            piece.write_ids,
+            self.columns,
+            self.with_row_id,
+            self.batch_rows,
+            self.with_partition_name,
         )
         if piece.reader_id is None:
             yield from batches
         else:
             yield from heartbeating(self.target.metastore(), piece.reader_id, batches)
+
+
+def read_tasks(
+    target: Target,
+    tasks: Iterable[BucketTask],
+    write_ids: ValidWriteIdList,
+    columns: Sequence[Column],
+    with_row_id: bool,
+    batch_rows: int,
+    with_partition_name: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_piece` of each task in turn."""
+    for task in tasks:
+        yield from read_piece(target, task, write_ids, columns, with_row_id, batch_rows, with_partition_name)
 
 
 def read_piece(
