@@ -8,7 +8,9 @@ compaction never deletes them under it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import functools
+import os
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -26,6 +28,7 @@ from acidstream.read.planning import (
     select_partitions,
 )
 from acidstream.read.registration import ScanRegistration
+from acidstream.read.threads import in_order
 from acidstream.runtime import ShortSwitchInterval, each_in, prepare_process
 from acidstream.storage import table_filesystem
 
@@ -48,7 +51,9 @@ class TableScan:
     ``filter``: an Arrow expression over any column, ``ROW__ID`` included; columns it needs but ``columns``
     lacks are read for it and dropped. ``snapshot``: a ValidTxnList (``ms.snapshot()``: the same point in time
     for every table scanned with it), a ValidWriteIdList of this table or its text (default: what is committed
-    now). ``batch_rows`` bounds every batch ``to_batches`` yields.
+    now). ``batch_rows`` bounds every batch ``to_batches`` yields. ``read_threads``: how many buckets are read
+    side by side (default: one per core; 1 reads them one after the other, for callers already running several
+    scans at once); the batches come in the same order either way.
     """
 
     def __init__(
@@ -62,14 +67,18 @@ class TableScan:
         with_row_id: bool = False,
         snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
+        read_threads: int | None = None,
     ) -> None:
         prepare_process()
+        if read_threads is not None and read_threads < 1:
+            raise ValueError(f"read_threads must be at least 1, got {read_threads}")
         self.metastore = metastore
         self.table = table
         self.with_row_id = with_row_id
         self.partition_filter = partition_filter
         self.filter = filter
         self.batch_rows = batch_rows
+        self.read_threads = read_threads or os.cpu_count() or 1
         data_names = [c.name for c in table.columns]
         part_names = [k.name for k in table.partition_keys]
         wanted = [c.lower() for c in columns] if columns is not None else data_names + part_names
@@ -229,25 +238,35 @@ class TableScan:
                 char_widths={c.name: c.type.length for c in self.table.columns if c.type.name == "char"},
             )
 
+    def _reader_batches(self) -> Generator[tuple[BucketReader, pa.RecordBatch]]:
+        """Each bucket's batches with their reader, in plan order; buckets read side by side in up to
+        ``read_threads`` threads (see ``read.threads``). Closing it stops the threads."""
+        readers = list(self._readers())
+        if self.read_threads == 1 or len(readers) < 2:
+            for reader in readers:
+                for batch in reader.batches():
+                    yield reader, batch
+            return
+        sources = [functools.partial(_tagged, reader) for reader in readers]
+        yield from in_order(sources, self.read_threads, section=_SHORT_SWITCH)
+
     def _batches(self) -> Iterator[pa.RecordBatch]:
+        tagged = self._reader_batches()
         try:
-            yield from each_in(_SHORT_SWITCH, (b for reader in self._readers() for b in reader.batches()))
+            yield from each_in(_SHORT_SWITCH, (batch for _, batch in tagged))
         finally:
+            tagged.close()  # no thread reads on once the registration is released
             self.close()
 
     def partition_batches(self) -> Iterator[tuple[tuple[str | None, ...], pa.RecordBatch]]:
         """The batches of :meth:`to_batches`, each with its rows' partition values as the metastore names
         them (strings; ``()`` for an unpartitioned table): what a writer of mutations of those rows needs to
         find their directory, where typed values may not print back to the same name."""
-
-        def tagged() -> Iterator[tuple[tuple[str | None, ...], pa.RecordBatch]]:
-            for reader in self._readers():
-                for batch in reader.batches():
-                    yield reader.task.partition_values, batch
-
+        tagged = self._reader_batches()
         try:
-            yield from each_in(_SHORT_SWITCH, tagged())
+            yield from each_in(_SHORT_SWITCH, ((r.task.partition_values, b) for r, b in tagged))
         finally:
+            tagged.close()
             self.close()
 
     def to_batches(self) -> pa.RecordBatchReader:
@@ -268,6 +287,10 @@ class TableScan:
                 return sum(reader.count() for reader in self._readers())
         finally:
             self.close()
+
+
+def _tagged(reader: BucketReader) -> Iterator[tuple[BucketReader, pa.RecordBatch]]:
+    return ((reader, batch) for batch in reader.batches())
 
 
 def filter_only_fields(
