@@ -40,9 +40,11 @@ from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import FileStatistics
 from acidstream.acid.orc.stripes import (
+    Constant,
     EncodedEvents,
     Insert,
     from_events,
+    from_indexed_events,
     from_inserted_rows,
     from_shared_inserts,
 )
@@ -64,6 +66,8 @@ DELTA_BLOCK_SIZE = 64 * KiB
 #: per stripe. Our files declare stride 0 all the same, as Hive's streaming writer's do: spliced stripes leave
 #: pyarrow's index out, and readers ignore index streams where the stride is 0 (stripes pyarrow encoded whole).
 NO_ROW_INDEX_STRIDE = (1 << 31) - 1
+#: Hive's ``orc.row.index.stride``, for every file with a row index (bases, compactor output).
+ROW_INDEX_STRIDE = 10000
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ class WriterOptions:
             "compression": PYARROW_NAMES[kind_of(self.compression)],
             "compression_block_size": self.block_size,
             "compression_strategy": "speed",
-            "row_index_stride": NO_ROW_INDEX_STRIDE if self.optimized else 10000,
+            "row_index_stride": NO_ROW_INDEX_STRIDE if self.optimized else ROW_INDEX_STRIDE,
             "dictionary_key_size_threshold": 0.0 if self.optimized else 0.8,
         }
 
@@ -271,6 +275,27 @@ def _encode_shared(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[Enco
         )
         out.extend(encoded if encoded is not None else [None] * len(inserts))
     return out
+
+
+def _indexed_sources(events: pa.Table) -> tuple[list[int | Constant], pa.Table]:
+    """What :func:`stripes.from_indexed_events` needs for ``events``: the source of each ACID column and the
+    columns pyarrow must encode. ``operation`` and ``bucket`` are nearly always constant in a chunk (one
+    writer's inserts), and an insert's ``currentTransaction`` is its ``originalTransaction``."""
+    sources: list[int | Constant] = []
+    kept: list[int] = []
+    for i, name in enumerate(EVENT_FIELDS[:5]):
+        column = events.column(i)
+        if name in ("operation", "bucket"):
+            low, high = pc.min_max(column).values()
+            if low.as_py() == high.as_py():
+                sources.append(Constant(low.as_py()))
+                continue
+        elif name == "currentTransaction" and column.equals(events.column(1)):
+            sources.append(sources[1])
+            continue
+        kept.append(i)
+        sources.append(len(kept))
+    return sources, events.select([*kept, 5])
 
 
 class AcidWriter:
@@ -472,9 +497,17 @@ class AcidWriter:
                 nested=nested,
             )
         ot, bk, rid = (taken.column(n) for n in EVENT_FIELDS[1:4])
-        return from_events(
-            _encode(taken, self._options), lambda i: (ot[i].as_py(), bk[i].as_py(), rid[i].as_py())
-        )
+
+        def key_at(i: int) -> RecordKey:
+            return ot[i].as_py(), bk[i].as_py(), rid[i].as_py()
+
+        if not self._options.optimized:
+            sources, encoded = _indexed_sources(taken)
+            if encoded.num_columns < len(EVENT_FIELDS):
+                return from_indexed_events(
+                    _encode(encoded, self._options), sources, key_at, stride=ROW_INDEX_STRIDE
+                )
+        return from_events(_encode(taken, self._options), key_at)
 
     def append_encoded(self, encoded: EncodedEvents) -> None:
         """Append stripes from :meth:`encode_events` (in take order) with no intermediate footer: for files
