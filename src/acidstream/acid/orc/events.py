@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 #: top-level field names of every full-ACID ORC file, in order (OrcRecordUpdater / SchemaEvolution)
@@ -40,6 +42,22 @@ def event_schema(row_type: pa.StructType) -> pa.Schema:
 
 
 RecordKey = tuple[int, int, int]
+
+
+def unsorted_at(o: npt.NDArray[np.int64], b: npt.NDArray[np.int32], r: npt.NDArray[np.int64]) -> int:
+    """Index of the first key followed by a smaller one in ``(originalTransaction, bucket, rowId)`` order,
+    -1 when the keys are sorted (vectorised). Every batch a writer, a merge or a delete set takes is checked,
+    and nearly all hold one (originalTransaction, bucket): three passes then decide, with no temporaries
+    beyond one comparison each."""
+    n = len(o)
+    if n < 2:
+        return -1
+    if o[0] == o[-1] and b[0] == b[-1] and (o == o[0]).all() and (b == b[0]).all():
+        down = r[1:] < r[:-1]
+        return int(np.argmax(down)) if down.any() else -1
+    do, db, dr = o[1:] - o[:-1], b[1:].astype(np.int64) - b[:-1], r[1:] - r[:-1]
+    ok = (do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))
+    return -1 if ok.all() else int(np.argmin(ok))
 
 
 @dataclass(frozen=True)

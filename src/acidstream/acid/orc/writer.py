@@ -35,6 +35,7 @@ from acidstream.acid.orc.events import (
     RecordKey,
     event_schema,
     format_acid_stats,
+    unsorted_at,
 )
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
@@ -661,18 +662,14 @@ class AcidWriter:
         if ot.null_count or bk.null_count or rid.null_count:
             raise ValueError("originalTransaction, bucket and rowId must not be null")
         o, b, r = ot.to_numpy(), bk.to_numpy(), rid.to_numpy()
-        if self._last_key is not None:
-            o = np.concatenate([[self._last_key[0]], o])
-            b = np.concatenate([np.array([self._last_key[1]], dtype=np.int32), b])
-            r = np.concatenate([[self._last_key[2]], r])
-        do, db, dr = o[1:] - o[:-1], b[1:].astype(np.int64) - b[:-1], r[1:] - r[:-1]
-        ok = (do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))
-        if not ok.all():
-            i = int(np.argmin(ok))
-            raise ValueError(
-                f"events are not sorted by (originalTransaction, bucket, rowId): "
-                f"({o[i]},{b[i]},{r[i]}) is followed by ({o[i + 1]},{b[i + 1]},{r[i + 1]})"
-            )
+        if not len(o):
+            return
+        first: RecordKey = (int(o[0]), int(b[0]), int(r[0]))
+        if self._last_key is not None and first < self._last_key:
+            raise _unsorted(self._last_key, first)
+        i = unsorted_at(o, b, r)
+        if i >= 0:
+            raise _unsorted((o[i], b[i], r[i]), (o[i + 1], b[i + 1], r[i + 1]))
 
     # --- encoding and stitching -----------------------------------------------------------------------
 
@@ -841,6 +838,13 @@ class AcidWriter:
             if self._side is not None:
                 self._side.close_and_delete()
             raise
+
+
+def _unsorted(key: tuple[object, ...], following: tuple[object, ...]) -> ValueError:
+    return ValueError(
+        "events are not sorted by (originalTransaction, bucket, rowId): "
+        f"({key[0]},{key[1]},{key[2]}) is followed by ({following[0]},{following[1]},{following[2]})"
+    )
 
 
 def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
