@@ -13,8 +13,15 @@ from readhelpers import create, delete_rows, row_id, stream
 
 from acidstream import Metastore
 from acidstream.errors import CorruptFileError
+from acidstream.read import scan as scan_module
 from acidstream.read.scan import TableScan
 from acidstream.read.threads import in_order
+
+
+@pytest.fixture(autouse=True)
+def thread_small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tables are small: read them in threads all the same."""
+    monkeypatch.setattr(scan_module, "THREADED_MIN_BYTES", 0)
 
 
 @pytest.fixture
@@ -96,6 +103,16 @@ def test_closing_a_threaded_scan_early_stops_its_threads_and_releases_its_regist
     assert not _read_threads()  # stopped before the registration went: no file read after it
     assert table_scan.reader_id is None
     assert wide.active_readers("db.wide") == []
+
+
+def test_small_buckets_are_read_without_threads(wide: Metastore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread's hand-overs would cost more than reading a small bucket."""
+    monkeypatch.setattr(scan_module, "THREADED_MIN_BYTES", 1 << 20)
+    table_scan = scan(wide, 3)
+    batches = table_scan._batches()
+    next(batches)
+    assert not _read_threads()
+    batches.close()
 
 
 # --- in_order itself -----------------------------------------------------------------------------------------
