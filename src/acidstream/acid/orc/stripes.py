@@ -277,44 +277,25 @@ def _indexed_stripe(
 ) -> tuple[bytes, Message]:
     """One stripe of pyarrow's file as a stripe of the event file: index streams, then data streams, each in
     event column order, their encodings, and the stripe footer's other fields as pyarrow wrote them."""
-    start, index_len, data_len, footer_len = (
-        _uint(info, k) for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
-    )
     n = _uint(info, STRIPE.NUMBER_OF_ROWS)
-    footer_at = start + index_len + data_len
-    footer = Message.decode(decompress(kind, raw[footer_at : footer_at + footer_len], block))
+    streams, encodings, other = _stripe_parts(raw, info, kind, block)
     index: dict[int, list[tuple[int, bytes | memoryview]]] = {}
     data: dict[int, list[tuple[int, bytes | memoryview]]] = {}
-    encodings: list[bytes] = []
-    other: list[tuple[int, int, int | bytes]] = []
-    pos = start
-    for field in footer.fields:
-        number, value = field[0], field[2]
-        if number == 1:
-            assert isinstance(value, bytes)
-            stream_kind, column, length = _stream_fields(value)
-            (index if stream_kind in _INDEX_KINDS else data).setdefault(column, []).append(
-                (stream_kind, raw[pos : pos + length])
-            )
-            pos += length
-        elif number == 2:
-            assert isinstance(value, bytes)
-            encodings.append(value)
-        else:
-            other.append(field)
+    for stream_kind, column, stream in streams:
+        (index if stream_kind in _INDEX_KINDS else data).setdefault(column, []).append((stream_kind, stream))
     columns = [*origin, *range(row_column, len(encodings))]  # pyarrow column of each event column (-1: ours)
     listed: list[bytes] = []
     index_parts: list[bytes | memoryview] = []
     data_parts: list[bytes | memoryview] = []
     for area, parts in ((index, index_parts), (data, data_parts)):
         for event_column, theirs in enumerate(columns):
-            streams: list[tuple[int, bytes | memoryview]]
+            moved: list[tuple[int, bytes | memoryview]]
             if theirs < 0:
                 constant = _constant_column(ours_at[event_column].value, n, stride, kind, block)
-                streams = [(_ROW_INDEX, constant[0])] if area is index else [(_DATA, constant[1])]
+                moved = [(_ROW_INDEX, constant[0])] if area is index else [(_DATA, constant[1])]
             else:
-                streams = area.get(theirs, [])
-            for stream_kind, stream in streams:
+                moved = area.get(theirs, [])
+            for stream_kind, stream in moved:
                 listed.append(_stream(stream_kind, event_column, len(stream)))
                 parts.append(stream)
     new_footer = _frame(
@@ -367,6 +348,40 @@ def _constant_column(
     return _frame(kind, b"".join(entries), block), b"".join(chunks)
 
 
+StreamPart = tuple[int, int, bytes | memoryview]  # kind, column, bytes
+
+
+def _stripe_parts(
+    raw: bytes | memoryview, info: Message, compression: CompressionKind, block: int
+) -> tuple[list[StreamPart], list[bytes], list[tuple[int, int, int | bytes]]]:
+    """A stripe of ``raw`` taken apart: its streams in file order, its column encodings (encoded) and its
+    footer's other fields."""
+    fields = {number: value for number, _, value in info.fields}
+    start, index_len, data_len, footer_len = (
+        int(fields.get(k, 0))
+        for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
+    )
+    footer_at = start + index_len + data_len
+    footer = Message.decode(decompress(compression, raw[footer_at : footer_at + footer_len], block))
+    streams: list[StreamPart] = []
+    encodings: list[bytes] = []
+    other: list[tuple[int, int, int | bytes]] = []
+    pos = start
+    for field in footer.fields:
+        number, value = field[0], field[2]
+        if number == 1:
+            assert isinstance(value, bytes)
+            kind, column, length = _stream_fields(value)
+            streams.append((kind, column, raw[pos : pos + length]))
+            pos += length
+        elif number == 2:
+            assert isinstance(value, bytes)
+            encodings.append(value)
+        else:
+            other.append(field)
+    return streams, encodings, other
+
+
 # --- one stripe ---------------------------------------------------------------------------------------
 
 #: ORC's Stream kinds and ColumnEncoding kinds that matter here.
@@ -391,33 +406,15 @@ def _splice_stripe(
     """Our data streams (``ours``, framed), then theirs (each compressed now), and a footer listing them in
     that order; their first ``drop`` columns are left out. No index streams: the file declares no row index
     (stride 0), as Hive's streaming writer does, so pyarrow's are dropped."""
-    fields = {number: value for number, _, value in info.fields}
-    start, index_len, data_len, footer_len = (
-        int(fields.get(k, 0))
-        for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
-    )
-    footer_at = start + index_len + data_len
-    footer = Message.decode(raw[footer_at : footer_at + footer_len])
+    streams, encodings, other = _stripe_parts(raw, info, CompressionKind.NONE, block)
     parts = list(ours)
     listed = [_DATA_STREAM[col] + encode_varint(len(b)) for col, b in enumerate(parts, start=1)]
-    their_encodings: list[bytes] = []
-    other: list[tuple[int, int, int | bytes]] = []
-    pos = start
-    for field in footer.fields:
-        number, value = field[0], field[2]
-        if number == 1:
-            assert isinstance(value, bytes)
-            stream_kind, column, length = _stream_fields(value)
-            if stream_kind not in _INDEX_KINDS and column >= drop:
-                framed = _frame(kind, raw[pos : pos + length], block)
-                parts.append(framed)
-                listed.append(_stream(stream_kind, column + SHIFT - drop, len(framed)))
-            pos += length
-        elif number == 2:
-            assert isinstance(value, bytes)
-            their_encodings.append(_ld(0x12, value))
-        else:
-            other.append(field)
+    for stream_kind, column, stream in streams:
+        if stream_kind not in _INDEX_KINDS and column >= drop:
+            framed = _frame(kind, bytes(stream), block)
+            parts.append(framed)
+            listed.append(_stream(stream_kind, column + SHIFT - drop, len(framed)))
+    their_encodings = [_ld(0x12, e) for e in encodings]
     new_footer = _frame(
         kind,
         b"".join(
