@@ -113,6 +113,9 @@ def test_small_buckets_are_read_without_threads(wide: Metastore, monkeypatch: py
     next(batches)
     assert not _read_threads()
     batches.close()
+    assert wide.table("db.wide").scan(read_threads=1).read_threads == 1
+    with pytest.raises(ValueError, match="at least 1"):
+        wide.table("db.wide").scan(read_threads=0)
 
 
 # --- in_order itself -----------------------------------------------------------------------------------------
