@@ -86,7 +86,9 @@ class Table(_ms.Table):
 
     def _catalog(self) -> Metastore:
         if not isinstance(self.metastore, Metastore):
-            raise StreamingConnectionError(f"{self.full_name}: this table handle has no catalog to mutate through")
+            raise StreamingConnectionError(
+                f"{self.full_name}: this table handle has no catalog to mutate through"
+            )
         return self.metastore
 
 
