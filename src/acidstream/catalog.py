@@ -31,6 +31,7 @@ class Table(_ms.Table):
         filter: pc.Expression | None = None,
         with_row_id: bool = False,
         snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
+        read_threads: int | None = None,
     ) -> TableScan:
         """Rows visible at ``snapshot`` (default: committed now); see :class:`TableScan`."""
         if self.metastore is None:
@@ -45,6 +46,7 @@ class Table(_ms.Table):
             filter=filter,
             with_row_id=with_row_id,
             snapshot=snapshot,
+            read_threads=read_threads,
         )
 
     def merge(

@@ -20,6 +20,7 @@ from acidstream.acid.names import base_dir, bucket_file
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException, InvalidPartition
+from acidstream.read import scan as scan_module
 from acidstream.read.merge import BucketReader
 from acidstream.read.scan import TableScan
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
@@ -221,10 +222,19 @@ def test_scans_shorten_the_switch_interval_only_while_they_work(
 
     monkeypatch.setattr(BucketReader, "batches", observed)
     before = sys.getswitchinterval()
-    between = [sys.getswitchinterval() for _ in people.table("db.people").scan().to_batches()]
+    table = people.table("db.people")
+    between = [sys.getswitchinterval() for _ in TableScan(people, table, read_threads=1).to_batches()]
     assert len(seen) == len(between) >= 4  # a batch per bucket file at least
     assert seen == [pytest.approx(DEFAULT_SWITCH_INTERVAL)] * len(seen)
     assert between == [before] * len(seen)  # the caller's code between batches runs with its own interval
+    assert sys.getswitchinterval() == before
+    # buckets read in threads: each thread is in the section while it decodes (the caller's code may then
+    # run with the short interval too: a reader works beside it), and the interval is back once they end
+    seen.clear()
+    monkeypatch.setattr(scan_module, "THREADED_MIN_BYTES", 0)  # a small table, read in threads all the same
+    threaded = list(TableScan(people, table, read_threads=3).to_batches())
+    assert len(seen) == len(threaded) == len(between)
+    assert seen == [pytest.approx(DEFAULT_SWITCH_INTERVAL)] * len(seen)
     assert sys.getswitchinterval() == before
 
 

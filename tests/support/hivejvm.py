@@ -367,9 +367,13 @@ class HiveJvm:
         finally:
             reader.close()
 
-    def orc_rows(self, path: str, max_length: int | None = None) -> list[tuple[Any, ...]]:
+    def orc_rows(
+        self, path: str, max_length: int | None = None, first_row: int = 0, limit: int | None = None
+    ) -> list[tuple[Any, ...]]:
         """Every row of one ORC file, as stored (for event files: ``(operation, originalTransaction, bucket,
-        rowId, currentTransaction, row)`` with ``row`` a dict or None). Read with Hive's ORC reader."""
+        rowId, currentTransaction, row)`` with ``row`` a dict or None). Read with Hive's ORC reader; from
+        ``first_row`` on (reached with ``seekToRow``, which positions every column by its row index), at most
+        ``limit`` rows."""
         jvm = self._jvm
         options = jvm.org.apache.hadoop.hive.ql.io.orc.OrcFile.readerOptions(self._conf)
         if max_length is not None:
@@ -383,8 +387,10 @@ class HiveJvm:
         rows: list[tuple[Any, ...]] = []
         records = reader.rows()
         try:
+            if first_row:
+                records.seekToRow(first_row)
             row = None
-            while records.hasNext():
+            while records.hasNext() and (limit is None or len(rows) < limit):
                 row = records.next(row)
                 rows.append(tuple(to_python(file_type, copy(row, inspector), top=True)))
         finally:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from acidstream.acid.orc.events import KEY_FIELDS
+from acidstream.acid.orc.events import KEY_FIELDS, unsorted_at
 from acidstream.errors import AcidFormatError
 
 Key = tuple[int, int, int]
@@ -47,20 +47,11 @@ def sorted_order(batch: pa.RecordBatch | pa.Table) -> npt.NDArray[np.intp] | Non
     """Row order that sorts ``batch`` by key, then ``currentTransaction`` descending, deletes before inserts
     (Hive's ``ReaderKey`` order); None when it is sorted already."""
     o, b, r = keys_of(batch)
-    if _is_sorted(o, b, r):
+    if unsorted_at(o, b, r) < 0:
         return None
     current = np.asarray(batch.column("currentTransaction").to_numpy(zero_copy_only=False), dtype=np.int64)
     operation = np.asarray(batch.column("operation").to_numpy(zero_copy_only=False), dtype=np.int32)
     return np.lexsort((-operation, -current, r, b, o))
-
-
-def _is_sorted(o: npt.NDArray[np.int64], b: npt.NDArray[np.int32], r: npt.NDArray[np.int64]) -> bool:
-    if len(o) < 2:
-        return True
-    do = np.sign(o[1:] - o[:-1])
-    db = np.sign(b[1:].astype(np.int64) - b[:-1])
-    dr = np.sign(r[1:] - r[:-1])
-    return bool(np.all((do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))))
 
 
 def _count_le(
@@ -89,7 +80,7 @@ class _Cursor:
             if batch.num_rows == 0:
                 continue
             o, b, r = keys_of(batch)
-            if not _is_sorted(o, b, r) or (
+            if unsorted_at(o, b, r) >= 0 or (
                 self.last_seen is not None and (int(o[0]), int(b[0]), int(r[0])) < self.last_seen
             ):
                 raise AcidFormatError(

@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.codec import decode_writer_ids
 from acidstream.acid.orc import read_events
-from acidstream.acid.orc.events import KEY_FIELDS
+from acidstream.acid.orc.events import KEY_FIELDS, unsorted_at
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
 from acidstream.errors import CorruptFileError
 from acidstream.read.planning import FileSlice
@@ -101,7 +101,7 @@ class DeleteSet:
         original = np.concatenate([p[0] for p in parts])
         bucket = np.concatenate([p[1] for p in parts])
         row_id = np.concatenate([p[2] for p in parts])
-        if not _is_sorted(original, bucket, row_id):  # each file is sorted; several files need a merge
+        if unsorted_at(original, bucket, row_id) >= 0:  # each file is sorted; several files need a merge
             order = np.lexsort((row_id, bucket, original))
             original, bucket, row_id = original[order], bucket[order], row_id[order]
         new_group = (original[1:] != original[:-1]) | (bucket[1:] != bucket[:-1])
@@ -139,16 +139,6 @@ class DeleteSet:
                     mask = np.ones(n, dtype=np.bool_)
                 mask[rows[hit]] = False
         return mask
-
-
-def _is_sorted(original: Int64s, bucket: npt.NDArray[np.int32], row_id: Int64s) -> bool:
-    """Whether the keys are in ``(originalTransaction, bucket, rowId)`` order (vectorised)."""
-    if len(original) < 2:
-        return True
-    do = np.sign(original[1:] - original[:-1])
-    db = np.sign(bucket[1:].astype(np.int64) - bucket[:-1])
-    dr = np.sign(row_id[1:] - row_id[:-1])
-    return bool(np.all((do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))))
 
 
 def _sorted_isin(values: Int64s, sorted_keys: Int64s) -> Bools:

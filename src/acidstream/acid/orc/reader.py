@@ -8,6 +8,7 @@ through a view bounded at ``length``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from acidstream.acid.orc.events import (
     RecordKey,
     parse_acid_stats,
 )
+from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.tail import FOOTER, TYPE, OrcTail, TailError, read_tail
 from acidstream.errors import CorruptFileError
 
@@ -96,14 +98,23 @@ def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[
 
 
 def _check_event_schema(path: str, tail: OrcTail) -> None:
-    types = tail.types
-    root = types[0]
+    problem = _event_schema_problem(tuple(tail.footer.repeated_bytes(FOOTER.TYPES)))
+    if problem is not None:
+        raise CorruptFileError(path, problem)
+
+
+@functools.lru_cache(maxsize=256)
+def _event_schema_problem(types: tuple[bytes, ...]) -> str | None:
+    """What makes these encoded types not an event file's, if anything. Cached: a table's files share their
+    types, and a compaction or scan opens hundreds of them."""
+    root = Message.decode(types[0])
     names = [n.decode("utf-8", "replace").lower() for n in root.repeated_bytes(TYPE.FIELD_NAMES)]
     if root.uint(TYPE.KIND) != _STRUCT or names != [n.lower() for n in EVENT_FIELDS]:
-        raise CorruptFileError(path, f"not an ACID event file (top-level fields {names})")
+        return f"not an ACID event file (top-level fields {names})"
     row_id = root.packed_uints(TYPE.SUBTYPES)[5]
-    if row_id >= len(types) or types[row_id].uint(TYPE.KIND) != _STRUCT:
-        raise CorruptFileError(path, "the ACID 'row' column is not a struct")
+    if row_id >= len(types) or Message.decode(types[row_id]).uint(TYPE.KIND) != _STRUCT:
+        return "the ACID 'row' column is not a struct"
+    return None
 
 
 def _columns(columns: Sequence[str] | None, include_row: bool) -> list[str]:

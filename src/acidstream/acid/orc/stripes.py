@@ -16,6 +16,7 @@ one-entry row indexes (it refuses stride 0) are dropped.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,7 +24,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from acidstream.acid.orc.compression import CompressionKind, compress
+from acidstream.acid.orc.compression import CompressionKind, compress, decompress
 from acidstream.acid.orc.events import RecordKey
 from acidstream.acid.orc.protobuf import (
     VARINT,
@@ -203,6 +204,184 @@ def _spliced(
     return EncodedEvents(body, stripes, stripe_stats, stats + list(their_file_stats[drop:]), keys, rows)
 
 
+@dataclass(frozen=True)
+class Constant:
+    """An ACID column holding one value in every event of a chunk (``operation``, ``bucket``: nearly always)."""
+
+    value: int
+
+
+def from_indexed_events(
+    data: pa.Buffer,
+    sources: Sequence[int | Constant],
+    key_at: Callable[[int], RecordKey],
+    *,
+    stride: int,
+) -> EncodedEvents:
+    """Events of a file with a row index, from a file pyarrow wrote (compressed, with that row index stride)
+    for only some of their columns: ``sources[i]`` names where ACID column ``i + 1`` comes from: a column of
+    pyarrow's file (``currentTransaction`` may name ``originalTransaction``'s, as it does in every insert
+    event), or a :class:`Constant`, whose streams, row index and statistics are ours. pyarrow's file holds
+    those columns, then ``row``.
+
+    Encoding the ACID columns is a fifth of what pyarrow spends on a compacted narrow table, though they are
+    all but free to encode: a constant is one 4–8 byte RLEv2 run per 512 rows, a copied column costs nothing.
+    Decompressed, every stream, encoding, row index and statistic is byte for byte what ORC C++ writes for the
+    six columns (tests compare them): pyarrow's streams are moved as they are, ours encode what ORC C++ would.
+    """
+    tail = read_tail(pa.BufferReader(data), data.size)
+    kind, block = tail.compression, tail.block_size
+    ours_at = {i + 1: s for i, s in enumerate(sources) if isinstance(s, Constant)}
+    row_column = 1 + len({s for s in sources if not isinstance(s, Constant)})
+    origin = [0, *(s if isinstance(s, int) else -1 for s in sources)]  # event column -> pyarrow column
+
+    def remap(theirs: Sequence[bytes], n: int) -> list[bytes]:
+        """Statistics of every event column of ``n`` events, from pyarrow's of its columns."""
+        picked = [_constant_stats(ours_at[c], n) if p < 0 else theirs[p] for c, p in enumerate(origin)]
+        return picked + list(theirs[row_column:])
+
+    body: list[bytes] = []
+    stripes: list[Message] = []
+    stripe_stats: list[bytes] = []
+    keys: list[RecordKey] = []
+    offset = rows = 0
+    raw = memoryview(data)
+    for info, theirs in zip(tail.stripes, tail.stripe_statistics, strict=True):
+        n = _uint(info, STRIPE.NUMBER_OF_ROWS)
+        stripe, out = _indexed_stripe(raw, info, origin, ours_at, row_column, kind, block, stride)
+        out.set_uint(STRIPE.OFFSET, offset)
+        body.append(stripe)
+        stripes.append(out)
+        their_stats = Message.decode(theirs).repeated_bytes(1)
+        stripe_stats.append(b"".join(_ld(0x0A, c) for c in remap(their_stats, n)))
+        offset += len(stripe)
+        rows += n
+        keys.append(key_at(rows - 1))
+    statistics = remap(tail.footer.repeated_bytes(FOOTER.STATISTICS), rows)
+    return EncodedEvents(body, stripes, stripe_stats, statistics, keys, rows)
+
+
+def _constant_stats(column: Constant, n: int) -> bytes:
+    return _acid_statistics(_AcidColumn(False, column.value), n)
+
+
+def _indexed_stripe(
+    raw: memoryview,
+    info: Message,
+    origin: Sequence[int],
+    ours_at: dict[int, Constant],
+    row_column: int,
+    kind: CompressionKind,
+    block: int,
+    stride: int,
+) -> tuple[bytes, Message]:
+    """One stripe of pyarrow's file as a stripe of the event file: index streams, then data streams, each in
+    event column order, their encodings, and the stripe footer's other fields as pyarrow wrote them."""
+    n = _uint(info, STRIPE.NUMBER_OF_ROWS)
+    streams, encodings, other = _stripe_parts(raw, info, kind, block)
+    index: dict[int, list[tuple[int, bytes | memoryview]]] = {}
+    data: dict[int, list[tuple[int, bytes | memoryview]]] = {}
+    for stream_kind, column, stream in streams:
+        (index if stream_kind in _INDEX_KINDS else data).setdefault(column, []).append((stream_kind, stream))
+    columns = [*origin, *range(row_column, len(encodings))]  # pyarrow column of each event column (-1: ours)
+    listed: list[bytes] = []
+    index_parts: list[bytes | memoryview] = []
+    data_parts: list[bytes | memoryview] = []
+    for area, parts in ((index, index_parts), (data, data_parts)):
+        for event_column, theirs in enumerate(columns):
+            moved: list[tuple[int, bytes | memoryview]]
+            if theirs < 0:
+                constant = _constant_column(ours_at[event_column].value, n, stride, kind, block)
+                moved = [(_ROW_INDEX, constant[0])] if area is index else [(_DATA, constant[1])]
+            else:
+                moved = area.get(theirs, [])
+            for stream_kind, stream in moved:
+                listed.append(_stream(stream_kind, event_column, len(stream)))
+                parts.append(stream)
+    new_footer = _frame(
+        kind,
+        b"".join(
+            (
+                *(_ld(0x0A, s) for s in listed),
+                *(_ld(0x12, _DIRECT_V2_ENCODING if c < 0 else encodings[c]) for c in columns),
+                encode_fields(other),
+            )
+        ),
+        block,
+    )
+    index_part, data_part = b"".join(index_parts), b"".join(data_parts)
+    out = info.copy()
+    out.set_uint(STRIPE.INDEX_LENGTH, len(index_part))
+    out.set_uint(STRIPE.DATA_LENGTH, len(data_part))
+    out.set_uint(STRIPE.FOOTER_LENGTH, len(new_footer))
+    return index_part + data_part + new_footer, out
+
+
+_DIRECT_V2_ENCODING = encode_fields([(1, VARINT, 2), (2, VARINT, 0)])
+
+
+@lru_cache(maxsize=1024)
+def _constant_column(
+    value: int, n: int, stride: int, kind: CompressionKind, block: int
+) -> tuple[bytes, bytes]:
+    """The ROW_INDEX and DATA streams of ``n`` events holding ``value``, framed as ORC C++ frames them.
+
+    ORC C++ writes the value in runs of 512 whatever the row groups, so a group starting at row r starts
+    ``r % 512`` values into run ``r // 512``; its position is (start of the compression chunk holding that
+    run, the run's offset in the chunk, values to skip), or (offset, values to skip) uncompressed.
+    """
+    rle = _constant_rle(value, n)
+    chunks = [_frame(kind, rle[i : i + block], block) for i in range(0, len(rle), block)]
+    chunk_starts = list(itertools.accumulate((len(c) for c in chunks), initial=0))
+    run = len(_delta(value, 0, RUN))
+    entries = []
+    for first in range(0, n, stride):
+        at = run * (first // RUN)
+        positions = (
+            [at, first % RUN]
+            if kind == CompressionKind.NONE
+            else [chunk_starts[at // block], at % block, first % RUN]
+        )
+        rows = min(stride, n - first)
+        stats = _int_stats(rows, value, value, value * rows)
+        entries.append(_ld(0x0A, _ld(0x0A, b"".join(encode_varint(p) for p in positions)) + _ld(0x12, stats)))
+    return _frame(kind, b"".join(entries), block), b"".join(chunks)
+
+
+StreamPart = tuple[int, int, bytes | memoryview]  # kind, column, bytes
+
+
+def _stripe_parts(
+    raw: bytes | memoryview, info: Message, compression: CompressionKind, block: int
+) -> tuple[list[StreamPart], list[bytes], list[tuple[int, int, int | bytes]]]:
+    """A stripe of ``raw`` taken apart: its streams in file order, its column encodings (encoded) and its
+    footer's other fields."""
+    fields = {number: value for number, _, value in info.fields}
+    start, index_len, data_len, footer_len = (
+        int(fields.get(k, 0))
+        for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
+    )
+    footer_at = start + index_len + data_len
+    footer = Message.decode(decompress(compression, raw[footer_at : footer_at + footer_len], block))
+    streams: list[StreamPart] = []
+    encodings: list[bytes] = []
+    other: list[tuple[int, int, int | bytes]] = []
+    pos = start
+    for field in footer.fields:
+        number, value = field[0], field[2]
+        if number == 1:
+            assert isinstance(value, bytes)
+            kind, column, length = _stream_fields(value)
+            streams.append((kind, column, raw[pos : pos + length]))
+            pos += length
+        elif number == 2:
+            assert isinstance(value, bytes)
+            encodings.append(value)
+        else:
+            other.append(field)
+    return streams, encodings, other
+
+
 # --- one stripe ---------------------------------------------------------------------------------------
 
 #: ORC's Stream kinds and ColumnEncoding kinds that matter here.
@@ -227,33 +406,15 @@ def _splice_stripe(
     """Our data streams (``ours``, framed), then theirs (each compressed now), and a footer listing them in
     that order; their first ``drop`` columns are left out. No index streams: the file declares no row index
     (stride 0), as Hive's streaming writer does, so pyarrow's are dropped."""
-    fields = {number: value for number, _, value in info.fields}
-    start, index_len, data_len, footer_len = (
-        int(fields.get(k, 0))
-        for k in (STRIPE.OFFSET, STRIPE.INDEX_LENGTH, STRIPE.DATA_LENGTH, STRIPE.FOOTER_LENGTH)
-    )
-    footer_at = start + index_len + data_len
-    footer = Message.decode(raw[footer_at : footer_at + footer_len])
+    streams, encodings, other = _stripe_parts(raw, info, CompressionKind.NONE, block)
     parts = list(ours)
     listed = [_DATA_STREAM[col] + encode_varint(len(b)) for col, b in enumerate(parts, start=1)]
-    their_encodings: list[bytes] = []
-    other: list[tuple[int, int, int | bytes]] = []
-    pos = start
-    for field in footer.fields:
-        number, value = field[0], field[2]
-        if number == 1:
-            assert isinstance(value, bytes)
-            stream_kind, column, length = _stream_fields(value)
-            if stream_kind not in _INDEX_KINDS and column >= drop:
-                framed = _frame(kind, raw[pos : pos + length], block)
-                parts.append(framed)
-                listed.append(_stream(stream_kind, column + SHIFT - drop, len(framed)))
-            pos += length
-        elif number == 2:
-            assert isinstance(value, bytes)
-            their_encodings.append(_ld(0x12, value))
-        else:
-            other.append(field)
+    for stream_kind, column, stream in streams:
+        if stream_kind not in _INDEX_KINDS and column >= drop:
+            framed = _frame(kind, bytes(stream), block)
+            parts.append(framed)
+            listed.append(_stream(stream_kind, column + SHIFT - drop, len(framed)))
+    their_encodings = [_ld(0x12, e) for e in encodings]
     new_footer = _frame(
         kind,
         b"".join(

@@ -35,14 +35,17 @@ from acidstream.acid.orc.events import (
     RecordKey,
     event_schema,
     format_acid_stats,
+    unsorted_at,
 )
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import FileStatistics
 from acidstream.acid.orc.stripes import (
+    Constant,
     EncodedEvents,
     Insert,
     from_events,
+    from_indexed_events,
     from_inserted_rows,
     from_shared_inserts,
 )
@@ -64,6 +67,8 @@ DELTA_BLOCK_SIZE = 64 * KiB
 #: per stripe. Our files declare stride 0 all the same, as Hive's streaming writer's do: spliced stripes leave
 #: pyarrow's index out, and readers ignore index streams where the stride is 0 (stripes pyarrow encoded whole).
 NO_ROW_INDEX_STRIDE = (1 << 31) - 1
+#: Hive's ``orc.row.index.stride``, for every file with a row index (bases, compactor output).
+ROW_INDEX_STRIDE = 10000
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ class WriterOptions:
             "compression": PYARROW_NAMES[kind_of(self.compression)],
             "compression_block_size": self.block_size,
             "compression_strategy": "speed",
-            "row_index_stride": NO_ROW_INDEX_STRIDE if self.optimized else 10000,
+            "row_index_stride": NO_ROW_INDEX_STRIDE if self.optimized else ROW_INDEX_STRIDE,
             "dictionary_key_size_threshold": 0.0 if self.optimized else 0.8,
         }
 
@@ -271,6 +276,27 @@ def _encode_shared(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[Enco
         )
         out.extend(encoded if encoded is not None else [None] * len(inserts))
     return out
+
+
+def _indexed_sources(events: pa.Table) -> tuple[list[int | Constant], pa.Table]:
+    """What :func:`stripes.from_indexed_events` needs for ``events``: the source of each ACID column and the
+    columns pyarrow must encode. ``operation`` and ``bucket`` are nearly always constant in a chunk (one
+    writer's inserts), and an insert's ``currentTransaction`` is its ``originalTransaction``."""
+    sources: list[int | Constant] = []
+    kept: list[int] = []
+    for i, name in enumerate(EVENT_FIELDS[:5]):
+        column = events.column(i)
+        if name in ("operation", "bucket"):
+            low, high = pc.min_max(column).values()
+            if low.as_py() == high.as_py():
+                sources.append(Constant(low.as_py()))
+                continue
+        elif name == "currentTransaction" and column.equals(events.column(1)):
+            sources.append(sources[1])
+            continue
+        kept.append(i)
+        sources.append(len(kept))
+    return sources, events.select([*kept, 5])
 
 
 class AcidWriter:
@@ -472,9 +498,17 @@ class AcidWriter:
                 nested=nested,
             )
         ot, bk, rid = (taken.column(n) for n in EVENT_FIELDS[1:4])
-        return from_events(
-            _encode(taken, self._options), lambda i: (ot[i].as_py(), bk[i].as_py(), rid[i].as_py())
-        )
+
+        def key_at(i: int) -> RecordKey:
+            return ot[i].as_py(), bk[i].as_py(), rid[i].as_py()
+
+        if not self._options.optimized:
+            sources, encoded = _indexed_sources(taken)
+            if encoded.num_columns < len(EVENT_FIELDS):
+                return from_indexed_events(
+                    _encode(encoded, self._options), sources, key_at, stride=ROW_INDEX_STRIDE
+                )
+        return from_events(_encode(taken, self._options), key_at)
 
     def append_encoded(self, encoded: EncodedEvents) -> None:
         """Append stripes from :meth:`encode_events` (in take order) with no intermediate footer: for files
@@ -628,18 +662,14 @@ class AcidWriter:
         if ot.null_count or bk.null_count or rid.null_count:
             raise ValueError("originalTransaction, bucket and rowId must not be null")
         o, b, r = ot.to_numpy(), bk.to_numpy(), rid.to_numpy()
-        if self._last_key is not None:
-            o = np.concatenate([[self._last_key[0]], o])
-            b = np.concatenate([np.array([self._last_key[1]], dtype=np.int32), b])
-            r = np.concatenate([[self._last_key[2]], r])
-        do, db, dr = o[1:] - o[:-1], b[1:].astype(np.int64) - b[:-1], r[1:] - r[:-1]
-        ok = (do > 0) | ((do == 0) & ((db > 0) | ((db == 0) & (dr >= 0))))
-        if not ok.all():
-            i = int(np.argmin(ok))
-            raise ValueError(
-                f"events are not sorted by (originalTransaction, bucket, rowId): "
-                f"({o[i]},{b[i]},{r[i]}) is followed by ({o[i + 1]},{b[i + 1]},{r[i + 1]})"
-            )
+        if not len(o):
+            return
+        first: RecordKey = (int(o[0]), int(b[0]), int(r[0]))
+        if self._last_key is not None and first < self._last_key:
+            raise _unsorted(self._last_key, first)
+        i = unsorted_at(o, b, r)
+        if i >= 0:
+            raise _unsorted((o[i], b[i], r[i]), (o[i + 1], b[i + 1], r[i + 1]))
 
     # --- encoding and stitching -----------------------------------------------------------------------
 
@@ -808,6 +838,13 @@ class AcidWriter:
             if self._side is not None:
                 self._side.close_and_delete()
             raise
+
+
+def _unsorted(key: tuple[object, ...], following: tuple[object, ...]) -> ValueError:
+    return ValueError(
+        "events are not sorted by (originalTransaction, bucket, rowId): "
+        f"({key[0]},{key[1]},{key[2]}) is followed by ({following[0]},{following[1]},{following[2]})"
+    )
 
 
 def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
