@@ -140,7 +140,9 @@ def test_more_deltas_than_max_num_delta_merge_in_runs_first(ms: Metastore, kind:
     assert hidden(ms, "db.t") == []
     assert rows_with_ids(ms, "db.t") == before
     compactor.clean()
-    expected = ["base_0000009"] if kind == "major" else ["delete_delta_0000001_0000009", "delta_0000001_0000009"]
+    expected = (
+        ["base_0000009"] if kind == "major" else ["delete_delta_0000001_0000009", "delta_0000001_0000009"]
+    )
     assert dirs(ms, "db.t") == expected
     assert rows_with_ids(ms, "db.t") == before
 

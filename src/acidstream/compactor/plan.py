@@ -163,7 +163,9 @@ def after_runs(
         if (parsed := parse_dir_name(name)) is not None
     ]
     kept = [d for d in state.deltas if d.path not in replaced]
-    return replace(state, deltas=sorted(made + kept, key=_order), obsolete=[*state.obsolete, *sorted(replaced)])
+    return replace(
+        state, deltas=sorted(made + kept, key=_order), obsolete=[*state.obsolete, *sorted(replaced)]
+    )
 
 
 def _order(d: AcidDir) -> tuple[int, int, int, str]:
