@@ -49,7 +49,7 @@ from pyspark.sql.datasource import (
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException
-from acidstream.read.planning import BucketTask, ScanPlan, partition_value_table
+from acidstream.read.planning import BucketTask, ScanPlan
 from acidstream.spark.options import Target, client, metastore_location
 from acidstream.spark.types import spark_arrow_schema, to_spark_batch
 
@@ -236,51 +236,25 @@ def read_tasks(
     batch_rows: int,
     with_partition_name: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`read_piece` of each task in turn."""
-    for task in tasks:
-        yield from read_piece(target, task, write_ids, columns, with_row_id, batch_rows, with_partition_name)
-
-
-def read_piece(
-    target: Target,
-    task: BucketTask,
-    write_ids: ValidWriteIdList,
-    columns: Sequence[Column],
-    with_row_id: bool,
-    batch_rows: int,
-    with_partition_name: bool = False,
-) -> Iterator[pa.RecordBatch]:
-    """The visible rows of one bucket task, as Arrow batches typed the way Spark expects."""
-    from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
-    from acidstream.storage import table_filesystem
+    """The visible rows of each bucket task in turn, as Arrow batches typed the way Spark expects."""
+    from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
+    from acidstream.read.scan import bucket_readers
 
     table = target.table
-    fs, _ = table_filesystem(table.location)
-    names = [c.name for c in columns]
     part_names = [k.name for k in table.partition_keys]
-    typed = partition_value_table(table.partition_keys, [task.partition_values]) if part_names else None
-    scalars = {n: typed.column(n)[0] for n in part_names if n in names} if typed is not None else {}
     fields = [pa.field(ROW_ID, ROW_ID_TYPE)] if with_row_id else []
     fields += [pa.field(c.name, c.type.to_arrow()) for c in columns]
-    reader = BucketReader(
-        fs,
-        task,
-        write_ids,
-        data_fields=[c.name for c in table.columns],
-        partition_arrays=scalars,
-        output_schema=pa.schema(fields),
-        with_row_id=with_row_id,
-        filter_expr=None,
-        batch_rows=batch_rows,
-        char_widths={c.name: c.type.length for c in table.columns if c.type.name == "char"},
-    )
     spark_schema = spark_arrow_schema(columns, with_row_id)
-    name = make_part_name(part_names, task.partition_values) if part_names else ""
-    for batch in reader.batches():
-        batch = to_spark_batch(batch, spark_schema)
-        if with_partition_name:
-            batch = batch.append_column(PARTITION_NAME, pa.repeat(pa.scalar(name), batch.num_rows))
-        yield batch
+    readers = bucket_readers(
+        table, tasks, write_ids, pa.schema(fields), with_row_id=with_row_id, batch_rows=batch_rows
+    )
+    for reader in readers:
+        name = make_part_name(part_names, reader.task.partition_values) if part_names else ""
+        for batch in reader.batches():
+            batch = to_spark_batch(batch, spark_schema)
+            if with_partition_name:
+                batch = batch.append_column(PARTITION_NAME, pa.repeat(pa.scalar(name), batch.num_rows))
+            yield batch
 
 
 def split_for_jvm(plan: ScanPlan) -> tuple[ScanPlan, list[BucketTask]]:
