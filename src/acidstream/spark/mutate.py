@@ -234,10 +234,10 @@ def _merge_by_bucket(
     actions: MergeActions,
     known: KnownPartitions,
 ) -> dict[str, int]:
-    """A merge whose matches stay within buckets (:func:`splits_by_bucket`) as one Spark job: a Python stage
-    gives each source row its bucket, Spark moves the rows of each bucket to one task (buckets spread over
-    tasks by file bytes), and each task merges its buckets with those buckets' target rows, which it reads
-    itself, and writes the mutations."""
+    """A merge whose matches stay within buckets (:func:`splits_by_bucket`) as one Spark job: each task gets
+    some buckets (spread over tasks by file bytes) and those buckets' source rows — shipped from the driver for
+    a small source (:func:`_shipped_source`), else bucketed by a Python stage and shuffled — then merges them
+    with those buckets' target rows, which it reads itself, and writes the mutations."""
     with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
         plan = scan.plan_files()
         split = BucketMerge(
