@@ -217,18 +217,15 @@ class TableMutation:
         row's partition (its values as the metastore names them) in the returned list."""
         scan = self.scan(columns, filter)
         self._progress(f"reading {self.table.full_name}")
-        rows = 0
 
-        def counted(
-            pairs: Iterable[tuple[PartitionValues, pa.RecordBatch]],
-        ) -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:
-            nonlocal rows
-            for values, batch in pairs:
-                yield values, batch
+        def counted() -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:
+            rows = 0
+            for values, batch in scan.partition_batches():
                 rows += batch.num_rows
                 self._progress(f"reading {self.table.full_name}: {rows:,} rows")
+                yield values, batch
 
-        return partition_coded(counted(scan.partition_batches()), scan.schema)
+        return partition_coded(counted(), scan.schema)
 
     # --- writing and committing -----------------------------------------------------------------------------
 
