@@ -330,9 +330,8 @@ class Table:
     def definition(self) -> Table:
         """The plain definition, also of a handle: what pickles to workers (a handle's metastore does not)."""
         values = {f.name: getattr(self, f.name) for f in fields(Table)}
-        return Table(
-            **{**values, "properties": dict(self.properties)}
-        )  # a plain dict pickles, a view may not
+        values["properties"] = dict(self.properties)  # a plain dict pickles, a read-only view may not
+        return Table(**values)
 
 
 @dataclass(frozen=True)
