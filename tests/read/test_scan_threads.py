@@ -118,6 +118,22 @@ def test_small_buckets_are_read_without_threads(wide: Metastore, monkeypatch: py
         wide.table("db.wide").scan(read_threads=0)
 
 
+def test_a_narrow_read_of_the_same_buckets_is_read_without_threads(
+    wide: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What counts is what a reader decodes: one column of two holds about half the files' bytes."""
+    readers = list(scan(wide, 3)._readers())
+    per_bucket = sum(f.length for r in readers for f in (*r.task.insert_files, *r.task.delete_files)) / len(
+        readers
+    )
+    monkeypatch.setattr(scan_module, "THREADED_MIN_BYTES", int(per_bucket * 0.75))
+    for columns, threaded in ((None, True), (["id"], False), (["msg"], False)):
+        batches = scan(wide, 3, columns=columns)._batches()
+        next(batches)
+        assert bool(_read_threads()) is threaded, columns
+        batches.close()
+
+
 # --- in_order itself -----------------------------------------------------------------------------------------
 
 

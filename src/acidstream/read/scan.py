@@ -39,9 +39,11 @@ if TYPE_CHECKING:
     from acidstream.metastore.models import Table as TableDefinition
 
 DEFAULT_BATCH_ROWS = 131072
-#: Buckets are read side by side only when they hold this much on average: each costs its thread about a
-#: millisecond of hand-overs, which a scan of many tiny buckets (a commit into hundreds of partitions) would
-#: pay over and over (measured: 572 buckets of 2 rows, 0.33 s read one after the other, 0.78 s in threads).
+#: Buckets are read side by side only when they hold this much of the columns read on average: each costs its
+#: thread about a millisecond of hand-overs, which a scan of many tiny buckets (a commit into hundreds of
+#: partitions) would pay over and over (measured: 572 buckets of 2 rows, 0.33 s read one after the other, 0.78 s
+#: in threads), and a narrow read of wide files (a merge reading its keys) decodes too little per file for a
+#: second thread to gain more than the hand-overs and the GIL cost it.
 THREADED_MIN_BYTES = 1 << 20
 #: a scan makes a few pyarrow calls per file and stripe: beside a busy Python thread each could wait 5 ms
 _SHORT_SWITCH = ShortSwitchInterval()
@@ -233,7 +235,7 @@ class TableScan:
         """Each bucket's batches with their reader, in plan order; buckets read side by side in up to
         ``read_threads`` threads (see ``read.threads``). Closing it stops the threads."""
         readers = list(self._readers())
-        if self.read_threads == 1 or len(readers) < 2 or _mean_bytes(readers) < THREADED_MIN_BYTES:
+        if self.read_threads == 1 or len(readers) < 2 or _mean_read_bytes(readers) < THREADED_MIN_BYTES:
             for reader in readers:
                 for batch in reader.batches():
                     yield reader, batch
@@ -319,10 +321,13 @@ def bucket_readers(
         )
 
 
-def _mean_bytes(readers: Sequence[BucketReader]) -> float:
-    """Bytes of ORC a bucket reader reads, on average."""
+def _mean_read_bytes(readers: Sequence[BucketReader]) -> float:
+    """Bytes of ORC a bucket reader decodes, on average: its files' bytes scaled by the share of the data
+    columns it reads (at least one column's: ACID columns and delete keys are read whatever the projection)."""
     files = sum(f.length for r in readers for f in (*r.task.insert_files, *r.task.delete_files))
-    return files / len(readers)
+    first = readers[0]
+    share = max(len(first.row_positions), 1) / max(len(first.data_positions), 1)
+    return files * share / len(readers)
 
 
 def _tagged(reader: BucketReader) -> Iterator[tuple[BucketReader, pa.RecordBatch]]:
