@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from acidstream.acid.runs import runs
 from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.record_id import ROW_ID, row_id_arrays
 
@@ -38,12 +39,11 @@ def apply_mutations(
         mutations = mutations.take(pa.array(order))
         ops, buckets = ops[order], buckets[order]
     key = buckets.astype(np.int64) * 4 + ops
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1, [len(key)]])
     calls = {
         INSERT: coordinator.insert_batch,
         UPDATE: coordinator.update_batch,
         DELETE: coordinator.delete_batch,
     }
-    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+    for start, end in runs(key):
         run = mutations.slice(start, end - start).drop_columns([OP])
         calls[int(ops[start])](partition_values, run)

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from acidstream.acid.runs import runs
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.bucket_id import BucketIdResolver
@@ -82,8 +83,7 @@ class BucketMerge:
             return
         order = np.argsort(buckets, kind="stable")
         source, buckets = source.take(pa.array(order)), buckets[order]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(buckets)) + 1, [len(buckets)]])
-        for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        for start, end in runs(buckets):
             self.write(coordinator, int(buckets[start]), source.slice(start, end - start))
 
     def write(self, coordinator: MutatorCoordinator, bucket: int, source: pa.Table) -> None:

@@ -30,6 +30,7 @@ from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.orc.writer import encode_together, prepare_directory_once
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
+from acidstream.acid.runs import runs
 from acidstream.acid.tabular import as_table, to_record_batch
 from acidstream.errors import (
     AcidStreamError,
@@ -254,8 +255,7 @@ class MutatorCoordinator:
         except ValueError as exc:
             raise WorkerException(f"{op.value} of {self.table.qualified_name}: {exc}") from exc
         rows = None if op is Op.DELETE else self._rows(op, table, names, first_index)
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(buckets)) + 1, [len(buckets)]])
-        for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        for start, end in runs(buckets):
             bucket = int(buckets[start])
             if self._group is None or (self._group.partition, self._group.bucket) != (values, bucket):
                 self._enter(values, bucket)

@@ -18,6 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from acidstream.acid.runs import runs
 from acidstream.acid.tabular import as_table
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import AcidStreamError, InvalidObjectException, SerializationError
@@ -283,8 +284,7 @@ def write_changes(
     codes = mutations.column(PART).to_numpy()
     order = np.argsort(codes, kind="stable")
     mutations, codes = mutations.take(pa.array(order)).drop_columns([PART]), codes[order]
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
-    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+    for start, end in runs(codes):
         if progress is not None:
             progress(f"writing changes: {start:,} of {len(codes):,}")
         apply_mutations(coordinator, parts[int(codes[start])], mutations.slice(start, end - start))

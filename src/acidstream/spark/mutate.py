@@ -43,6 +43,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.codec import decode_writer_ids
 from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.acid.partitions import make_part_name, parse_part_name
+from acidstream.acid.runs import runs
 from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE, apply_mutations
 from acidstream.mutate.bucket_merge import BucketMerge, splits_by_bucket
@@ -778,11 +779,8 @@ def write_mutations(
             names = batch.column(PARTITION_NAME)
             encoded = pc.dictionary_encode(names)
             codes = encoded.indices.to_numpy(zero_copy_only=False)
-            starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
             data = pa.Table.from_batches([batch.drop_columns([PARTITION_NAME, BUCKET])])
-            for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-                if end == start:
-                    continue
+            for start, end in runs(codes):
                 name = encoded.dictionary[int(codes[start])].as_py()
                 values = tuple(parse_part_name(name).values()) if table.table.partition_keys else ()
                 apply_mutations(coordinator, values, data.slice(start, end - start), presorted=True)
