@@ -28,7 +28,8 @@ import pyarrow as pa
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
-from acidstream.acid.orc.writer import encode_together, prepare_directory_once
+from acidstream.acid.orc.sharded import encode_sharded
+from acidstream.acid.orc.writer import prepare_directory_once
 from acidstream.acid.partitions import DEFAULT_PARTITION_NAME, make_part_name, partition_path
 from acidstream.acid.runs import runs
 from acidstream.acid.tabular import as_table, to_record_batch
@@ -426,11 +427,11 @@ class MutatorCoordinator:
             self._close_left()
 
     def _close_left(self) -> None:
-        """Close the files of the groups left: the rows they buffer encoded in one go (inserted rows of many
-        files share pyarrow's files, :func:`encode_together`), then each file's stripes and tail written."""
+        """Close the files of the groups left: the rows they buffer encoded side by side (inserted rows of many
+        files share pyarrow's files, :func:`encode_sharded`), then each file's stripes and tail written."""
         left = self._left
         taken = [(w, t) for w, _ in left if (t := w.take_pending_events()) is not None]
-        encoded = {id(w): e for (w, _), e in zip(taken, encode_together(taken), strict=True)}
+        encoded = {id(w): e for (w, _), e in zip(taken, encode_sharded(taken), strict=True)}
         for writer, mutations in left:
             chunk = encoded.get(id(writer))
             writer.flush_encoded([chunk] if chunk is not None else [])

@@ -8,10 +8,8 @@ flushed (Hive's auto-flush), which is safe because readers filter rows by write 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from functools import partial
-from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -19,15 +17,12 @@ import pyarrow.fs as pafs
 from acidstream.acid.checksum import FilePrefix
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.names import bucket_file, delta_dir
-from acidstream.acid.orc import AcidWriter, EncodedEvents, WriterOptions, prepare_directory_once
-from acidstream.acid.orc.writer import TakenEvents, encode_together
+from acidstream.acid.orc import AcidWriter, WriterOptions, prepare_directory_once
+from acidstream.acid.orc.sharded import encode_sharded
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
 from acidstream.metastore.models import WrittenFile
-from acidstream.runtime import ENCODE_THREADS, encode_pool, file_pool
-
-T = TypeVar("T")
-K = TypeVar("K")
+from acidstream.runtime import file_pool
 
 
 @dataclass(frozen=True)
@@ -123,28 +118,20 @@ class BatchFiles:
     def flush(self) -> None:
         """Intermediate footer (and side-file entry) on every file with new rows.
 
-        The buffered rows are encoded in shards, one per encoding thread, each shard's files sharing pyarrow's
-        (:func:`encode_together`): pyarrow releases the GIL while it encodes, so the shards of the encode
-        pool run beside the one this thread takes, then this thread stitches each encoded file in turn.
-        Shards no worker has started run here too, from the back of the queue: this thread would only wait.
+        The buffered rows are encoded side by side (:func:`encode_sharded`), then this thread stitches each
+        encoded file in turn.
         """
         keys = [key for key in self._writers if key in self._unflushed]
         self._unflushed.clear()
         self._unflushed_bytes = 0
         taken = [(key, t) for key in keys if (t := self._writers[key].take_pending_events()) is not None]
-        shards = _shards(taken, ENCODE_THREADS)
-        encodings = [
-            _Encoding(
-                partial(encode_together, [(self._writers[key], t) for key, t in shard]),
-                in_pool=len(shards) > 1,
+        encoded = dict(
+            zip(
+                (key for key, _ in taken),
+                encode_sharded([(self._writers[key], t) for key, t in taken]),
+                strict=True,
             )
-            for shard in shards
-        ]
-        for encoding in reversed(encodings):
-            encoding.run_here_unless_started()
-        encoded: dict[tuple[str, int], EncodedEvents] = {}
-        for shard, encoding in zip(shards, encodings, strict=True):
-            encoded.update(zip((key for key, _ in shard), encoding.result(), strict=True))
+        )
         failures: list[tuple[tuple[str, int], Exception]] = []
         for key in keys:
             try:
@@ -208,39 +195,6 @@ class BatchFiles:
         return "; ".join(f"{self._paths[key]}: {exc}" for key, exc in failures)
 
 
-class _Encoding:
-    """One encode, in the encode pool or done at once; the thread that needs it takes it back if no worker has
-    started it."""
-
-    __slots__ = ("_encode", "_future")
-
-    def __init__(self, encode: Callable[[], list[EncodedEvents]], *, in_pool: bool) -> None:
-        self._encode = encode
-        self._future = encode_pool().submit(encode) if in_pool else _run(encode)
-
-    def run_here_unless_started(self) -> None:
-        if self._future.cancel():
-            self._future = _run(self._encode)
-
-    def result(self) -> list[EncodedEvents]:
-        return self._future.result()
-
-
-def _shards(taken: list[tuple[K, TakenEvents]], n: int) -> list[list[tuple[K, TakenEvents]]]:
-    """At most ``n`` shards of about equal rows (largest first into the emptiest), each in the given order."""
-    bins: list[list[int]] = [[] for _ in range(min(n, len(taken)))]
-    load = [0] * len(bins)
-    for i in sorted(range(len(taken)), key=lambda i: -_rows(taken[i][1])):
-        emptiest = load.index(min(load))
-        bins[emptiest].append(i)
-        load[emptiest] += _rows(taken[i][1])
-    return [[taken[i] for i in sorted(b)] for b in bins]
-
-
-def _rows(taken: TakenEvents) -> int:
-    return taken.num_rows if isinstance(taken, pa.Table) else taken.rows.num_rows
-
-
 def _each(
     keys: list[tuple[str, int]], action: Callable[[tuple[str, int]], object], pool: Executor | None
 ) -> list[tuple[tuple[str, int], Exception]]:
@@ -256,13 +210,3 @@ def _each(
 
     results = list(pool.map(run, keys)) if pool is not None and len(keys) > 1 else [run(k) for k in keys]
     return [(k, exc) for k, exc in zip(keys, results, strict=True) if exc is not None]
-
-
-def _run(fn: Callable[[], T]) -> Future[T]:
-    """``fn()`` run now, as a finished future (holding its exception, as the pool's would)."""
-    future: Future[T] = Future()
-    try:
-        future.set_result(fn())
-    except Exception as exc:
-        future.set_exception(exc)
-    return future

@@ -24,6 +24,7 @@ from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, r
 from acidstream.acid.orc import writer as writer_module
 from acidstream.acid.orc.compression import CompressionKind, decompress
 from acidstream.acid.orc.protobuf import Message
+from acidstream.acid.orc.sharded import encode_sharded
 from acidstream.acid.orc.stripes import SHIFT, EncodedEvents, Insert, from_inserted_rows, from_shared_inserts
 from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
 from acidstream.acid.orc.writer import TakenEvents, encode_together
@@ -333,3 +334,15 @@ def test_events_and_large_inserts_are_encoded_apart(tmp_path: Path) -> None:
     assert isinstance(items[0][1], pa.Table)  # events
     shared = encode_together(items)
     assert all(same_events(s, w.encode_events(t)) for s, (w, t) in zip(shared, items, strict=True))
+
+
+def test_sharded_encoding_is_the_encoding_together_in_order(tmp_path: Path) -> None:
+    """Shards on the encode pool (the largest inserts spread first) come back in the items' order, each item's
+    stripes those of encoding it alone."""
+    columns = parse_columns("id int")
+    sizes = [5, 900, 40, 3000, 1, 700, 250]
+    ints = [(1, pa.table({"id": pa.array(np.arange(n, dtype=np.int32))})) for n in sizes]
+    items = taken_by_writers(tmp_path, columns, ints)
+    sharded = encode_sharded(items)
+    assert [e.rows for e in sharded] == sizes
+    assert all(same_events(s, w.encode_events(t)) for s, (w, t) in zip(sharded, items, strict=True))
