@@ -149,6 +149,25 @@ def test_inserts_into_a_new_partition_create_it(ms: Metastore, accounts: str) ->
     assert table_frame(ms, accounts).p.tolist() == ["x y", None]
 
 
+def test_a_commit_adds_only_the_partitions_the_metastore_lacked(
+    ms: Metastore, accounts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions the txn read from or listed exist: adding them again would only cost a round trip each."""
+    ms.table(accounts).merge(frame([1, 2], "a", ["x", "y"]), on=["id"])
+    added: list[list[str | None]] = []
+    real = ms.add_partition
+
+    def counting(table: str, values: list[str | None], **kwargs: bool) -> object:
+        added.append(list(values))
+        return real(table, values, **kwargs)
+
+    monkeypatch.setattr(ms, "add_partition", counting)
+    # updates in x and y, an insert into the new z
+    ms.table(accounts).merge(frame([1, 2, 3], "b", ["x", "y", "z"]), on=["id"])
+    assert added == [["z"]]
+    assert table_frame(ms, accounts).sort_values("id").p.tolist() == ["x", "y", "z"]
+
+
 def concurrent_updates(ms: Metastore, name: str, b_id: int) -> BaseException | dict[str, int]:
     """A (id 1) holds the lock when B (``b_id``) opens; A commits an update first, then B runs."""
     table = ms.table(name)

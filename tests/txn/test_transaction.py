@@ -61,6 +61,16 @@ def test_a_failed_allocation_leaves_nothing_open(ms: Metastore) -> None:
     assert [t.state for t in ms.show_txns()] == [MsState.ABORTED]
 
 
+def test_one_table_opens_with_its_write_id_in_one_step(ms: Metastore) -> None:
+    """The open and the allocation are one metastore transaction: a missing table opens no txn at all."""
+    with pytest.raises(NoSuchObjectException, match=r"db\.missing"):
+        Transaction.open(ms, ["db.missing"])
+    assert ms.show_txns() == []
+    txn = Transaction.open(ms, ["DB.T"])
+    assert dict(txn.write_ids) == {"db.t": 1}
+    assert [t.txn_id for t in ms.show_txns()] == [txn.txn_id]
+
+
 def test_snapshot_excludes_own_and_later_commits(ms: Metastore) -> None:
     txn = Transaction.open(ms, ["db.t"])
     other = Transaction.open(ms, ["db.t"])

@@ -21,11 +21,11 @@ from acidstream.errors import InvalidObjectException, SerializationError
 from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE
 from acidstream.mutate.bucket_id import BucketIdResolver
+from acidstream.mutate.ordering import PartitionValues
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.read.planning import partition_value_table
 
 MatchedAction = Literal["update", "delete"] | None
-PartitionValues = tuple[str | None, ...]
 #: Typed partition values (a row of ``partition_value_table``) → the partition's values as the metastore names them.
 KnownPartitions = Mapping[tuple[Any, ...], PartitionValues]
 #: Each mutation's partition: an index into the list of partition values that goes with the rows.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from acidstream.acid.writeids import ValidTxnList
@@ -27,6 +27,7 @@ from acidstream.errors import (
 )
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType, TableWrite
+from acidstream.mutate.ordering import PartitionValues
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
 from acidstream.txn import FailureListener, TxnHeartbeat, TxnState
 from acidstream.txn import Transaction as MetastoreTransaction
@@ -256,11 +257,16 @@ class Transaction:
 
 
 def table_write(
-    metastore: Metastore, table: AcidTable, summaries: Sequence[MutationSummary]
+    metastore: Metastore,
+    table: AcidTable,
+    summaries: Sequence[MutationSummary],
+    *,
+    existing: Collection[PartitionValues] = (),
 ) -> TableWrite | None:
     """What a commit records for ``table`` from its coordinators' summaries (None if they wrote nothing):
-    each partition with its strongest operation, and the files. Partitions they wrote but did not create are
-    created here, before the commit, so no reader sees the commit without them."""
+    each partition with its strongest operation, and the files. Partitions they wrote, unless ``existing``
+    (known to be in the metastore), are created here if missing, before the commit, so no reader sees the
+    commit without them."""
     components: dict[str | None, OperationType] = {}
     files: dict[str | None, list[str]] = {}
     for summary in summaries:
@@ -271,7 +277,7 @@ def table_write(
             )
         for name, part in summary.partitions.items():
             key = name or None
-            if key is not None and key not in components:
+            if key is not None and key not in components and part.values not in existing:
                 metastore.add_partition(table.qualified_name, list(part.values))
             components[key] = _stronger(components.get(key), part.operation)
             files.setdefault(key, []).extend(part.files)

@@ -129,6 +129,8 @@ class TableMutation:
         self._acid: AcidTable | None = None
         self._coordinator: MutatorCoordinator | None = None
         self._known: KnownPartitions | None = None
+        #: Partitions the metastore had at this txn's start (read from, or listed): the commit need not add them.
+        self._existing: set[PartitionValues] = set()
 
     def __enter__(self) -> TableMutation:
         user, host = client_identity()
@@ -202,7 +204,8 @@ class TableMutation:
     def known_partitions(self) -> KnownPartitions:
         """The table's partitions by typed values (listed once per txn)."""
         if self._known is None:
-            existing = [p.values for p in self.metastore.list_partitions(self.table.full_name)]
+            existing = [tuple(p.values) for p in self.metastore.list_partitions(self.table.full_name)]
+            self._existing.update(existing)
             self._known = known_partitions(self.table, existing)
         return self._known
 
@@ -226,7 +229,9 @@ class TableMutation:
                 self._progress(f"reading {self.table.full_name}: {rows:,} rows")
                 yield values, batch
 
-        return partition_coded(counted(), scan.schema)
+        target, parts = partition_coded(counted(), scan.schema)
+        self._existing.update(parts)
+        return target, parts
 
     # --- writing and committing -----------------------------------------------------------------------------
 
@@ -247,7 +252,7 @@ class TableMutation:
         self._progress("committing")
         mine = [self._coordinator.close()] if self._coordinator is not None else []
         every = [*mine, *summaries]
-        write = table_write(self.metastore, self.acid_table, every)
+        write = table_write(self.metastore, self.acid_table, every, existing=self._existing)
         self._txn.commit(writes=[write] if write is not None else ())
         return {
             "inserted": sum(s.inserted for s in every),

@@ -31,6 +31,16 @@ class TxnManager(Protocol):
 
     def allocate_table_write_ids(self, txn_ids: Sequence[int], table_name: str) -> list[tuple[int, int]]: ...
 
+    def open_txns_with_write_ids(
+        self,
+        n: int,
+        table_name: str,
+        *,
+        user: str | None = None,
+        host: str | None = None,
+        agent_info: str | None = None,
+    ) -> list[tuple[int, int]]: ...
+
     def lock(
         self,
         components: Sequence[LockComponent],

@@ -96,7 +96,11 @@ class Transaction:
     def open(
         cls, manager: TxnManager, tables: Sequence[str] = (), *, agent_info: str | None = None
     ) -> Transaction:
-        """Open one txn and allocate its write id on each of ``tables``; nothing stays open if that fails."""
+        """Open one txn and allocate its write id on each of ``tables``; nothing stays open if that fails.
+        With one table both happen in one metastore round trip."""
+        if len(tables) == 1:
+            [(txn_id, write_id)] = manager.open_txns_with_write_ids(1, tables[0], agent_info=agent_info)
+            return cls(manager, txn_id, agent_info=agent_info, write_ids={tables[0]: write_id})
         [txn_id] = manager.open_txns(1, agent_info=agent_info)
         txn = cls(manager, txn_id, agent_info=agent_info)
         try:
