@@ -4,12 +4,14 @@ Blocks are told apart by what they hold: the two project commands (``scripts/mai
 ``scripts/test.sh`` is this suite) and ``source scripts/activate`` (this environment stands in for it: the
 ``acidstream`` and ``python`` it puts on PATH are this interpreter's) are not run; Python blocks run in a
 fresh interpreter, shell blocks in ``bash -eu`` with ``acidstream`` on PATH, TOML blocks are read as an
-``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or run ``spark-shell``) run in this
-process on the suite's one SparkSession, so only the test marked ``spark`` runs them.
+``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or ``pyspark``, in any form, or run
+``spark-shell``) run in this process on the suite's one SparkSession, so only the test marked ``spark`` runs
+them, and no other block starts a JVM.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -42,8 +44,22 @@ class Block:
             return "project commands"
         if ACTIVATE in self.code:
             return "activate"
-        spark = "acidstream.spark" in self.code or "spark-shell" in self.code
-        return f"{self.lang}{' spark' if spark else ''}"
+        return f"{self.lang}{' spark' if self.needs_spark else ''}"
+
+    @property
+    def needs_spark(self) -> bool:
+        """A Python block importing ``acidstream.spark`` or ``pyspark`` in any form, any other block naming
+        ``acidstream.spark`` or running ``spark-shell``."""
+        if self.lang != "python":
+            return "acidstream.spark" in self.code or "spark-shell" in self.code
+        modules: set[str] = set()
+        for node in ast.walk(ast.parse(self.code)):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules.add(node.module)
+                modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+        return any(f"{module}.".startswith(("pyspark.", "acidstream.spark.")) for module in modules)
 
     def __str__(self) -> str:
         return f"README.md:{self.line} ({self.kind})"
@@ -130,6 +146,21 @@ def test_every_block_is_run_or_stood_in_for() -> None:
             assert [shlex.join(shlex.split(line, comments=True)) for line in block.code.splitlines()] == [
                 ACTIVATE
             ]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import pyspark.sql\n",
+        "from pyspark import SparkContext\n",
+        "import acidstream.spark\n",
+        "from acidstream.spark import session\n",
+        "from acidstream import Metastore, spark as acid\n",
+    ],
+)
+def test_a_python_block_importing_spark_in_any_form_needs_spark(code: str) -> None:
+    assert Block("python", code, 1).kind == "python spark"
+    assert Block("python", code.replace("spark", "repl"), 1).kind == "python"
 
 
 def test_examples_run_as_written(workspace: Path) -> None:
