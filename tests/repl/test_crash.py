@@ -21,9 +21,22 @@ from acidstream.repl.copy import STEP_DELAY_ENV
 
 pytestmark = pytest.mark.slow
 
-TRIALS = 10
+TRIALS = 5
 MAX_KILLS = 4
-_COMMAND = [sys.executable, "-m", "acidstream.cli", "repl", "sync"]
+#: Seconds a loader pauses, at random up to, at each step of a load (after a file's bytes, before an event's
+#: record): the test's load of about a hundred steps takes about two seconds, so kills up to LOAD_SECONDS
+#: after a loader's imports land anywhere in it, its last events included.
+STEP_DELAY = 0.03
+LOAD_SECONDS = 2.2
+#: ``acidstream repl sync``, saying on stdout once its imports are done: they take about as long as the load,
+#: and longer on a busy machine, so kills timed from the start of the process would mostly land in them.
+_COMMAND = [
+    sys.executable,
+    "-c",
+    "import acidstream.cli, acidstream.repl; print('imported', flush=True); acidstream.cli.main()",
+    "repl",
+    "sync",
+]
 
 
 def _sync(source_url: str, target_url: str, wh: Path, delay: float | None) -> subprocess.Popen[bytes]:
@@ -33,7 +46,7 @@ def _sync(source_url: str, target_url: str, wh: Path, delay: float | None) -> su
     return subprocess.Popen(
         [*_COMMAND, source_url, target_url, "--target-warehouse", str(wh), "--open-txn-timeout", "0.1"],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
 
@@ -62,9 +75,10 @@ def test_loader_killed_at_random_points(tmp_path: Path) -> None:
         for trial, (target_url, wh) in enumerate(replicas):
             kills = 0
             while kills < MAX_KILLS and time.monotonic() < deadline:
-                proc = _sync(source_url, target_url, wh, delay=0.2)  # a whole load: far longer than a wait
+                proc = _sync(source_url, target_url, wh, delay=STEP_DELAY)
+                assert proc.stdout is not None and proc.stdout.readline() == b"imported\n"
                 try:
-                    proc.wait(timeout=rng.uniform(1.0, 3.0))
+                    proc.wait(timeout=rng.uniform(0.0, LOAD_SECONDS))
                 except subprocess.TimeoutExpired:
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
