@@ -6,7 +6,8 @@ Blocks are told apart by what they hold: the two project commands (``scripts/mai
 fresh interpreter, shell blocks in ``bash -eu`` with ``acidstream`` on PATH, TOML blocks are read as an
 ``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or ``pyspark``, in any form, or run
 ``spark-shell``) run in this process on the suite's one SparkSession, so only the test marked ``spark`` runs
-them, and no other block starts a JVM.
+them, and no other block starts a JVM. Both tests begin with the examples before the first Spark one: those run
+once, and each test goes on from a copy of the directory they leave.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import ast
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,26 +75,55 @@ def readme_blocks() -> list[Block]:
     return blocks
 
 
-@pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh directory, and an environment with no metastore settings and ``acidstream``/``python`` on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, command in (
-        ("acidstream", f'"{sys.executable}" -m acidstream.cli'),
-        ("python", f'"{sys.executable}"'),
-    ):
-        shim = bin_dir / name
-        shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
-        shim.chmod(0o755)
+def before_spark(blocks: list[Block]) -> int:
+    """How many blocks come before the first one needing Spark: both example tests begin with them."""
+    return next((i for i, block in enumerate(blocks) if block.kind.endswith("spark")), len(blocks))
+
+
+def as_a_new_user(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
+    """``home/work`` as the current directory, no metastore settings in the environment, and ``acidstream``
+    and ``python`` on PATH (shims in ``home/bin``, made on first use). Returns the work directory."""
+    bin_dir = home / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for name, command in (
+            ("acidstream", f'"{sys.executable}" -m acidstream.cli'),
+            ("python", f'"{sys.executable}"'),
+        ):
+            shim = bin_dir / name
+            shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+            shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("COLUMNS", "120")
     for name in ("ACIDSTREAM_METASTORE", "ACIDSTREAM_WAREHOUSE"):
         monkeypatch.delenv(name, raising=False)
-    work = tmp_path / "work"
-    work.mkdir()
+    work = home / "work"
+    work.mkdir(exist_ok=True)
     monkeypatch.chdir(work)
     return work
+
+
+@pytest.fixture(scope="module")
+def examples_before_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The examples before the first Spark one, run once in a fresh directory, which is kept as a copy for
+    each example test to start from (the same path: a metastore records absolute locations)."""
+    home = tmp_path_factory.mktemp("readme")
+    blocks = readme_blocks()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        work = as_a_new_user(monkeypatch, home)
+        for block in blocks[: before_spark(blocks)]:
+            run_block(block, work)
+    shutil.copytree(work, home / "after", symlinks=True)
+    return home
+
+
+@pytest.fixture
+def workspace(examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The directory as the examples before the first Spark one left it, with a new user's environment."""
+    home = examples_before_spark
+    shutil.rmtree(home / "work")
+    shutil.copytree(home / "after", home / "work", symlinks=True)
+    return as_a_new_user(monkeypatch, home)
 
 
 def run_block(block: Block, work: Path) -> None:
@@ -165,7 +196,8 @@ def test_a_python_block_importing_spark_in_any_form_needs_spark(code: str) -> No
 
 def test_examples_run_as_written(workspace: Path) -> None:
     """Every example that needs no Spark, in README order (the Spark ones are the other test's)."""
-    for block in readme_blocks():
+    blocks = readme_blocks()
+    for block in blocks[before_spark(blocks) :]:
         if not block.kind.endswith("spark"):
             run_block(block, workspace)
     assert (workspace / "bad.jsonl").read_text().count("\n") == 1  # the dead-letter example wrote its record
@@ -173,7 +205,8 @@ def test_examples_run_as_written(workspace: Path) -> None:
 
 def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> None:
     """Every example, Spark's included, in README order."""
-    for block in readme_blocks():
+    blocks = readme_blocks()
+    for block in blocks[before_spark(blocks) :]:
         run_block(block, workspace)
 
 
