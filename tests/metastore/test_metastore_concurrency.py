@@ -11,7 +11,7 @@ import pytest
 from acidstream.metastore import Metastore, TxnState
 
 PROCESSES = 8
-CYCLES = 200
+CYCLES = 100
 
 Record = tuple[str, list[tuple[int, int]], bool]  # table, [(txn, write id)], committed
 
