@@ -1,5 +1,5 @@
-"""Events of files with a row index (bases, compactor output): pyarrow encodes all but the constant ACID columns
-(stripes.from_indexed_events), against pyarrow encoding all six.
+"""Events of files with a row index (bases, compactor output): pyarrow encodes ``row``, we the five ACID columns
+(stripes.from_indexed_events, rlev2), against pyarrow encoding all six.
 
 The claim: stream for stream (data and row index, decompressed, in the same order), encoding for encoding and
 statistic for statistic, the file holds what ORC C++ writes for the same events.
@@ -21,7 +21,7 @@ from acidstream.acid.orc import AcidWriter, WriterOptions, event_schema, read_ev
 from acidstream.acid.orc import writer as writer_module
 from acidstream.acid.orc.compression import CompressionKind, decompress
 from acidstream.acid.orc.protobuf import Message, decode_varint
-from acidstream.acid.orc.stripes import _constant_column
+from acidstream.acid.orc.rlev2 import constant_column
 from acidstream.acid.orc.tail import read_tail
 from acidstream.acid.types import Column, parse_columns
 from conftest import ALL_TYPES, all_type_rows
@@ -112,7 +112,7 @@ def test_compacted_events_are_what_orc_cpp_writes(
 ) -> None:
     options = WriterOptions(compression=compression, is_base=True, streaming_optimizations=False)
     assert_as_orc_cpp(tmp_path, COLS, compacted_events(COLS, n), options)
-    assert encoded[-1] == ["originalTransaction", "rowId", "row"]  # the other three are ours
+    assert encoded[-1] == ["row"]  # the ACID columns are ours
 
 
 def test_every_type_and_several_stripes(tmp_path: Path, encoded: list[list[str]]) -> None:
@@ -123,12 +123,12 @@ def test_every_type_and_several_stripes(tmp_path: Path, encoded: list[list[str]]
     events = compacted_events(columns, 30_000)
     assert_as_orc_cpp(tmp_path, columns, events, options)
     assert len(anatomy(str(tmp_path / "ref.orc"))["stripes"]) > 2  # type: ignore[arg-type]
-    assert encoded[-1] == ["originalTransaction", "rowId", "row"]
+    assert encoded[-1] == ["row"]
 
 
-def test_columns_that_vary_are_left_to_pyarrow(tmp_path: Path, encoded: list[list[str]]) -> None:
+def test_columns_that_vary_are_encoded_as_orc_cpp_does(tmp_path: Path, encoded: list[list[str]]) -> None:
     """Mixed operations, two bucket properties (statement ids), a currentTransaction of its own (delete
-    events): pyarrow encodes those columns, the rest is still spliced; without any saving, no splice."""
+    events): still ours, as ORC C++ encodes them."""
     events = compacted_events(COLS, 20_000)
     n = events.num_rows
     halves = np.arange(n) >= n // 2
@@ -141,13 +141,11 @@ def test_columns_that_vary_are_left_to_pyarrow(tmp_path: Path, encoded: list[lis
         encoded.clear()
         changed = events.set_column(events.schema.get_field_index(name), name, column)
         assert_as_orc_cpp(tmp_path / name, COLS, changed, BASE)
-        assert name in encoded[-1] and "row" in encoded[-1] and len(encoded[-1]) < 6
-    encoded.clear()
+        assert encoded[-1] == ["row"]
     everything = events
     for name, column in varied.items():
         everything = everything.set_column(everything.schema.get_field_index(name), name, column)
     assert_as_orc_cpp(tmp_path / "all", COLS, everything, BASE)
-    assert len(encoded[-1]) == 6
 
 
 @pytest.mark.parametrize("compression", [CompressionKind.NONE, CompressionKind.ZLIB])
@@ -176,7 +174,8 @@ def test_a_constant_spanning_compression_chunks_is_indexed_as_orc_cpp_does(
         kind, col, length = (s.uint(f, 0) or 0 for f in (1, 2, 3))
         streams[(kind, col)] = raw[pos : pos + length]
         pos += length
-    index, stream = _constant_column(value, n, 10_000, compression, block)
+    column = constant_column(value, n, 10_000, compression, block)
+    index, stream = column.index, column.data
     assert decompress(compression, stream, block) == decompress(compression, streams[(1, 1)], block)
     ours, theirs = (
         [positions(e) for e in Message.decode(decompress(compression, x, block)).messages(1)]

@@ -1,6 +1,8 @@
 """Encoded stripes ready to be appended to an event file, from one in-memory ORC file pyarrow wrote.
 
-Two sources. :func:`from_events`: pyarrow encoded all six event columns; its stripes are taken as they are.
+Three sources. :func:`from_events`: pyarrow encoded all six event columns; its stripes are taken as they are.
+:func:`from_indexed_events` (files with a row index: bases, compactor output): pyarrow encoded only ``row``, and
+we add the five ACID columns, with their row index, encoded by :mod:`rlev2`.
 :func:`from_inserted_rows`: pyarrow encoded only the rows of an insert, uncompressed, and we add the five ACID
 columns to each stripe and compress every stream. For an insert those columns are constants (operation,
 originalTransaction, bucket, currentTransaction) and one counter (rowId): RLEv2 writes each as a few bytes per
@@ -16,12 +18,13 @@ one-entry row indexes (it refuses stride 0) are dropped.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from acidstream.acid.orc.compression import CompressionKind, compress, decompress
@@ -34,6 +37,7 @@ from acidstream.acid.orc.protobuf import (
     encode_varint,
     zigzag_encode,
 )
+from acidstream.acid.orc.rlev2 import IntColumn, IntStats, int_column
 from acidstream.acid.orc.tail import FOOTER, STRIPE, OrcTail, read_tail
 
 
@@ -204,97 +208,83 @@ def _spliced(
     return EncodedEvents(body, stripes, stripe_stats, stats + list(their_file_stats[drop:]), keys, rows)
 
 
-@dataclass(frozen=True)
-class Constant:
-    """An ACID column holding one value in every event of a chunk (``operation``, ``bucket``: nearly always)."""
-
-    value: int
-
-
 def from_indexed_events(
     data: pa.Buffer,
-    sources: Sequence[int | Constant],
+    acid: Sequence[npt.NDArray[Any]],
     key_at: Callable[[int], RecordKey],
     *,
     stride: int,
 ) -> EncodedEvents:
     """Events of a file with a row index, from a file pyarrow wrote (compressed, with that row index stride)
-    for only some of their columns: ``sources[i]`` names where ACID column ``i + 1`` comes from: a column of
-    pyarrow's file (``currentTransaction`` may name ``originalTransaction``'s, as it does in every insert
-    event), or a :class:`Constant`, whose streams, row index and statistics are ours. pyarrow's file holds
-    those columns, then ``row``.
+    for their ``row`` column alone, and ``acid``: the values of the five ACID columns, which we encode
+    (:mod:`rlev2`) into each of its stripes.
 
-    Encoding the ACID columns is a fifth of what pyarrow spends on a compacted narrow table, though they are
-    all but free to encode: a constant is one 4–8 byte RLEv2 run per 512 rows, a copied column costs nothing.
-    Decompressed, every stream, encoding, row index and statistic is byte for byte what ORC C++ writes for the
-    six columns (tests compare them): pyarrow's streams are moved as they are, ours encode what ORC C++ would.
+    pyarrow would spend a fifth of its time on a compacted narrow table encoding those columns, which are
+    mostly constant (operation, bucket), a copy of another (currentTransaction, in every insert event), long
+    runs (originalTransaction) or counters with gaps (rowId). Decompressed, every stream, encoding, row index
+    and statistic is byte for byte what ORC C++ writes for the six columns (tests compare them).
     """
     tail = read_tail(pa.BufferReader(data), data.size)
     kind, block = tail.compression, tail.block_size
-    ours_at = {i + 1: s for i, s in enumerate(sources) if isinstance(s, Constant)}
-    row_column = 1 + len({s for s in sources if not isinstance(s, Constant)})
-    origin = [0, *(s if isinstance(s, int) else -1 for s in sources)]  # event column -> pyarrow column
-
-    def remap(theirs: Sequence[bytes], n: int) -> list[bytes]:
-        """Statistics of every event column of ``n`` events, from pyarrow's of its columns."""
-        picked = [_constant_stats(ours_at[c], n) if p < 0 else theirs[p] for c, p in enumerate(origin)]
-        return picked + list(theirs[row_column:])
-
+    acid = [np.asarray(a, dtype=np.int64) for a in acid]
+    copies = [next(j for j in range(i + 1) if np.array_equal(acid[j], acid[i])) for i in range(len(acid))]
     body: list[bytes] = []
     stripes: list[Message] = []
     stripe_stats: list[bytes] = []
     keys: list[RecordKey] = []
+    totals: list[IntStats] | None = None
     offset = rows = 0
     raw = memoryview(data)
     for info, theirs in zip(tail.stripes, tail.stripe_statistics, strict=True):
         n = _uint(info, STRIPE.NUMBER_OF_ROWS)
-        stripe, out = _indexed_stripe(raw, info, origin, ours_at, row_column, kind, block, stride)
+        ours: list[IntColumn] = []
+        for i, j in enumerate(copies):
+            ours.append(ours[j] if j < i else int_column(acid[i][rows : rows + n], stride, kind, block))
+        stripe, out = _indexed_stripe(raw, info, ours, kind, block)
         out.set_uint(STRIPE.OFFSET, offset)
         body.append(stripe)
         stripes.append(out)
         their_stats = Message.decode(theirs).repeated_bytes(1)
-        stripe_stats.append(b"".join(_ld(0x0A, c) for c in remap(their_stats, n)))
+        stripe_stats.append(b"".join(_ld(0x0A, c) for c in _with_ours(their_stats, [c.stats for c in ours])))
+        if totals is None:
+            totals = [c.stats for c in ours]
+        else:
+            totals = [t.merge(c.stats) for t, c in zip(totals, ours, strict=True)]
         offset += len(stripe)
         rows += n
         keys.append(key_at(rows - 1))
-    statistics = remap(tail.footer.repeated_bytes(FOOTER.STATISTICS), rows)
+    file_stats = tail.footer.repeated_bytes(FOOTER.STATISTICS)
+    statistics = _with_ours(file_stats, totals) if totals is not None else []
     return EncodedEvents(body, stripes, stripe_stats, statistics, keys, rows)
 
 
-def _constant_stats(column: Constant, n: int) -> bytes:
-    return _acid_statistics(_AcidColumn(False, column.value), n)
+def _with_ours(theirs: Sequence[bytes], ours: Sequence[IntStats]) -> list[bytes]:
+    """Statistics of the event columns: pyarrow's root, our five, then pyarrow's ``row`` and its children."""
+    return [theirs[0], *(s.encode() for s in ours), *theirs[1:]]
 
 
 def _indexed_stripe(
-    raw: memoryview,
-    info: Message,
-    origin: Sequence[int],
-    ours_at: dict[int, Constant],
-    row_column: int,
-    kind: CompressionKind,
-    block: int,
-    stride: int,
+    raw: memoryview, info: Message, ours: Sequence[IntColumn], kind: CompressionKind, block: int
 ) -> tuple[bytes, Message]:
     """One stripe of pyarrow's file as a stripe of the event file: index streams, then data streams, each in
-    event column order, their encodings, and the stripe footer's other fields as pyarrow wrote them."""
-    n = _uint(info, STRIPE.NUMBER_OF_ROWS)
+    event column order (pyarrow's root, our five columns, pyarrow's ``row`` and its children moved up by
+    five), their encodings, and the stripe footer's other fields as pyarrow wrote them."""
     streams, encodings, other = _stripe_parts(raw, info, kind, block)
     index: dict[int, list[tuple[int, bytes | memoryview]]] = {}
     data: dict[int, list[tuple[int, bytes | memoryview]]] = {}
     for stream_kind, column, stream in streams:
         (index if stream_kind in _INDEX_KINDS else data).setdefault(column, []).append((stream_kind, stream))
-    columns = [*origin, *range(row_column, len(encodings))]  # pyarrow column of each event column (-1: ours)
     listed: list[bytes] = []
     index_parts: list[bytes | memoryview] = []
     data_parts: list[bytes | memoryview] = []
     for area, parts in ((index, index_parts), (data, data_parts)):
-        for event_column, theirs in enumerate(columns):
+        for event_column in range(len(encodings) + len(ours)):
             moved: list[tuple[int, bytes | memoryview]]
-            if theirs < 0:
-                constant = _constant_column(ours_at[event_column].value, n, stride, kind, block)
-                moved = [(_ROW_INDEX, constant[0])] if area is index else [(_DATA, constant[1])]
+            if 1 <= event_column <= len(ours):
+                acid = ours[event_column - 1]
+                moved = [(_ROW_INDEX, acid.index)] if area is index else [(_DATA, acid.data)]
             else:
-                moved = area.get(theirs, [])
+                moved = area.get(event_column - len(ours) if event_column else 0, [])
             for stream_kind, stream in moved:
                 listed.append(_stream(stream_kind, event_column, len(stream)))
                 parts.append(stream)
@@ -303,7 +293,9 @@ def _indexed_stripe(
         b"".join(
             (
                 *(_ld(0x0A, s) for s in listed),
-                *(_ld(0x12, _DIRECT_V2_ENCODING if c < 0 else encodings[c]) for c in columns),
+                _ld(0x12, encodings[0]),
+                *(_ld(0x12, _DIRECT_V2_ENCODING) for _ in ours),
+                *(_ld(0x12, e) for e in encodings[1:]),
                 encode_fields(other),
             )
         ),
@@ -318,34 +310,6 @@ def _indexed_stripe(
 
 
 _DIRECT_V2_ENCODING = encode_fields([(1, VARINT, 2), (2, VARINT, 0)])
-
-
-@lru_cache(maxsize=1024)
-def _constant_column(
-    value: int, n: int, stride: int, kind: CompressionKind, block: int
-) -> tuple[bytes, bytes]:
-    """The ROW_INDEX and DATA streams of ``n`` events holding ``value``, framed as ORC C++ frames them.
-
-    ORC C++ writes the value in runs of 512 whatever the row groups, so a group starting at row r starts
-    ``r % 512`` values into run ``r // 512``; its position is (start of the compression chunk holding that
-    run, the run's offset in the chunk, values to skip), or (offset, values to skip) uncompressed.
-    """
-    rle = _constant_rle(value, n)
-    chunks = [_frame(kind, rle[i : i + block], block) for i in range(0, len(rle), block)]
-    chunk_starts = list(itertools.accumulate((len(c) for c in chunks), initial=0))
-    run = len(_delta(value, 0, RUN))
-    entries = []
-    for first in range(0, n, stride):
-        at = run * (first // RUN)
-        positions = (
-            [at, first % RUN]
-            if kind == CompressionKind.NONE
-            else [chunk_starts[at // block], at % block, first % RUN]
-        )
-        rows = min(stride, n - first)
-        stats = _int_stats(rows, value, value, value * rows)
-        entries.append(_ld(0x0A, _ld(0x0A, b"".join(encode_varint(p) for p in positions)) + _ld(0x12, stats)))
-    return _frame(kind, b"".join(entries), block), b"".join(chunks)
 
 
 StreamPart = tuple[int, int, bytes | memoryview]  # kind, column, bytes

@@ -30,6 +30,7 @@ from acidstream.acid.orc.events import (
     ACID_STATS,
     ACID_VERSION,
     EVENT_FIELDS,
+    META_FIELDS,
     EventKind,
     KeyIndex,
     RecordKey,
@@ -41,7 +42,6 @@ from acidstream.acid.orc.nested import has_struct, push_down_nulls
 from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
 from acidstream.acid.orc.stats import FileStatistics
 from acidstream.acid.orc.stripes import (
-    Constant,
     EncodedEvents,
     Insert,
     from_events,
@@ -278,27 +278,6 @@ def _encode_shared(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[Enco
     return out
 
 
-def _indexed_sources(events: pa.Table) -> tuple[list[int | Constant], pa.Table]:
-    """What :func:`stripes.from_indexed_events` needs for ``events``: the source of each ACID column and the
-    columns pyarrow must encode. ``operation`` and ``bucket`` are nearly always constant in a chunk (one
-    writer's inserts), and an insert's ``currentTransaction`` is its ``originalTransaction``."""
-    sources: list[int | Constant] = []
-    kept: list[int] = []
-    for i, name in enumerate(EVENT_FIELDS[:5]):
-        column = events.column(i)
-        if name in ("operation", "bucket"):
-            low, high = pc.min_max(column).values()
-            if low.as_py() == high.as_py():
-                sources.append(Constant(low.as_py()))
-                continue
-        elif name == "currentTransaction" and column.equals(events.column(1)):
-            sources.append(sources[1])
-            continue
-        kept.append(i)
-        sources.append(len(kept))
-    return sources, events.select([*kept, 5])
-
-
 class AcidWriter:
     """One ORC event file (one bucket of one base/delta/delete_delta directory). Not thread-safe."""
 
@@ -503,11 +482,10 @@ class AcidWriter:
             return ot[i].as_py(), bk[i].as_py(), rid[i].as_py()
 
         if not self._options.optimized:
-            sources, encoded = _indexed_sources(taken)
-            if encoded.num_columns < len(EVENT_FIELDS):
-                return from_indexed_events(
-                    _encode(encoded, self._options), sources, key_at, stride=ROW_INDEX_STRIDE
-                )
+            acid = [taken.column(i).to_numpy() for i in range(len(META_FIELDS))]
+            return from_indexed_events(
+                _encode(taken.select(["row"]), self._options), acid, key_at, stride=ROW_INDEX_STRIDE
+            )
         return from_events(_encode(taken, self._options), key_at)
 
     def append_encoded(self, encoded: EncodedEvents) -> None:
