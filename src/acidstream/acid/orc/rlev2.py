@@ -513,25 +513,43 @@ def int_column(values: Int64s, stride: int, kind: CompressionKind, block: int) -
     values = np.ascontiguousarray(values, dtype=np.int64)
     if values[0] == values[-1] and (values == values[0]).all():
         return constant_column(int(values[0]), len(values), stride, kind, block)
-    return _int_column(values, stride, kind, block)
+    groups = np.arange(0, len(values), stride)
+    return _column(encode(values), _group_stats(values, groups), groups, kind, block)
 
 
 @lru_cache(maxsize=1024)
 def constant_column(value: int, n: int, stride: int, kind: CompressionKind, block: int) -> IntColumn:
-    """:func:`int_column` of ``n`` times ``value`` (operation and bucket nearly always are): cached."""
-    return _int_column(np.full(n, value, dtype=np.int64), stride, kind, block)
+    """:func:`int_column` of ``n`` times ``value`` (operation and bucket nearly always are), from the runs of
+    512 and the rest, without the values."""
+    full, rest = divmod(n, RUN)
+    run = encode(np.full(RUN, value, dtype=np.int64)).data if full else b""
+    tail = encode(np.full(rest, value, dtype=np.int64)).data if rest else b""
+    first = np.arange(0, n + RUN, RUN)[: full + (1 if rest else 0)]
+    runs = Runs(
+        run * full + tail,
+        np.append(first, n),
+        np.append(len(run) * np.arange(full + 1), [len(run) * full + len(tail)] if rest else []).astype(
+            np.int64
+        ),
+        np.append(first[:full] + RUN, [n] if rest else []).astype(np.int64),
+    )
+    groups = np.arange(0, n, stride)
+    counts = np.diff(np.append(groups, n)).tolist()
+    return _column(
+        runs, [IntStats(c, value, value, _checked(value * c)) for c in counts], groups, kind, block
+    )
 
 
-def _int_column(values: Int64s, stride: int, kind: CompressionKind, block: int) -> IntColumn:
-    runs = encode(values)
+def _column(
+    runs: Runs, group_stats: list[IntStats], groups: Int64s, kind: CompressionKind, block: int
+) -> IntColumn:
+    """The streams and statistics of a column from its runs and its row groups' statistics."""
     raw = runs.data
     chunks = [
         compress(kind, raw[i : i + block], block, SMALLEST_COMPRESSED) for i in range(0, len(raw), block)
     ]
     chunk_starts = list(itertools.accumulate((len(c) for c in chunks), initial=0))
-    groups = np.arange(0, len(values), stride)
     at, buffered = runs.positions(groups)
-    group_stats = _group_stats(values, groups)
     entries = []
     for offset, pending, stats in zip(at.tolist(), buffered.tolist(), group_stats, strict=True):
         if kind == CompressionKind.NONE:

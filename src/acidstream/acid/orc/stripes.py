@@ -214,10 +214,13 @@ def from_indexed_events(
     key_at: Callable[[int], RecordKey],
     *,
     stride: int,
+    flat: bool = False,
 ) -> EncodedEvents:
     """Events of a file with a row index, from a file pyarrow wrote (compressed, with that row index stride)
     for their ``row`` column alone, and ``acid``: the values of the five ACID columns, which we encode
-    (:mod:`rlev2`) into each of its stripes.
+    (:mod:`rlev2`) into each of its stripes. ``flat``: pyarrow's file holds the columns of ``row`` themselves,
+    its root standing for ``row`` as well as for the events' root (both structs without nulls, streams
+    alike); pyarrow spends on a struct column of its own a per-row loop that way avoided.
 
     pyarrow would spend a fifth of its time on a compacted narrow table encoding those columns, which are
     mostly constant (operation, bucket), a copy of another (currentTransaction, in every insert event), long
@@ -227,7 +230,9 @@ def from_indexed_events(
     tail = read_tail(pa.BufferReader(data), data.size)
     kind, block = tail.compression, tail.block_size
     acid = [np.asarray(a, dtype=np.int64) for a in acid]
-    copies = [next(j for j in range(i + 1) if np.array_equal(acid[j], acid[i])) for i in range(len(acid))]
+    # an insert event's currentTransaction is its originalTransaction: encoded once
+    copies = [0, 1, 2, 3, 1 if np.array_equal(acid[4], acid[1]) else 4]
+    row_at = 0 if flat else 1  # pyarrow's column that is row
     body: list[bytes] = []
     stripes: list[Message] = []
     stripe_stats: list[bytes] = []
@@ -240,12 +245,14 @@ def from_indexed_events(
         ours: list[IntColumn] = []
         for i, j in enumerate(copies):
             ours.append(ours[j] if j < i else int_column(acid[i][rows : rows + n], stride, kind, block))
-        stripe, out = _indexed_stripe(raw, info, ours, kind, block)
+        stripe, out = _indexed_stripe(raw, info, ours, row_at, kind, block)
         out.set_uint(STRIPE.OFFSET, offset)
         body.append(stripe)
         stripes.append(out)
         their_stats = Message.decode(theirs).repeated_bytes(1)
-        stripe_stats.append(b"".join(_ld(0x0A, c) for c in _with_ours(their_stats, [c.stats for c in ours])))
+        stripe_stats.append(
+            b"".join(_ld(0x0A, c) for c in _with_ours(their_stats, [c.stats for c in ours], row_at))
+        )
         if totals is None:
             totals = [c.stats for c in ours]
         else:
@@ -254,21 +261,26 @@ def from_indexed_events(
         rows += n
         keys.append(key_at(rows - 1))
     file_stats = tail.footer.repeated_bytes(FOOTER.STATISTICS)
-    statistics = _with_ours(file_stats, totals) if totals is not None else []
+    statistics = _with_ours(file_stats, totals, row_at) if totals is not None else []
     return EncodedEvents(body, stripes, stripe_stats, statistics, keys, rows)
 
 
-def _with_ours(theirs: Sequence[bytes], ours: Sequence[IntStats]) -> list[bytes]:
+def _with_ours(theirs: Sequence[bytes], ours: Sequence[IntStats], row_at: int) -> list[bytes]:
     """Statistics of the event columns: pyarrow's root, our five, then pyarrow's ``row`` and its children."""
-    return [theirs[0], *(s.encode() for s in ours), *theirs[1:]]
+    return [theirs[0], *(s.encode() for s in ours), *theirs[row_at:]]
 
 
 def _indexed_stripe(
-    raw: memoryview, info: Message, ours: Sequence[IntColumn], kind: CompressionKind, block: int
+    raw: memoryview,
+    info: Message,
+    ours: Sequence[IntColumn],
+    row_at: int,
+    kind: CompressionKind,
+    block: int,
 ) -> tuple[bytes, Message]:
     """One stripe of pyarrow's file as a stripe of the event file: index streams, then data streams, each in
-    event column order (pyarrow's root, our five columns, pyarrow's ``row`` and its children moved up by
-    five), their encodings, and the stripe footer's other fields as pyarrow wrote them."""
+    event column order (pyarrow's root, our five columns, pyarrow's ``row`` (column ``row_at``) and its
+    children), their encodings, and the stripe footer's other fields as pyarrow wrote them."""
     streams, encodings, other = _stripe_parts(raw, info, kind, block)
     index: dict[int, list[tuple[int, bytes | memoryview]]] = {}
     data: dict[int, list[tuple[int, bytes | memoryview]]] = {}
@@ -278,13 +290,14 @@ def _indexed_stripe(
     index_parts: list[bytes | memoryview] = []
     data_parts: list[bytes | memoryview] = []
     for area, parts in ((index, index_parts), (data, data_parts)):
-        for event_column in range(len(encodings) + len(ours)):
+        for event_column in range(1 + len(ours) + len(encodings) - row_at):
             moved: list[tuple[int, bytes | memoryview]]
             if 1 <= event_column <= len(ours):
                 acid = ours[event_column - 1]
                 moved = [(_ROW_INDEX, acid.index)] if area is index else [(_DATA, acid.data)]
             else:
-                moved = area.get(event_column - len(ours) if event_column else 0, [])
+                theirs = event_column - 1 - len(ours) + row_at if event_column else 0
+                moved = area.get(theirs, [])
             for stream_kind, stream in moved:
                 listed.append(_stream(stream_kind, event_column, len(stream)))
                 parts.append(stream)
@@ -295,7 +308,7 @@ def _indexed_stripe(
                 *(_ld(0x0A, s) for s in listed),
                 _ld(0x12, encodings[0]),
                 *(_ld(0x12, _DIRECT_V2_ENCODING) for _ in ours),
-                *(_ld(0x12, e) for e in encodings[1:]),
+                *(_ld(0x12, e) for e in encodings[row_at:]),
                 encode_fields(other),
             )
         ),
