@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -422,24 +423,38 @@ class AcidWriter:
         table = events if isinstance(events, pa.Table) else pa.Table.from_batches([events])
         if table.schema.names != list(EVENT_FIELDS):
             raise ValueError(f"events must have the columns {EVENT_FIELDS}, got {table.schema.names}")
-        try:
-            table = table.cast(self._schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
-            raise ValueError(f"events do not fit the schema {self._schema}: {exc}") from exc
-        if table.num_rows == 0:
+        if table.schema != self._schema:
+            try:
+                table = table.cast(self._schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+                raise ValueError(f"events do not fit the schema {self._schema}: {exc}") from exc
+        n = table.num_rows
+        if n == 0:
             return
         ops = table.column(0)
         if ops.null_count:
             raise ValueError("operation must not be null")
-        if pc.min(ops).as_py() < 0 or pc.max(ops).as_py() > EventKind.DELETE:
+        low, high = (v.as_py() for v in pc.min_max(ops).values())
+        if low < 0 or high > EventKind.DELETE:
             raise ValueError("operation must be 0 (insert), 1 (update) or 2 (delete)")
-        counts = np.bincount(ops.to_numpy(), minlength=3)
-        self._check_sorted(table)
-        for chunk in table.column(5).chunks:
-            check_writable(chunk, "row")
+        if low == high:  # nearly always: one kind of event
+            counts = np.zeros(3, dtype=np.int64)
+            counts[low] = n
+        else:
+            counts = np.bincount(ops.to_numpy(), minlength=3)
+        ot, bk, rid = self._check_sorted(table)
+        if self._timestamp_columns:
+            for chunk in table.column(5).chunks:
+                check_writable(chunk, "row")
+        end = 0
         for batch in table.to_batches():
-            row = push_down_nulls(batch.column(5))
-            self._append(pa.RecordBatch.from_arrays([*batch.columns[:5], row], schema=self._schema))
+            if not batch.num_rows:
+                continue
+            end += batch.num_rows
+            if self._struct_columns:
+                row = push_down_nulls(batch.column(5))
+                batch = pa.RecordBatch.from_arrays([*batch.columns[:5], row], schema=self._schema)
+            self._append(batch, (int(ot[end - 1]), int(bk[end - 1]), int(rid[end - 1])))
         for kind in EventKind:
             self._counts[kind] += int(counts[kind])
 
@@ -483,9 +498,11 @@ class AcidWriter:
 
         if not self._options.optimized:
             acid = [taken.column(i).to_numpy() for i in range(len(META_FIELDS))]
-            return from_indexed_events(
-                _encode(taken.select(["row"]), self._options), acid, key_at, stride=ROW_INDEX_STRIDE
-            )
+            row = taken.column("row")
+            flat = not row.null_count and not self._struct_columns  # see _nested for struct columns
+            rows = pa.Table.from_arrays(row.flatten(), schema=self._row_schema) if flat else taken.select([5])
+            encoded = _encode(rows, self._options)
+            return from_indexed_events(encoded, acid, key_at, stride=ROW_INDEX_STRIDE, flat=flat)
         return from_events(_encode(taken, self._options), key_at)
 
     def append_encoded(self, encoded: EncodedEvents) -> None:
@@ -634,20 +651,22 @@ class AcidWriter:
             except OSError as exc:
                 raise self._failure(f"write to {self._path} failed: {exc}", exc) from exc
 
-    def _check_sorted(self, events: pa.Table) -> None:
-        """Keys must not decrease, within ``events`` and from the previous event on (vectorised)."""
+    def _check_sorted(self, events: pa.Table) -> tuple[npt.NDArray[np.int64], ...]:
+        """Keys must not decrease, within ``events`` and from the previous event on (vectorised); returns
+        them (originalTransaction, bucket, rowId)."""
         ot, bk, rid = (events.column(n) for n in EVENT_FIELDS[1:4])
         if ot.null_count or bk.null_count or rid.null_count:
             raise ValueError("originalTransaction, bucket and rowId must not be null")
         o, b, r = ot.to_numpy(), bk.to_numpy(), rid.to_numpy()
         if not len(o):
-            return
+            return o, b, r
         first: RecordKey = (int(o[0]), int(b[0]), int(r[0]))
         if self._last_key is not None and first < self._last_key:
             raise _unsorted(self._last_key, first)
         i = unsorted_at(o, b, r)
         if i >= 0:
             raise _unsorted((o[i], b[i], r[i]), (o[i + 1], b[i + 1], r[i + 1]))
+        return o, b, r
 
     # --- encoding and stitching -----------------------------------------------------------------------
 
