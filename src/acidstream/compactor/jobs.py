@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from acidstream.acid.orc import WriterOptions, iter_event_batches, read_events
@@ -170,15 +171,19 @@ def _kept(
         if alive is not None:
             mask = alive if mask is None else mask & alive
     if mask is not None:
-        if not mask.any():
+        kept = np.flatnonzero(mask)
+        if not len(kept):
             return
-        batch = batch.filter(pa.array(mask))
+        # indices (from numpy without a copy) rather than a mask to convert; in range by construction
+        batch = pc.take(batch, pa.array(kept), boundscheck=False)
     yield conform(path, batch, schema)
 
 
 def conform(path: str, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """Events shaped as the table's event schema: ``row`` fields by position (files written by other tools
     name them ``_col0``...), types cast where the file's differ."""
+    if batch.schema == schema:  # equal but for the file's metadata, which is not the output's
+        return batch.replace_schema_metadata(None)
     row = batch.column("row")
     row_type: pa.StructType = schema.field("row").type
     if row.type != row_type:

@@ -107,7 +107,7 @@ class _Cursor:
     def take_through(self, bound: Key) -> pa.RecordBatch | None:
         """Remove and return the rows up to ``bound`` of the current batch (loading the next when it empties)."""
         assert self.batch is not None
-        n = _count_le(self.o, self.b, self.r, bound)
+        n = len(self.o) if self.last_key <= bound else _count_le(self.o, self.b, self.r, bound)
         if n == 0:
             return None
         taken = self.batch.slice(0, n)
