@@ -8,7 +8,10 @@ Hive 3 would produce.
 from __future__ import annotations
 
 import json
+import operator
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,6 +23,7 @@ from acidstream import Metastore
 from acidstream.acid.codec import BucketCodec
 from acidstream.compactor import Compactor, CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
+from acidstream.compactor.worker import SpareCores
 from acidstream.errors import InvalidObjectException
 from read.readhelpers import connect, create, delete_rows, stream
 
@@ -116,6 +120,26 @@ def test_stripes_encoded_side_by_side_keep_their_order(ms: Metastore) -> None:
     assert orc.nstripes == len(before) == len(keys) and keys == sorted(keys)
     index = orc.metadata[b"hive.acid.key.index"].decode()
     assert index == "".join(f"{o},{b},{r};" for o, b, r in keys)
+
+
+def test_spare_cores_take_work_only_while_fewer_jobs_than_cores_run() -> None:
+    """Encodings go to the pool while a core would idle, run in the job's thread while every core has a job;
+    either way a failure is raised by result()."""
+
+    def where() -> str:
+        return threading.current_thread().name
+
+    with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+        spare = SpareCores(pool, cores=2)
+        with spare.running():
+            assert spare.submit(where).result().startswith("pool")
+            with spare.running():
+                assert spare.submit(where).result() == threading.current_thread().name
+                failed = spare.submit(operator.truediv, 1, 0)
+                assert failed.done()
+                with pytest.raises(ZeroDivisionError):
+                    failed.result()
+            assert spare.submit(where).result().startswith("pool")
 
 
 @pytest.mark.parametrize("kind", ["major", "minor"])

@@ -5,8 +5,9 @@ filtering: mostly Python and small pyarrow calls) the rest. Done one after the o
 cores would idle whenever fewer bucket jobs than cores remain (5 buckets on 2 cores: a third of the time).
 So the merged events are cut into stripes (``CompactorConfig.stripe_bytes`` of Arrow data: about 250k rows of a
 narrow table, a few MiB encoded, several per bucket of a million rows), each encoded by an executor shared by the
-worker's jobs while the job merges the next one; the stripes are appended in order, and the file gets one
-tail at the end (no intermediate footers: nobody reads it before it is published).
+worker's jobs while the job merges the next one (``worker.SpareCores``: only while a core would idle, else in
+the job's thread); the stripes are appended in order, and the file gets one tail at the end (no intermediate
+footers: nobody reads it before it is published).
 """
 
 from __future__ import annotations
