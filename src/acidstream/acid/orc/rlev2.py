@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -384,15 +385,20 @@ def _percentile(bits: Int64s, valid: npt.NDArray[np.bool_], n: Int64s, p: float)
 def _packed(
     pieces: _Pieces, magnitudes: UInt64s, runs: Indexes, first: Int64s, count: Int64s, width: Int64s
 ) -> None:
-    """DELTA's packed delta magnitudes, ``magnitudes[first[i] : first[i] + count[i]]`` for run ``runs[i]``."""
+    """DELTA's packed delta magnitudes, ``magnitudes[first[i] : first[i] + count[i]]`` for run ``runs[i]``:
+    rows gathered from a sliding window over the magnitudes, as bytes when they fit one (index arrays and
+    64-bit copies of every value cost more than the packing)."""
     for w in np.unique(width).tolist():
         at = width == w
         f, c = first[at], count[at]
-        grid = magnitudes.take(f[:, None] + np.arange(int(c.max())), mode="clip")
+        most = int(c.max())
+        source = magnitudes.astype(np.uint8) if w < 8 else magnitudes
+        padded = np.concatenate((source, np.zeros(most, dtype=source.dtype)))
+        grid = np.lib.stride_tricks.sliding_window_view(padded, most)[f]
         pieces.put_payload(runs[at], *_pack_rows(grid, w, c))
 
 
-def _pack_rows(grid: UInt64s, width: int, count: Int64s) -> tuple[Bytes, Int64s]:
+def _pack_rows(grid: npt.NDArray[np.unsignedinteger[Any]], width: int, count: Int64s) -> tuple[Bytes, Int64s]:
     """Row i's first ``count[i]`` values, their low ``width`` bits most significant first, back to back, the
     last byte zero-padded: a byte matrix and each row's length."""
     rows, most = grid.shape
@@ -400,15 +406,17 @@ def _pack_rows(grid: UInt64s, width: int, count: Int64s) -> tuple[Bytes, Int64s]
         nbytes = width // 8
         data = grid.astype(">u8").view(np.uint8).reshape(rows, most, 8)[:, :, 8 - nbytes :]
         return data.reshape(rows, most * nbytes), count * nbytes
-    grid = np.where(np.arange(most) < count[:, None], grid, np.uint64(0))  # bits of the last byte's padding
     if 8 % width == 0:  # several values a byte
         per = 8 // width
-        pad = -most % per
-        small = np.pad(grid.astype(np.uint8), ((0, 0), (0, pad))).reshape(rows, -1, per)
+        small = np.zeros((rows, -(-most // per) * per), dtype=np.uint8)
+        small[:, :most] = grid
+        small[np.arange(small.shape[1]) >= count[:, None]] = 0  # the last byte's padding
+        small = small.reshape(rows, -1, per)
         packed = small[:, :, 0] << (8 - width)
         for j in range(1, per):
             packed |= small[:, :, j] << (8 - width * (j + 1))
         return packed.astype(np.uint8, copy=False), -(-count // per)
+    grid = np.where(np.arange(most) < count[:, None], grid, 0).astype(np.uint64)
     bits = ((grid[:, :, None] >> np.arange(width - 1, -1, -1, dtype=np.uint64)) & np.uint64(1)).astype(
         np.uint8
     )
