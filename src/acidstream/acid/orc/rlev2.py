@@ -13,6 +13,7 @@ start) and the statistics are ORC C++'s: tests compare them with pyarrow's files
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -486,12 +487,26 @@ class IntStats:
         return IntStats(self.count + other.count, min(self.low, other.low), max(self.high, other.high), total)
 
     def encode(self) -> bytes:
-        """ColumnStatistics: numberOfValues, intStatistics (min, max, sum if any), hasNull = false."""
-        ints = b"\x08" + encode_varint(zigzag_encode(self.low))
-        ints += b"\x10" + encode_varint(zigzag_encode(self.high))
-        if self.total is not None:
-            ints += b"\x18" + encode_varint(zigzag_encode(self.total))
-        return b"\x08" + encode_varint(self.count) + _ld(0x12, ints) + b"\x50\x00"
+        return _encoded_stats(self.count, self.low, self.high, self.total)
+
+    @classmethod
+    def of_groups(cls, groups: Sequence[IntStats]) -> IntStats:
+        """The statistics of consecutive row groups, as ORC C++ merges them (the sum added up group by group)."""
+        total: int | None = 0
+        for g in groups:
+            total = None if total is None or g.total is None else _checked(total + g.total)
+        return cls(
+            sum(g.count for g in groups), min(g.low for g in groups), max(g.high for g in groups), total
+        )
+
+
+@lru_cache(maxsize=4096)
+def _encoded_stats(count: int, low: int, high: int, total: int | None) -> bytes:
+    """ColumnStatistics: numberOfValues, intStatistics (min, max, sum if any), hasNull = false."""
+    ints = b"\x08" + encode_varint(zigzag_encode(low)) + b"\x10" + encode_varint(zigzag_encode(high))
+    if total is not None:
+        ints += b"\x18" + encode_varint(zigzag_encode(total))
+    return b"\x08" + encode_varint(count) + _ld(0x12, ints) + b"\x50\x00"
 
 
 def _checked(total: int) -> int | None:
@@ -569,11 +584,8 @@ def _column(
             positions = [chunk_starts[chunk], within, pending]
         packed = b"".join(encode_varint(p) for p in positions)
         entries.append(_ld(0x0A, _ld(0x0A, packed) + _ld(0x12, stats.encode())))
-    stripe = group_stats[0]
-    for stats in group_stats[1:]:
-        stripe = stripe.merge(stats)
     index = compress(kind, b"".join(entries), block, SMALLEST_COMPRESSED)
-    return IntColumn(index, b"".join(chunks), stripe)
+    return IntColumn(index, b"".join(chunks), IntStats.of_groups(group_stats))
 
 
 def _group_stats(values: Int64s, groups: Int64s) -> list[IntStats]:
