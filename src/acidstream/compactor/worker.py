@@ -107,7 +107,8 @@ def threaded_runner(parallelism: int) -> JobRunner:
 class SpareCores(Executor):
     """Runs work in ``pool`` while fewer jobs than ``cores`` are running (the last jobs of a request), in the
     calling job's thread otherwise: more busy threads than cores only take turns on them, and each turn costs
-    (caches refilled): a compaction took a few percent more CPU time when every stripe went to the pool."""
+    (caches refilled): with other work on the machine, a compaction took 6% more CPU time when every stripe
+    went to the pool."""
 
     def __init__(self, pool: Executor, cores: int) -> None:
         self._pool, self._cores = pool, cores
