@@ -145,3 +145,17 @@ def test_one_environment_variable_turns_every_process_wide_setting_off(opt_out: 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     assert (int(soft) != 256) == (changed and hard != 256)
     assert (float(inside) != 0.005) is changed
+
+
+def test_completed_future_holds_the_result_or_the_error_as_a_pool_would() -> None:
+    from acidstream.runtime import completed_future
+
+    assert completed_future(pow, 2, 10).result() == 1024
+
+    def fail() -> None:
+        raise KeyError("boom")
+
+    future = completed_future(fail)
+    assert future.done()
+    with pytest.raises(KeyError, match="boom"):
+        future.result()

@@ -34,10 +34,10 @@ import platform
 import resource
 import sys
 import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 #: The one opt-out: ``ACIDSTREAM_PROCESS_TUNING=0`` leaves the process's settings alone.
 OPT_OUT_VARIABLE = "ACIDSTREAM_PROCESS_TUNING"
@@ -70,6 +70,8 @@ def prepare_process() -> None:
 # --- switch interval ---------------------------------------------------------------------------------------
 
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 #: 50 µs: beside a busy thread, streaming ran ~15× faster than with the default 5 ms (1e-4: ~14×, 2e-5: ~17×,
 #: each halving costs the other threads more hand-overs); alone it changes nothing.
@@ -207,6 +209,17 @@ class LazyPool:
 
     def _forget(self) -> None:
         self._pool, self._lock = None, threading.Lock()
+
+
+def completed_future(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+    """``fn(*args, **kwargs)`` run in this thread, as a finished future holding its result or what it raised
+    (as a pool's future would): work a pool could have run, run by its caller instead."""
+    future: Future[R] = Future()
+    try:
+        future.set_result(fn(*args, **kwargs))
+    except BaseException as exc:  # raised again by result(), as from a pool
+        future.set_exception(exc)
+    return future
 
 
 #: ORC encoding: pyarrow releases the GIL while it encodes, so a commit's files (one per partition and

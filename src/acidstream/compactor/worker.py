@@ -53,6 +53,7 @@ from acidstream.compactor.publish import (
 from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObjectException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
+from acidstream.runtime import completed_future
 from acidstream.storage import table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 
@@ -129,12 +130,7 @@ class SpareCores(Executor):
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         if self._jobs < self._cores:
             return self._pool.submit(fn, *args, **kwargs)
-        done: Future[T] = Future()
-        try:
-            done.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # raised again by result(), in the job, as from the pool
-            done.set_exception(exc)
-        return done
+        return completed_future(fn, *args, **kwargs)
 
 
 @dataclass(frozen=True)

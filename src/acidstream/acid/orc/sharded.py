@@ -9,17 +9,13 @@ mutation coordinator closes its groups' files so.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from functools import partial
-from typing import TypeVar
 
 import pyarrow as pa
 
 from acidstream.acid.orc.stripes import EncodedEvents
 from acidstream.acid.orc.writer import AcidWriter, TakenEvents, encode_together
-from acidstream.runtime import ENCODE_THREADS, encode_pool
-
-T = TypeVar("T")
+from acidstream.runtime import ENCODE_THREADS, completed_future, encode_pool
 
 
 def encode_sharded(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[EncodedEvents]:
@@ -45,11 +41,11 @@ class _Encoding:
 
     def __init__(self, encode: Callable[[], list[EncodedEvents]], *, in_pool: bool) -> None:
         self._encode = encode
-        self._future = encode_pool().submit(encode) if in_pool else _run(encode)
+        self._future = encode_pool().submit(encode) if in_pool else completed_future(encode)
 
     def run_here_unless_started(self) -> None:
         if self._future.cancel():
-            self._future = _run(self._encode)
+            self._future = completed_future(self._encode)
 
     def result(self) -> list[EncodedEvents]:
         return self._future.result()
@@ -69,13 +65,3 @@ def _shards(items: Sequence[tuple[AcidWriter, TakenEvents]], n: int) -> list[lis
 
 def _rows(taken: TakenEvents) -> int:
     return taken.num_rows if isinstance(taken, pa.Table) else taken.rows.num_rows
-
-
-def _run(fn: Callable[[], T]) -> Future[T]:
-    """``fn()`` run now, as a finished future (holding its exception, as the pool's would)."""
-    future: Future[T] = Future()
-    try:
-        future.set_result(fn())
-    except Exception as exc:
-        future.set_exception(exc)
-    return future
