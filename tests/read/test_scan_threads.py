@@ -7,11 +7,13 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from readhelpers import create, delete_rows, row_id, stream
 
 from acidstream import Metastore
+from acidstream.compactor import Compactor, CompactorConfig
 from acidstream.errors import CorruptFileError
 from acidstream.read import scan as scan_module
 from acidstream.read.scan import TableScan
@@ -61,6 +63,41 @@ def test_threaded_scan_yields_the_sequential_batches_in_order(wide: Metastore, k
         assert all(t.equals(s) for t, s in zip(threaded, sequential, strict=True))
     tagged = [(values, b.num_rows) for values, b in scan(wide, 2, **kw).partition_batches()]
     assert tagged == [(values, b.num_rows) for values, b in scan(wide, 1, **kw).partition_batches()]
+
+
+@pytest.fixture
+def compacted(wide: Metastore) -> Metastore:
+    """``db.wide`` major-compacted into bases of many stripes, then more rows deleted and streamed: buckets
+    whose one large file is read in several parts, each part applying the bucket's deletes."""
+    compactor = Compactor(wide, CompactorConfig(retention=0, batch_rows=100, stripe_bytes=1))
+    for p in ("a", "b"):
+        assert (
+            compactor.compact("db.wide", kind="major", partition={"p": p}).info.state == "ready for cleaning"
+        )
+    in_b = TableScan(wide, wide.table("db.wide"), with_row_id=True, partition_filter={"p": "b"}).to_arrow()
+    victims = [row_id(r) for r in in_b.to_pylist()[::5]]
+    delete_rows(wide, "wide", victims, partition_dir=f"{wide.table('db.wide').location}/p=b")
+    stream(wide, "wide", [({"id": [7000, 7001], "msg": ["x", "y"], "p": ["a", "b"]}, True)])
+    return wide
+
+
+def test_a_bucket_read_in_parts_yields_its_sequential_batches(compacted: Metastore) -> None:
+    readers = list(scan(compacted, 1)._readers())
+    smallest_base = min(f.length for r in readers for f in r.task.insert_files if f.base)
+    parts = [part for reader in readers for part in reader.split(smallest_base // 3)]
+    assert len(parts) > len(readers)
+    cut = [f.part for part in parts for f in part.task.insert_files if f.part is not None]
+    assert cut and all(n > 1 for _, n in cut)  # the bases' stripes were spread over several parts
+    sequential = list(scan(compacted, 1, with_row_id=True).to_batches())
+    assert sum(b.num_rows for b in sequential) == 6000 + 2 - len(range(0, 3000, 7)) - len(range(0, 3000, 5))
+    for threads in (2, 3):
+        threaded = list(scan(compacted, threads, with_row_id=True).to_batches())
+        assert [b.num_rows for b in threaded] == [b.num_rows for b in sequential]
+        assert all(t.equals(s) for t, s in zip(threaded, sequential, strict=True))
+    by_part = [b for part in parts for b in part.batches()]
+    assert pa.Table.from_batches(by_part).equals(
+        pa.Table.from_batches([b for r in readers for b in r.batches()])
+    )
 
 
 def test_deletes_apply_in_every_thread(wide: Metastore) -> None:
@@ -173,6 +210,31 @@ def test_in_order_runs_at_most_threads_sources_ahead_of_the_caller() -> None:
         threading.Event().wait(0.001)
     assert sorted(started) == [0, 1]
     out.close()
+    assert not _read_threads()
+
+
+def test_in_order_starts_later_sources_when_short_ones_end_up_to_twice_threads_ahead() -> None:
+    """A source that has handed over all its items frees its thread while the caller is still on an earlier
+    one (short parts keep both cores busy), but no more than ``2 * threads`` sources are started ahead."""
+    gate = threading.Event()
+    started: list[int] = []
+
+    def source(i: int) -> Callable[[], Iterator[int]]:
+        def items() -> Iterator[int]:
+            started.append(i)
+            if i == 0:
+                assert gate.wait(10)
+            yield i
+
+        return items
+
+    out = in_order([source(i) for i in range(8)], threads=2, readahead=2)
+    first = threading.Timer(0.2, gate.set)
+    first.start()
+    assert next(out) == 0  # waited for the gate: meanwhile the short sources ran
+    assert sorted(started) == [0, 1, 2, 3]
+    assert list(out) == [1, 2, 3, 4, 5, 6, 7]
+    first.join()
     assert not _read_threads()
 
 

@@ -10,7 +10,11 @@ bounded by one bucket's delete keys plus one stripe.
 
 from __future__ import annotations
 
+import copy
+import functools
+import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +74,47 @@ class BucketReader:
         # Only these children of ``row`` are decoded (in file order); _shape maps positions into them.
         self.row_positions = sorted(self.data_positions[n] for n in names & self.data_positions.keys())
         self._projected_index = {pos: i for i, pos in enumerate(self.row_positions)}
+        self._deletes = _BucketDeletes(fs, task.delete_files, write_ids)
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes of ORC this reader decodes, about: its files' bytes scaled by the share of the data columns it
+        reads (at least one column's: ACID columns and delete keys are read whatever the projection)."""
+        files = sum(f.read_bytes for f in (*self.task.insert_files, *self.task.delete_files))
+        return files * max(len(self.row_positions), 1) // max(len(self.data_positions), 1)
+
+    def split(self, part_bytes: int) -> list[BucketReader]:
+        """This bucket's read cut into parts of about ``part_bytes`` of :attr:`read_bytes`, which read one after
+        the other yield exactly this reader's batches: runs of consecutive files, a large file cut into runs of
+        its stripes. The parts share one load of the bucket's delete events, so they can run side by side
+        in threads. A bucket with original (non-ACID) files stays whole: their synthetic row ids count rows
+        from the bucket's first original file."""
+        pieces = self.task.insert_files
+        share = max(len(self.row_positions), 1) / max(len(self.data_positions), 1)
+        file_bytes = max(int(part_bytes / share), 1)
+        if any(p.original for p in pieces):
+            return [self]
+        groups: list[list[FileSlice]] = []
+        filled = file_bytes  # bytes in the last group of whole small files
+        for piece in pieces:
+            cuts = -(-piece.length // file_bytes)
+            if cuts > 1:
+                groups.extend([replace(piece, part=(k, cuts))] for k in range(cuts))
+                filled = file_bytes
+                continue
+            if filled >= file_bytes:
+                groups.append([])
+                filled = 0
+            groups[-1].append(piece)
+            filled += piece.length
+        if len(groups) == 1:
+            return [self]
+        parts = []
+        for group in groups:
+            part = copy.copy(self)
+            part.task = replace(self.task, insert_files=tuple(group))
+            parts.append(part)
+        return parts
 
     # --- public -------------------------------------------------------------------------------------------
 
@@ -99,7 +144,7 @@ class BucketReader:
 
     def _visible_events(self, need_row: bool | None = None) -> Iterator[tuple[pa.RecordBatch, Bools | None]]:
         """Each event batch with its visibility mask (None: every row visible); wholly hidden batches skipped."""
-        deletes = DeleteSet.load(self.fs, self.task.delete_files, self.write_ids)
+        deletes = self._deletes.get()
         want_row = self.needs_row if need_row is None else need_row
         next_original_row = 0
         for piece in self.task.insert_files:
@@ -126,6 +171,7 @@ class BucketReader:
                 self.fs,
                 piece.path,
                 length=piece.length,
+                part=piece.part,
                 columns=columns,
                 batch_rows=self.batch_rows,
                 row_fields=self.row_positions,
@@ -180,6 +226,21 @@ class BucketReader:
                 width = self.char_widths.get(f.name)
                 arrays.append(values if width is None else pc.utf8_rpad(values, width=width, padding=" "))
         return pa.RecordBatch.from_arrays(arrays, schema=self.read_schema)
+
+
+class _BucketDeletes:
+    """A bucket's committed delete events, loaded once by whichever of its parts (threads) needs them first."""
+
+    def __init__(self, fs: pafs.FileSystem, files: Sequence[FileSlice], write_ids: ValidWriteIdList) -> None:
+        self._load = functools.partial(DeleteSet.load, fs, files, write_ids)
+        self._lock = threading.Lock()
+        self._loaded: list[DeleteSet | None] = []
+
+    def get(self) -> DeleteSet | None:
+        with self._lock:
+            if not self._loaded:
+                self._loaded.append(self._load())
+            return self._loaded[0]
 
 
 def _event_columns(want_row: bool, want_keys: bool, check_validity: bool) -> list[str]:

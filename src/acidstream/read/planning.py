@@ -44,6 +44,13 @@ class FileSlice:
     open_batch: bool = False
     original: bool = False  # a non-ACID ("original") file: synthetic ROW__IDs
     base: bool = False  # in the chosen base: every event in it is visible (no per-row write-id check)
+    #: ``(k, n)``: only the k-th of n consecutive runs of the file's stripes (a bucket read in parts, side by side)
+    part: tuple[int, int] | None = None
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes of the file this slice reads, about (its share, for a part)."""
+        return self.length if self.part is None else self.length // self.part[1]
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ DEFAULT_BATCH_ROWS = 131072
 #: in threads), and a narrow read of wide files (a merge reading its keys) decodes too little per file for a
 #: second thread to gain more than the hand-overs and the GIL cost it.
 THREADED_MIN_BYTES = 1 << 20
+#: Buckets are cut into parts (runs of files, runs of a large file's stripes) so that each thread gets about this
+#: many: the last of five buckets on two threads no longer runs alone, and a part's thread, at most two batches
+#: ahead of the caller, is not left waiting for the caller to reach the rest of its bucket.
+_PARTS_PER_THREAD = 8
 #: a scan makes a few pyarrow calls per file and stripe: beside a busy Python thread each could wait 5 ms
 _SHORT_SWITCH = ShortSwitchInterval()
 
@@ -235,13 +239,17 @@ class TableScan:
         """Each bucket's batches with their reader, in plan order; buckets read side by side in up to
         ``read_threads`` threads (see ``read.threads``). Closing it stops the threads."""
         readers = list(self._readers())
-        if self.read_threads == 1 or len(readers) < 2 or _mean_read_bytes(readers) < THREADED_MIN_BYTES:
-            for reader in readers:
-                for batch in reader.batches():
-                    yield reader, batch
-            return
-        sources = [functools.partial(_tagged, reader) for reader in readers]
-        yield from in_order(sources, self.read_threads, section=_SHORT_SWITCH)
+        total = sum(r.read_bytes for r in readers)
+        if self.read_threads > 1 and readers and total / len(readers) >= THREADED_MIN_BYTES:
+            part_bytes = max(THREADED_MIN_BYTES, total // (self.read_threads * _PARTS_PER_THREAD))
+            parts = [part for reader in readers for part in reader.split(part_bytes)]
+            if len(parts) > 1:
+                sources = [functools.partial(_tagged, part) for part in parts]
+                yield from in_order(sources, self.read_threads, section=_SHORT_SWITCH)
+                return
+        for reader in readers:
+            for batch in reader.batches():
+                yield reader, batch
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         tagged = self._reader_batches()
@@ -319,15 +327,6 @@ def bucket_readers(
             filter_fields=filter_fields,
             char_widths={c.name: c.type.length for c in table.columns if c.type.name == "char"},
         )
-
-
-def _mean_read_bytes(readers: Sequence[BucketReader]) -> float:
-    """Bytes of ORC a bucket reader decodes, on average: its files' bytes scaled by the share of the data
-    columns it reads (at least one column's: ACID columns and delete keys are read whatever the projection)."""
-    files = sum(f.length for r in readers for f in (*r.task.insert_files, *r.task.delete_files))
-    first = readers[0]
-    share = max(len(first.row_positions), 1) / max(len(first.data_positions), 1)
-    return files * share / len(readers)
 
 
 def _tagged(reader: BucketReader) -> Iterator[tuple[BucketReader, pa.RecordBatch]]:

@@ -1,10 +1,10 @@
-"""Run several iterators in threads and hand out their items in order: the scan's bucket readers, side by side.
+"""Run several iterators in threads and hand out their items in order: the parts of a scan's buckets, side by side.
 
 A bucket reader spends most of its time in pyarrow decoding stripes with the GIL released, so on several cores
-two buckets decode in about the time of one. The caller still sees the batches in plan order: bucket ``i``'s
-batches all come before bucket ``i + 1``'s, exactly as a sequential read yields them. Memory stays bounded:
-at most ``threads`` iterators run at once (the next starts only when the caller has finished with an earlier
-one), each at most ``readahead`` items ahead of the caller.
+two parts decode in about the time of one. The caller still sees the batches in plan order: part ``i``'s
+batches all come before part ``i + 1``'s, exactly as a sequential read yields them. Memory stays bounded:
+at most ``threads`` iterators run at once, at most ``2 * threads`` are started ahead of the one the caller is
+on, and each is at most ``readahead`` items ahead of the caller.
 """
 
 from __future__ import annotations
@@ -84,27 +84,46 @@ def in_order(
     readahead: int = 2,
     section: ShortSwitchInterval | None = None,
 ) -> Iterator[T]:
-    """Every item of ``sources[0]()``, then of ``sources[1]()``..., each source iterated in its own thread
-    (each item produced inside ``section``), up to ``threads`` at once. An error a source raises is raised here, as it is, when
-    the caller reaches that source's items. Closing the iterator early stops the threads and waits for them."""
-    workers: list[tuple[threading.Thread, _Channel[T]]] = []
+    """Every item of ``sources[0]()``, then of ``sources[1]()``..., the sources iterated by ``threads`` worker
+    threads (each item produced inside ``section``). A worker takes the next source as soon as it has handed
+    over the last item of its previous one, so short sources keep every worker busy while the caller is still on
+    an earlier one, up to ``2 * threads`` sources ahead of it (memory: that many times ``readahead`` items).
+    The workers live as long as the iteration: what a worker's allocator holds is reused by its next source. An
+    error a source raises is raised here, as it is, when the caller reaches that source's items. Closing the
+    iterator early stops the workers and waits for them."""
+    window = 2 * threads
+    cond = threading.Condition()
+    channels: list[_Channel[T]] = []
+    reached = 0
+    closed = False
 
-    def start(index: int) -> None:
-        channel: _Channel[T] = _Channel(readahead)
-        thread = threading.Thread(
-            target=_produce,
-            args=(sources[index], channel, section or ShortSwitchInterval(None)),
-            name=f"acidstream-bucket-read-{index}",
-            daemon=True,
-        )
-        thread.start()
-        workers.append((thread, channel))
+    def work() -> None:
+        while True:
+            with cond:
+                while not closed and len(channels) < len(sources) and len(channels) >= reached + window:
+                    cond.wait()
+                if closed or len(channels) == len(sources):
+                    return
+                index = len(channels)
+                channel: _Channel[T] = _Channel(readahead)
+                channels.append(channel)
+                cond.notify_all()
+            _produce(sources[index], channel, section or ShortSwitchInterval(None))
 
+    workers = [
+        threading.Thread(target=work, name=f"acidstream-bucket-read-{i}", daemon=True)
+        for i in range(min(threads, len(sources)))
+    ]
     try:
-        for index in range(min(threads, len(sources))):
-            start(index)
+        for worker in workers:
+            worker.start()
         for index in range(len(sources)):
-            channel = workers[index][1]
+            with cond:
+                reached = index
+                cond.notify_all()
+                while len(channels) <= index:
+                    cond.wait()
+                channel = channels[index]
             while True:
                 item = channel.get()
                 if item is _END:
@@ -112,10 +131,12 @@ def in_order(
                 if isinstance(item, _Failed):
                     raise item.error
                 yield cast(T, item)
-            if index + threads < len(sources):
-                start(index + threads)
     finally:
-        for _, channel in workers:
-            channel.cancel()
-        for thread, _ in workers:
-            thread.join()
+        with cond:
+            closed = True
+            cond.notify_all()
+            for channel in channels:
+                channel.cancel()
+        for worker in workers:
+            if worker.ident is not None:
+                worker.join()

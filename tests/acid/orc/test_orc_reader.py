@@ -58,6 +58,18 @@ def test_prefix_reads_on_any_filesystem(tmp_path: Path, any_fs: pafs.FileSystem)
         read_events(any_fs, path)  # the junk after the last footer is not a tail
 
 
+def test_parts_read_every_stripe_once_in_order(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """``part=(k, n)``: the k-th of n runs of stripes, near equal in count; more parts than stripes leaves some
+    empty. The parts read one after the other are the whole file."""
+    path, offsets = streaming_file(tmp_path, fs)
+    whole = read_events(fs, path, length=offsets[-1])
+    for n in range(1, 6):
+        parts = [list(iter_event_batches(fs, path, length=offsets[-1], part=(k, n))) for k in range(n)]
+        assert pa.Table.from_batches([b for part in parts for b in part]).equals(whole)
+        stripes = sorted(len(part) for part in parts)  # one batch per stripe of 100 rows
+        assert stripes[-1] - stripes[0] <= 1 and sum(stripes) == 3
+
+
 def test_column_selection(tmp_path: Path, fs: pafs.FileSystem) -> None:
     path, _ = streaming_file(tmp_path, fs)
     assert read_events(fs, path, include_row=False).column_names == [

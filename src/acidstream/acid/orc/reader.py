@@ -170,15 +170,19 @@ def iter_event_batches(
     columns: Sequence[str] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     row_fields: Sequence[int] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Events stripe by stripe (memory bounded by one stripe), in batches of at most ``batch_rows``;
-    ``row_fields`` as in :func:`read_events`."""
+    ``row_fields`` as in :func:`read_events`. ``part`` ``(k, n)`` reads only the k-th of n consecutive runs of
+    the file's stripes, as near equal in count as can be: parts ``0..n-1`` read every stripe once, in order."""
     cols = _columns(columns, True)
-    with _open(fs, path, length) as (view, _):
+    with _open(fs, path, length) as (view, tail):
+        count = len(tail.stripes)
+        k, n = part or (0, 1)
         try:
             orc = po.ORCFile(view)
             cols = _project_row(orc, cols, row_fields)
-            for i in range(orc.nstripes):
+            for i in range(count * k // n, count * (k + 1) // n):
                 stripe = orc.read_stripe(i, columns=cols)
                 for start in range(0, stripe.num_rows, batch_rows):
                     yield stripe.slice(start, batch_rows)
