@@ -119,11 +119,21 @@ def test_truncated_copy_and_garbage_tail(tmp_path: Path, fs: pafs.FileSystem) ->
         read_events(fs, str(empty))
 
 
-def test_plain_orc_file_is_not_an_event_file(tmp_path: Path, fs: pafs.FileSystem) -> None:
-    plain = tmp_path / "000000_0"
+def test_event_schemas_are_checked_from_pyarrow_and_from_our_tail_alike(
+    tmp_path: Path, fs: pafs.FileSystem
+) -> None:
+    """A whole file's schema is checked from pyarrow's footer, a prefix's or the metadata's from our parse of
+    the tail: both refuse the same files with the same words."""
+    flat = tmp_path / "flat"
+    events = {name: pa.array([1], pa.int64()) for name in ("operation", "originalTransaction", "bucket")}
+    events |= {"rowId": pa.array([0], pa.int64()), "currentTransaction": pa.array([1], pa.int64())}
+    po.write_table(pa.table({**events, "row": pa.array([7], pa.int32())}), str(flat))
+    plain = tmp_path / "plain"
     po.write_table(pa.table({"id": [1]}), str(plain))
-    with pytest.raises(CorruptFileError, match="not an ACID event file"):
-        read_events(fs, str(plain))
+    for path, problem in ((flat, "'row' column is not a struct"), (plain, "not an ACID event file")):
+        for read in (read_events, read_acid_metadata):
+            with pytest.raises(CorruptFileError, match=problem):
+                read(fs, str(path))
 
 
 def test_missing_key_index_is_corrupt_metadata(tmp_path: Path, fs: pafs.FileSystem) -> None:

@@ -28,10 +28,13 @@ from acidstream.acid.orc.events import (
     parse_acid_stats,
 )
 from acidstream.acid.orc.protobuf import Message
-from acidstream.acid.orc.tail import FOOTER, TYPE, OrcTail, TailError, read_tail
+from acidstream.acid.orc.tail import FOOTER, TYPE, OrcTail, TailError, read_postscript, read_tail
 from acidstream.errors import CorruptFileError
 
 _STRUCT = 12
+_EVENT_NAMES = [n.lower() for n in EVENT_FIELDS]
+_NOT_EVENTS = "not an ACID event file (top-level fields {})"
+_ROW_NOT_STRUCT = "the ACID 'row' column is not a struct"
 DEFAULT_BATCH_ROWS = 64 * 1024
 
 
@@ -76,8 +79,8 @@ class _BoundedFile(io.RawIOBase):
 
 
 @contextlib.contextmanager
-def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, OrcTail]]:
-    """A random-access view of ``[0, length)`` and its validated tail."""
+def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, int, bool]]:
+    """A random-access view of ``[0, length)``, that length, and whether it is the whole file."""
     raw = pa.memory_map(path, "r") if isinstance(fs, pafs.LocalFileSystem) else fs.open_input_file(path)
     with raw:
         size = raw.size()
@@ -89,12 +92,50 @@ def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[
             view: pa.NativeFile = pa.BufferReader(raw.read_buffer(length) if length else pa.py_buffer(b""))
         else:
             view = pa.PythonFile(_BoundedFile(raw, length), mode="r")
+        yield view, length, length == size
+
+
+@contextlib.contextmanager
+def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, OrcTail]]:
+    """A random-access view of ``[0, length)`` and its validated tail."""
+    with _view(fs, path, length) as (view, length, _):
+        yield view, _checked_tail(path, view, length)
+
+
+def _checked_tail(path: str, view: pa.NativeFile, length: int) -> OrcTail:
+    try:
+        tail = read_tail(view, length)
+    except TailError as exc:
+        raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
+    _check_event_schema(path, tail)
+    return tail
+
+
+@contextlib.contextmanager
+def _open_orc(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[po.ORCFile, pa.Schema]]:
+    """pyarrow's reader of ``[0, length)`` and its schema, checked to be an event file's.
+
+    A prefix (a file still being written, its length from a side file) gets our whole tail check first: a
+    length off a footer boundary must fail, never decode part of a stripe. A whole file only needs its
+    PostScript checked (a cut file fails there) before ORC C++ parses the footer, and its schema checked from
+    pyarrow's: parsing every committed file's tail twice was a tenth of a merge's time."""
+    with _view(fs, path, length) as (view, length, whole):
+        if whole:
+            try:
+                read_postscript(view, length)
+            except TailError as exc:
+                raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
+        else:
+            _checked_tail(path, view, length)
         try:
-            tail = read_tail(view, length)
-        except TailError as exc:
-            raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
-        _check_event_schema(path, tail)
-        yield view, tail
+            orc = po.ORCFile(view)
+            schema = orc.schema
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(path, f"the ORC footer does not decode: {exc}") from exc
+        problem = _arrow_event_schema_problem(schema) if whole else None
+        if problem is not None:
+            raise CorruptFileError(path, problem)
+        yield orc, schema
 
 
 def _check_event_schema(path: str, tail: OrcTail) -> None:
@@ -108,13 +149,26 @@ def _event_schema_problem(types: tuple[bytes, ...]) -> str | None:
     """What makes these encoded types not an event file's, if anything. Cached: a table's files share their
     types, and a compaction or scan opens hundreds of them."""
     root = Message.decode(types[0])
-    names = [n.decode("utf-8", "replace").lower() for n in root.repeated_bytes(TYPE.FIELD_NAMES)]
-    if root.uint(TYPE.KIND) != _STRUCT or names != [n.lower() for n in EVENT_FIELDS]:
-        return f"not an ACID event file (top-level fields {names})"
+    names = [n.decode("utf-8", "replace") for n in root.repeated_bytes(TYPE.FIELD_NAMES)]
+    if root.uint(TYPE.KIND) != _STRUCT or _not_event_names(names):
+        return _NOT_EVENTS.format([n.lower() for n in names])
     row_id = root.packed_uints(TYPE.SUBTYPES)[5]
     if row_id >= len(types) or Message.decode(types[row_id]).uint(TYPE.KIND) != _STRUCT:
-        return "the ACID 'row' column is not a struct"
+        return _ROW_NOT_STRUCT
     return None
+
+
+def _arrow_event_schema_problem(schema: pa.Schema) -> str | None:
+    """:func:`_event_schema_problem` for the schema pyarrow read from the footer."""
+    if _not_event_names(schema.names):
+        return _NOT_EVENTS.format([n.lower() for n in schema.names])
+    if not pa.types.is_struct(schema.field(5).type):
+        return _ROW_NOT_STRUCT
+    return None
+
+
+def _not_event_names(names: Sequence[str]) -> bool:
+    return [n.lower() for n in names] != _EVENT_NAMES
 
 
 def _columns(columns: Sequence[str] | None, include_row: bool) -> list[str]:
@@ -126,12 +180,12 @@ def _columns(columns: Sequence[str] | None, include_row: bool) -> list[str]:
     return list(EVENT_FIELDS if include_row else META_FIELDS)
 
 
-def _project_row(orc: po.ORCFile, cols: list[str], row_fields: Sequence[int] | None) -> list[str]:
+def _project_row(schema: pa.Schema, cols: list[str], row_fields: Sequence[int] | None) -> list[str]:
     """Replace ``row`` by the ``row`` children at ``row_fields`` (positions, as Hive reads ORC positionally:
     the names are this file's own, so files whose fields are named ``_col0``... work too)."""
     if row_fields is None or "row" not in cols:
         return cols
-    row_type = orc.schema.field("row").type
+    row_type = schema.field("row").type
     bad = [i for i in row_fields if not 0 <= i < row_type.num_fields]
     if bad:
         raise ValueError(f"row field positions {bad} out of range for {row_type}")
@@ -155,10 +209,9 @@ def read_events(
     ``row_fields`` (positions) decodes only those children of ``row``, in file order.
     """
     cols = _columns(columns, include_row)
-    with _open(fs, path, length) as (view, _):
+    with _open_orc(fs, path, length) as (orc, schema):
         try:
-            orc = po.ORCFile(view)
-            return orc.read(columns=_project_row(orc, cols, row_fields))
+            return orc.read(columns=_project_row(schema, cols, row_fields))
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(path, f"stripes do not decode: {exc}") from exc
 
@@ -176,12 +229,11 @@ def iter_event_batches(
     ``row_fields`` as in :func:`read_events`. ``part`` ``(k, n)`` reads only the k-th of n consecutive runs of
     the file's stripes, as near equal in count as can be: parts ``0..n-1`` read every stripe once, in order."""
     cols = _columns(columns, True)
-    with _open(fs, path, length) as (view, tail):
-        count = len(tail.stripes)
+    with _open_orc(fs, path, length) as (orc, schema):
         k, n = part or (0, 1)
         try:
-            orc = po.ORCFile(view)
-            cols = _project_row(orc, cols, row_fields)
+            count = orc.nstripes
+            cols = _project_row(schema, cols, row_fields)
             for i in range(count * k // n, count * (k + 1) // n):
                 stripe = orc.read_stripe(i, columns=cols)
                 for start in range(0, stripe.num_rows, batch_rows):

@@ -131,7 +131,16 @@ def read_tail(f: ReadAt, length: int) -> OrcTail:
         raise TailError(f"malformed ORC tail: {exc}") from exc
 
 
-def _read_tail(f: ReadAt, length: int) -> OrcTail:
+def read_postscript(f: ReadAt, length: int) -> tuple[Message, int]:
+    """The PostScript ending ``[0, length)`` and its length, checked: header and PostScript magic. Enough to
+    know that ``length`` ends a tail (a cut file or a length off a footer boundary fails here)."""
+    try:
+        return _read_postscript(f, length)
+    except ProtobufError as exc:
+        raise TailError(f"malformed ORC tail: {exc}") from exc
+
+
+def _read_postscript(f: ReadAt, length: int) -> tuple[Message, int]:
     if length < len(MAGIC) + 1:
         raise TailError(f"{length} bytes is too short for an ORC file")
     if f.read_at(3, 0) != MAGIC:
@@ -142,6 +151,11 @@ def _read_tail(f: ReadAt, length: int) -> OrcTail:
     postscript = Message.decode(f.read_at(ps_len, length - 1 - ps_len))
     if postscript.bytes_(PS.MAGIC) != MAGIC:
         raise TailError("postscript has no ORC magic (length is not at a footer boundary)")
+    return postscript, ps_len
+
+
+def _read_tail(f: ReadAt, length: int) -> OrcTail:
+    postscript, ps_len = _read_postscript(f, length)
     footer_len = postscript.uint(PS.FOOTER_LENGTH, 0) or 0
     metadata_len = postscript.uint(PS.METADATA_LENGTH, 0) or 0
     try:
