@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from mutatehelpers import ASIA_INDIA, EUROPE_FRANCE, EUROPE_UK
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.catalog import Metastore
-from acidstream.errors import ConnectionException, TransactionException
+from acidstream.errors import ConnectionException, TransactionException, WorkerException
 from acidstream.metastore import TxnState as MsState
 from acidstream.mutate import (
     AcidTable,
@@ -135,6 +136,33 @@ def test_partitions_not_created_by_coordinators_are_created_at_commit(ms: Metast
     txn.commit([summary])
     [(rid, id_, _)] = rows(ms, "partitioned", EUROPE_UK)
     assert (rid.write_id, BucketCodec.V1.decode_statement_id(rid.bucket_id), id_) == (1, 7, 2)
+
+
+def test_two_coordinators_with_one_statement_id_fail_the_second_and_keep_the_first_file(
+    ms: Metastore,
+) -> None:
+    """Files are created in the background: the clash surfaces when the second coordinator writes (at its
+    close), as Hive's 'file exists', naming the remedy; the first coordinator's file is left as it was."""
+    client = client_for(ms, "partitioned")
+    txn = client.new_transaction()
+    [acid] = client.get_tables()
+    txn.begin()
+    first, second = (
+        MutatorCoordinator.builder().with_table(acid).with_metastore(ms).with_statement_id(3).build()
+        for _ in "ab"
+    )
+    record = BucketIdResolver(acid).attach({"id": 2, "msg": "x"})
+    first.insert(EUROPE_UK, record)
+    [written_to] = first.close().partitions.values()
+    [path] = written_to.files
+    written = Path(path).read_bytes()
+    second.insert(EUROPE_UK, record)
+    with pytest.raises(WorkerException, match=r"already exists: another coordinator .* own statement id"):
+        second.close()
+    assert Path(path).read_bytes() == written
+    txn.commit([first.summary])
+    assert [r[1:] for r in rows(ms, "partitioned", EUROPE_UK)] == [(2, "x")]
+    client.close()
 
 
 def test_updates_and_deletes(ms: Metastore) -> None:

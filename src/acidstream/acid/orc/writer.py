@@ -646,6 +646,7 @@ class AcidWriter:
         self._pending_bytes += batch.nbytes
         self._last_key = last_key
         if self._pending_bytes >= self._options.stripe_bytes:
+            self._await_files()  # what creating the files raised, as it is (as flush_encoded raises it)
             try:
                 self._encode_pending()
             except OSError as exc:
