@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pytest
+from orcfiles import pyarrow_column
 from test_orc_stripes import anatomy
 
 from acidstream.acid.codec import BucketCodec
@@ -166,24 +167,7 @@ def test_a_constant_spanning_compression_chunks_is_indexed_as_orc_cpp_does(
     """Past a chunk's 64 KiB of runs (8 bytes per 512 rows here), a row group's position names the next
     chunk, as ORC C++ records it."""
     block = 64 << 10
-    sink = pa.BufferOutputStream()
-    kwargs = {
-        **BASE.pyarrow_kwargs(),
-        "compression": {CompressionKind.NONE: "uncompressed", CompressionKind.ZLIB: "zlib"}[compression],
-        "compression_block_size": block,
-    }
-    po.write_table(pa.table({"c": pa.array(np.full(n, value, np.int32))}), sink, **kwargs)  # type: ignore[arg-type]
-    data = sink.getvalue()
-    tail = read_tail(pa.BufferReader(data), data.size)
-    [info] = tail.stripes
-    off, il, dl, fl = (info.uint(k, 0) or 0 for k in (1, 2, 3, 4))
-    raw = data.to_pybytes()
-    footer = Message.decode(decompress(compression, raw[off + il + dl : off + il + dl + fl], block))
-    streams, pos = {}, off
-    for s in footer.messages(1):
-        kind, col, length = (s.uint(f, 0) or 0 for f in (1, 2, 3))
-        streams[(kind, col)] = raw[pos : pos + length]
-        pos += length
+    _, streams = pyarrow_column(pa.array(np.full(n, value, np.int32)), compression, block)
     column = constant_column(value, n, 10_000, compression, block)
     index, stream = column.index, column.data
     assert decompress(compression, stream, block) == decompress(compression, streams[(1, 1)], block)

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.orc as po
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from orcfiles import pyarrow_column
 
-from acidstream.acid.orc import WriterOptions
 from acidstream.acid.orc.compression import CompressionKind, decompress
 from acidstream.acid.orc.protobuf import Message, decode_varint
 from acidstream.acid.orc.rlev2 import encode, int_column
-from acidstream.acid.orc.tail import read_tail
 
 BLOCK = 64 << 10
 I64 = (-(1 << 63), (1 << 63) - 1)
@@ -27,25 +25,7 @@ I64 = (-(1 << 63), (1 << 63) - 1)
 
 def orc_cpp(values: np.ndarray, kind: CompressionKind, stride: int) -> tuple[bytes, list[object], bytes]:
     """ORC C++'s DATA stream (decompressed), row index entries and stripe statistics for column 1."""
-    sink = pa.BufferOutputStream()
-    kwargs = {
-        **WriterOptions(is_base=True, streaming_optimizations=False).pyarrow_kwargs(),
-        "compression": {CompressionKind.NONE: "uncompressed", CompressionKind.ZLIB: "zlib"}[kind],
-        "compression_block_size": BLOCK,
-        "row_index_stride": stride,
-    }
-    po.write_table(pa.table({"c": pa.array(values, pa.int64())}), sink, **kwargs)  # type: ignore[arg-type]
-    data = sink.getvalue()
-    tail = read_tail(pa.BufferReader(data), data.size)
-    [info] = tail.stripes
-    off, il, dl, fl = (info.uint(k, 0) or 0 for k in (1, 2, 3, 4))
-    raw = data.to_pybytes()
-    footer = Message.decode(decompress(kind, raw[off + il + dl : off + il + dl + fl], BLOCK))
-    streams, pos = {}, off
-    for s in footer.messages(1):
-        stream_kind, column, length = (s.uint(f, 0) or 0 for f in (1, 2, 3))
-        streams[(stream_kind, column)] = raw[pos : pos + length]
-        pos += length
+    tail, streams = pyarrow_column(pa.array(values, pa.int64()), kind, BLOCK, row_index_stride=stride)
     [stats] = tail.stripe_statistics
     return (
         decompress(kind, streams[(1, 1)], BLOCK),

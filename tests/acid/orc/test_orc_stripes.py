@@ -18,12 +18,12 @@ import pyarrow.orc as po
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from orcfiles import stripe_streams
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc import AcidWriter, WriterOptions, read_acid_metadata, read_events
 from acidstream.acid.orc import writer as writer_module
 from acidstream.acid.orc.compression import CompressionKind, decompress
-from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.sharded import encode_sharded
 from acidstream.acid.orc.stripes import SHIFT, EncodedEvents, Insert, from_inserted_rows, from_shared_inserts
 from acidstream.acid.orc.tail import FOOTER, STRIPE, read_tail
@@ -63,19 +63,13 @@ def anatomy(path: str) -> dict[str, object]:
     tail = read_tail(pa.BufferReader(data), len(data))
     stripes, index_streams = [], 0
     for info in tail.stripes:
-        off, il, dl, fl = (info.uint(k, 0) or 0 for k in (1, 2, 3, 4))
-        footer = Message.decode(
-            decompress(tail.compression, data[off + il + dl : off + il + dl + fl], tail.block_size)
-        )
-        streams, pos = {}, off
-        for s in footer.messages(1):
-            kind, col, length = (s.uint(f, 0) for f in (1, 2, 3))
-            if kind in INDEX_KINDS:
-                index_streams += 1
-            else:
-                streams[(kind, col)] = decompress(tail.compression, data[pos : pos + length], tail.block_size)
-            pos += length  # type: ignore[operator]
-        assert pos == off + il + dl
+        footer, stored = stripe_streams(data, tail, info)
+        index_streams += sum(kind in INDEX_KINDS for kind, _ in stored)
+        streams = {
+            key: decompress(tail.compression, raw, tail.block_size)
+            for key, raw in stored.items()
+            if key[0] not in INDEX_KINDS
+        }
         stripes.append(
             (info.uint(STRIPE.NUMBER_OF_ROWS), streams, footer.repeated_bytes(2), footer.fields[-1])
         )
