@@ -34,8 +34,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from _memory import peak_rss_mib, tree_cpu_seconds, tree_peak_rss_mib
+from _subprocess import run_script
 from bench_compaction import restore, snapshot
 from bench_read import TABLE, _metastore
 
@@ -263,13 +262,7 @@ def run_rounds(root: Path, names: list[str], rounds: int) -> dict[str, list[dict
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for _ in range(rounds):
         for name in names:
-            out = subprocess.run(
-                [sys.executable, __file__, "--case", name, "--dir", str(root)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            runs[name].append(run_script(__file__, ["--case", name, "--dir", str(root)]))
     return runs
 
 

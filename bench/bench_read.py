@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from _memory import peak_rss_mib
+from _subprocess import run_script
 
 TABLE = "bench.t"
 
@@ -139,13 +138,7 @@ def run_cases(
     best: dict[str, dict[str, float]] = {}
     for _ in range(repeat):
         for name in names:
-            out = subprocess.run(
-                [sys.executable, script, "--case", name, "--dir", str(root)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            run = json.loads(out.stdout.strip().splitlines()[-1])
+            run = run_script(script, ["--case", name, "--dir", str(root)])
             if name not in best or run["seconds"] < best[name]["seconds"]:
                 best[name] = run
     return best
