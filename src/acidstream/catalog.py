@@ -57,9 +57,10 @@ class Table(_ms.Table):
         when_matched: Literal["update", "delete"] | None = "update",
         when_not_matched: Literal["insert"] | None = "insert",
         when_not_matched_by_source: Literal["delete"] | None = None,
+        workers: int | None = None,
     ) -> dict[str, int]:
-        """Apply an Arrow table / pandas frame by key in one txn (see :func:`acidstream.mutate.merge.merge`);
-        returns ``{"inserted": n, "updated": n, "deleted": n}``."""
+        """Apply an Arrow table / pandas frame by key in one txn (see :func:`acidstream.mutate.merge.merge`,
+        which also says what ``workers`` does); returns ``{"inserted": n, "updated": n, "deleted": n}``."""
         from acidstream.mutate.merge import merge
 
         return merge(
@@ -70,6 +71,7 @@ class Table(_ms.Table):
             when_matched=when_matched,
             when_not_matched=when_not_matched,
             when_not_matched_by_source=when_not_matched_by_source,
+            workers=workers,
         )
 
     def delete(self, filter: pc.Expression | None = None) -> dict[str, int]:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acidstream.errors import InvalidObjectException
-from acidstream.mutate.merge import match_keys
+from acidstream.mutate.matching import match_keys
 
 keys = st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=25)
 

@@ -11,7 +11,7 @@ not the source has rows there, so it is not split this way.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +24,7 @@ from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.changes import Changes, KnownPartitions, MergeActions
 from acidstream.mutate.coordinator import MutatorCoordinator
-from acidstream.mutate.merge import match_keys, partition_coded, rows_at, write_changes
+from acidstream.mutate.matching import match_keys, partition_coded, rows_at, write_changes
 from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
 from acidstream.read.planning import BucketTask
 from acidstream.read.scan import bucket_readers
@@ -40,6 +40,20 @@ def splits_by_bucket(table: TableDefinition, keys: Sequence[str], actions: Merge
         and bucketed <= {k.lower() for k in keys}
         and actions.when_not_matched_by_source is None
     )
+
+
+def spread_buckets(sizes: Mapping[int, int], num_buckets: int, tasks: int) -> tuple[int, ...]:
+    """The task of each bucket, for ``tasks`` tasks (never more than buckets): the buckets' bytes (``sizes``)
+    spread evenly, largest first onto the lightest task."""
+    count = max(1, min(num_buckets, tasks))
+    loads = [(0, 0)] * count  # (bytes, buckets): buckets with no files yet spread evenly too
+    task_of = [0] * num_buckets
+    for bucket in sorted(range(num_buckets), key=lambda b: -sizes.get(b, 0)):
+        lightest = loads.index(min(loads))
+        task_of[bucket] = lightest
+        size, buckets = loads[lightest]
+        loads[lightest] = (size + sizes.get(bucket, 0), buckets + 1)
+    return tuple(task_of)
 
 
 @dataclass(frozen=True)

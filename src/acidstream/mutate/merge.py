@@ -9,22 +9,21 @@ update or delete of the same partition committed first makes the commit raise ``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acidstream.acid.runs import runs
 from acidstream.acid.tabular import as_table
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import AcidStreamError, InvalidObjectException, SerializationError
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType
-from acidstream.mutate.apply import UPDATE, apply_mutations
+from acidstream.mutate.apply import UPDATE
+from acidstream.mutate.bucket_merge import BucketMerge, splits_by_bucket
 from acidstream.mutate.changes import (
     PART,
     Changes,
@@ -33,12 +32,13 @@ from acidstream.mutate.changes import (
     MergeActions,
     PartitionValues,
     cast_column,
-    duplicate_match,
     known_partitions,
     with_op,
 )
 from acidstream.mutate.client import table_write
 from acidstream.mutate.coordinator import MutatorCoordinator
+from acidstream.mutate.forked import merge_forked, merge_workers
+from acidstream.mutate.matching import Progress, match_keys, partition_coded, rows_at, write_changes
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
 from acidstream.txn import Transaction, TxnHeartbeat
@@ -46,9 +46,6 @@ from acidstream.txn import Transaction, TxnHeartbeat
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore, Table
     from acidstream.read.scan import TableScan
-
-#: Told each step of a mutation as it starts ("reading db.t", "writing ...", "committing"), for a progress display.
-Progress = Callable[[str], None]
 
 
 def merge(
@@ -61,6 +58,7 @@ def merge(
     when_not_matched: Literal["insert"] | None = "insert",
     when_not_matched_by_source: Literal["delete"] | None = None,
     progress: Progress | None = None,
+    workers: int | None = None,
 ) -> dict[str, int]:
     """Apply ``source`` (Arrow table or pandas frame) to the table, matching rows on the ``on`` columns.
 
@@ -68,11 +66,33 @@ def merge(
     deleted; source rows matching nothing are inserted; target rows no source row matches are deleted if
     asked. Null keys never match. Two source rows matching one target row is an error, as in SQL's MERGE.
     Returns the number of rows inserted, updated and deleted. ``progress`` is told each step as it starts.
+
+    ``workers``: processes merging side by side (None: one per core for a table of 16 MiB or more). They are
+    used where matches stay within buckets (the table bucketed on key columns, unmatched target rows kept) on a
+    local filesystem: see :mod:`acidstream.mutate.forked`. ``workers=1`` merges in this process only.
     """
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with TableMutation(metastore, table_name, progress) as m:
         src = m.changes.align_source(as_table(source), on)
-        target, parts = m.read_target(m.changes.target_columns(src.column_names, on, actions))
+        columns = m.changes.target_columns(src.column_names, on, actions)
+        if splits_by_bucket(m.changes.table, on, actions) and workers != 1:
+            with m.scan(columns) as scan:  # registered as a reader until every worker has read
+                plan = scan.plan_files()
+                split = BucketMerge(
+                    m.changes,
+                    actions,
+                    tuple(on),
+                    tuple(columns),
+                    plan.write_ids,
+                    plan.tasks,
+                    m.known_partitions(),
+                )
+                count = merge_workers(workers, split, m.table.location)
+                if count > 1:
+                    m.progress(f"merging {m.table.full_name} in {count} processes")
+                    summaries = merge_forked(split, m.acid_table, src, count, m.coordinator())
+                    return m.commit(summaries)
+        target, parts = m.read_target(columns)
         t_idx, s_idx = match_keys(target, src, on)
         if actions.when_not_matched_by_source is None:  # only matched target rows matter: keep just those
             target, t_idx = rows_at(target, t_idx), np.arange(len(t_idx))
@@ -117,7 +137,7 @@ class TableMutation:
 
     def __init__(self, metastore: Metastore, table_name: str, progress: Progress | None = None) -> None:
         self.metastore = metastore
-        self._progress: Progress = progress or (lambda step: None)
+        self.progress: Progress = progress or (lambda step: None)
         self.table: Table = metastore.table(table_name)
         if not self.table.is_transactional:
             raise InvalidObjectException(
@@ -220,13 +240,13 @@ class TableMutation:
         """ROW__ID and ``columns`` of the rows at the txn's snapshot, with ``__part``: the index of each
         row's partition (its values as the metastore names them) in the returned list."""
         scan = self.scan(columns, filter)
-        self._progress(f"reading {self.table.full_name}")
+        self.progress(f"reading {self.table.full_name}")
 
         def counted() -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:
             rows = 0
             for values, batch in scan.partition_batches():
                 rows += batch.num_rows
-                self._progress(f"reading {self.table.full_name}: {rows:,} rows")
+                self.progress(f"reading {self.table.full_name}: {rows:,} rows")
                 yield values, batch
 
         target, parts = partition_coded(counted(), scan.schema)
@@ -237,19 +257,22 @@ class TableMutation:
 
     with_op = staticmethod(with_op)
 
-    def write(self, pieces: Sequence[pa.Table], parts: list[PartitionValues]) -> None:
-        """Every mutation, partition by partition, through this process's coordinator."""
-        if not pieces:
-            return
+    def coordinator(self) -> MutatorCoordinator:
+        """This process's coordinator (statement 0), made on first use; :meth:`commit` closes it."""
         if self._coordinator is None:
             self._coordinator = MutatorCoordinator(self.acid_table, metastore=self.metastore, statement_id=0)
-        write_changes(self._coordinator, pieces, parts, self._progress)
+        return self._coordinator
+
+    def write(self, pieces: Sequence[pa.Table], parts: list[PartitionValues]) -> None:
+        """Every mutation, partition by partition, through this process's coordinator."""
+        if pieces:
+            write_changes(self.coordinator(), pieces, parts, self.progress)
 
     def commit(self, summaries: Sequence[MutationSummary] = ()) -> dict[str, int]:
         """Commit what this process's coordinator and the given ``summaries`` (coordinators elsewhere, with
         their own statement ids) wrote; returns the counts."""
         assert self._txn is not None
-        self._progress("committing")
+        self.progress("committing")
         mine = [self._coordinator.close()] if self._coordinator is not None else []
         every = [*mine, *summaries]
         write = table_write(self.metastore, self.acid_table, every, existing=self._existing)
@@ -259,104 +282,6 @@ class TableMutation:
             "updated": sum(s.updated for s in every),
             "deleted": sum(s.deleted for s in every),
         }
-
-
-def partition_coded(
-    pairs: Iterable[tuple[PartitionValues, pa.RecordBatch]], schema: pa.Schema
-) -> tuple[pa.Table, list[PartitionValues]]:
-    """Batches tagged with their partition's values as one table with ``__part``: the index of each row's
-    partition in the returned list (what :class:`Changes` takes)."""
-    parts: dict[PartitionValues, int] = {}
-    batches = []
-    for values, batch in pairs:
-        code = parts.setdefault(values, len(parts))
-        batches.append(batch.append_column(PART, pa.array(np.full(batch.num_rows, code, dtype=np.int32))))
-    return pa.Table.from_batches(batches, schema=schema.append(pa.field(PART, pa.int32()))), list(parts)
-
-
-def write_changes(
-    coordinator: MutatorCoordinator,
-    pieces: Sequence[pa.Table],
-    parts: list[PartitionValues],
-    progress: Progress | None = None,
-) -> None:
-    """Mutations (:class:`Changes`' pieces, ``__part`` codes into ``parts``) through ``coordinator``,
-    partition by partition, each partition's in the seed's order."""
-    if not pieces:
-        return
-    schema = pieces[0].schema
-    mutations = pa.concat_tables([p.cast(schema) for p in pieces])
-    codes = mutations.column(PART).to_numpy()
-    order = np.argsort(codes, kind="stable")
-    mutations, codes = mutations.take(pa.array(order)).drop_columns([PART]), codes[order]
-    for start, end in runs(codes):
-        if progress is not None:
-            progress(f"writing changes: {start:,} of {len(codes):,}")
-        apply_mutations(coordinator, parts[int(codes[start])], mutations.slice(start, end - start))
-
-
-def match_keys(
-    target: pa.Table, source: pa.Table, on: Sequence[str]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(target index, source index) of every matching pair, by target index; null keys never match; a target
-    row matched by two source rows is an error naming the key."""
-    keys = [k.lower() for k in on]
-    if len(keys) == 1:
-        return _match_one(target.column(keys[0]), source.column(keys[0]), keys[0])
-
-    def keyed(table: pa.Table, index: str) -> pa.Table:
-        t = pa.table({**{k: table.column(k) for k in keys}, index: pa.array(np.arange(table.num_rows))})
-        valid = None
-        for k in keys:
-            ok = pc.is_valid(t.column(k))
-            valid = ok if valid is None else pc.and_(valid, ok)
-        return t.filter(valid) if valid is not None else t
-
-    joined = keyed(target, "__t").join(keyed(source, "__s"), keys=keys, join_type="inner", use_threads=True)
-    t_idx = joined.column("__t").to_numpy()
-    s_idx = joined.column("__s").to_numpy()
-    counts = np.bincount(t_idx, minlength=target.num_rows) if len(t_idx) else np.zeros(0, dtype=np.int64)
-    if len(counts) and counts.max() > 1:
-        row = int(np.argmax(counts > 1))
-        rows = sorted(s_idx[t_idx == row].tolist())[:2]
-        key = {k: target.column(k)[row].as_py() for k in keys}
-        raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", key)
-    order = np.argsort(t_idx, kind="stable")
-    return t_idx[order], s_idx[order]
-
-
-def _match_one(
-    target: pa.ChunkedArray, source: pa.ChunkedArray, name: str
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """:func:`match_keys` on one key column: a hash lookup of the target's keys in the source's (the usual change
-    set is the small side), without the cost of starting a join engine."""
-    position = pc.index_in(target, value_set=source.combine_chunks(), skip_nulls=True)
-    t_idx = np.flatnonzero(pc.is_valid(position).to_numpy(zero_copy_only=False))
-    s_idx = pc.drop_null(position).to_numpy().astype(np.int64)
-    counts = pc.value_counts(pc.drop_null(source))
-    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-    if len(repeated) and len(t_idx):
-        hit = pc.is_in(target.take(pa.array(t_idx)), value_set=repeated).to_numpy(zero_copy_only=False)
-        if hit.any():
-            row = int(t_idx[np.argmax(hit)])
-            value = target[row]
-            rows = np.flatnonzero(pc.equal(source, value).to_numpy(zero_copy_only=False))[:2].tolist()
-            raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", {name: value.as_py()})
-    return t_idx.astype(np.int64), s_idx
-
-
-def rows_at(table: pa.Table, ascending: npt.NDArray[np.int64]) -> pa.Table:
-    """``table.take(ascending)`` batch by batch: a take from a table of many chunks (a scan's batches) would
-    first concatenate every column whole, costing more than the rows taken."""
-    batches = table.to_batches()
-    ends = np.cumsum([b.num_rows for b in batches])
-    stops = np.searchsorted(ascending, ends)
-    taken, start = [], 0
-    for batch, end, stop in zip(batches, ends.tolist(), stops.tolist(), strict=True):
-        if stop > start:
-            taken.append(batch.take(pa.array(ascending[start:stop] - (end - batch.num_rows))))
-        start = stop
-    return pa.Table.from_batches(taken, schema=table.schema)
 
 
 def evaluate_assignment(value: Any, rows: pa.Table, target: pa.DataType, name: str) -> pa.ChunkedArray:

@@ -46,7 +46,7 @@ from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.acid.runs import runs
 from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE, apply_mutations
-from acidstream.mutate.bucket_merge import BucketMerge, splits_by_bucket
+from acidstream.mutate.bucket_merge import BucketMerge, splits_by_bucket, spread_buckets
 from acidstream.mutate.changes import (
     PART,
     Changes,
@@ -298,18 +298,9 @@ def _size_setting(text: str) -> int:
 
 def bucket_tasks(sizes: Mapping[int, int], num_buckets: int, parallelism: int) -> tuple[int, ...]:
     """The task of each bucket: as many tasks as Spark has cores, or one per :data:`READ_TASK_BYTES` of the
-    target's files if that is more, never more than buckets; the buckets' bytes spread evenly (largest first
-    onto the lightest task)."""
+    target's files if that is more, never more than buckets (:func:`spread_buckets`)."""
     total = sum(sizes.values())
-    count = max(1, min(num_buckets, max(parallelism, -(-total // READ_TASK_BYTES))))
-    loads = [(0, 0)] * count  # (bytes, buckets): buckets with no files yet spread evenly too
-    task_of = [0] * num_buckets
-    for bucket in sorted(range(num_buckets), key=lambda b: -sizes.get(b, 0)):
-        lightest = loads.index(min(loads))
-        task_of[bucket] = lightest
-        size, buckets = loads[lightest]
-        loads[lightest] = (size + sizes.get(bucket, 0), buckets + 1)
-    return tuple(task_of)
+    return spread_buckets(sizes, num_buckets, max(parallelism, -(-total // READ_TASK_BYTES)))
 
 
 def source_ddl(table: TableDefinition, names: Sequence[str]) -> str:

@@ -1,0 +1,131 @@
+"""A merge split by bucket over forked worker processes (``merge(..., workers=N)``): the same rows as the merge
+in one process, and a worker's failure or death failing the whole merge with nothing committed."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from acidstream.acid.codec import BucketCodec
+from acidstream.catalog import Metastore
+from acidstream.errors import BucketIdException, InvalidObjectException, WorkerException
+from acidstream.metastore import TxnState
+from acidstream.mutate import forked
+from acidstream.mutate.bucket_merge import BucketMerge
+from acidstream.mutate.changes import MergeActions
+from acidstream.mutate.coordinator import MutatorCoordinator
+from acidstream.mutate.merge import TableMutation, merge
+from acidstream.mutate.table import MutationSummary
+from support.accounts import ACCOUNTS_DDL, frame, table_frame
+
+
+def statements(ms: Metastore, table: str) -> set[int]:
+    """Statement ids of the ROW__IDs of the table's rows written by its last merge (write id 2)."""
+    ids = ms.table(table).scan(columns=[], with_row_id=True).to_arrow().column("ROW__ID").to_pylist()
+    return {BucketCodec.V1.decode_statement_id(r["bucketid"]) for r in ids if r["writeid"] == 2}
+
+
+def loaded(ms: Metastore, name: str) -> str:
+    table = f"testing.{name}"
+    ms.execute(ACCOUNTS_DDL.format(table))
+    ms.table(table).merge(frame(list(range(200)), "a"), on=["id"], workers=1)
+    return table
+
+
+def changes() -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    updated = sorted(rng.choice(200, 60, replace=False).tolist())
+    return pd.concat([frame(updated, "b"), frame(list(range(200, 230)), "n"), frame([300], "n", ["p_new"])])
+
+
+@pytest.mark.parametrize(
+    "actions",
+    [MergeActions(), MergeActions("delete", None), MergeActions(None, "insert")],
+    ids=["upsert", "delete matched", "insert new only"],
+)
+def test_a_merge_in_forked_workers_equals_the_merge_in_one_process(
+    ms: Metastore, actions: MergeActions
+) -> None:
+    forked_table, whole = loaded(ms, "forked"), loaded(ms, "whole")
+    kwargs = {"when_matched": actions.when_matched, "when_not_matched": actions.when_not_matched}
+    counts = merge(ms, forked_table, changes(), ["id"], workers=3, **kwargs)  # type: ignore[arg-type]
+    expected = merge(ms, whole, changes(), ["id"], workers=1, **kwargs)  # type: ignore[arg-type]
+    assert counts == expected and sum(counts.values()) > 0
+    pd.testing.assert_frame_equal(table_frame(ms, forked_table), table_frame(ms, whole))
+    if actions.when_matched != "delete":
+        assert statements(ms, forked_table) == {0, 1, 2}  # this process and two forked workers wrote rows
+        assert statements(ms, whole) == {0}
+    assert sorted(p.values for p in ms.list_partitions(forked_table)) == sorted(
+        p.values for p in ms.list_partitions(whole)
+    )
+
+
+def _fail_in_worker(monkeypatch: pytest.MonkeyPatch, fail: object) -> None:
+    """Make the coordinator of statement 1 (a forked worker) fail when it closes; the patch is in the memory
+    the worker is forked with."""
+    close = MutatorCoordinator.close
+
+    def failing(self: MutatorCoordinator) -> MutationSummary:
+        if self.statement_id == 1:
+            fail()  # type: ignore[operator]
+        return close(self)
+
+    monkeypatch.setattr(MutatorCoordinator, "close", failing)
+
+
+def _raise() -> None:
+    raise BucketIdException("worker 1 refused a row")
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("fail", "raised", "words"),
+    [(_raise, BucketIdException, "worker 1 refused a row"), (_die, WorkerException, "killed by signal 9")],
+    ids=["raises", "killed"],
+)
+def test_a_worker_that_fails_or_dies_fails_the_merge_and_nothing_commits(
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch, fail: object, raised: type[Exception], words: str
+) -> None:
+    table = loaded(ms, "failing")
+    before = table_frame(ms, table)
+    _fail_in_worker(monkeypatch, fail)
+    with pytest.raises(raised, match=words):
+        merge(ms, table, changes(), ["id"], workers=2)
+    pd.testing.assert_frame_equal(table_frame(ms, table), before)
+    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+    monkeypatch.undo()
+    assert sum(merge(ms, table, changes(), ["id"], workers=2).values()) > 0  # the table takes merges after
+
+
+def test_duplicate_source_keys_in_a_workers_buckets_are_the_same_typed_error(ms: Metastore) -> None:
+    table = loaded(ms, "dup")
+    source = frame([3, 5, 7, 11, 3, 5, 7, 11], "b")  # one duplicate in each of several buckets
+    with pytest.raises(InvalidObjectException, match="both match the target row"):
+        merge(ms, table, source, ["id"], workers=4)
+    assert table_frame(ms, table).name.tolist() == [f"a{i}" for i in range(200)]
+
+
+def test_how_many_workers(ms: Metastore, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = loaded(ms, "count")
+    with TableMutation(ms, table) as m:
+        with m.scan(["id"]) as scan:
+            plan = scan.plan_files()
+            split = BucketMerge(
+                m.changes, MergeActions(), ("id",), ("id",), plan.write_ids, plan.tasks, m.known_partitions()
+            )
+        location = m.table.location
+        assert forked.merge_workers(None, split, location) == 1  # a small table stays in one process
+        assert forked.merge_workers(3, split, location) == 3
+        assert forked.merge_workers(16, split, location) == 4  # never more workers than buckets
+        monkeypatch.setattr(forked, "FORK_MIN_BYTES", 0)
+        assert forked.merge_workers(None, split, location) == min(os.cpu_count() or 1, 4)
+        assert forked.merge_workers(1, split, location) == 1
+        with pytest.raises(ValueError, match="at least 1"):
+            forked.merge_workers(0, split, location)
