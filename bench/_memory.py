@@ -59,3 +59,15 @@ def tree_cpu_seconds() -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return total / ticks
+
+
+def children_cpu_seconds() -> float:
+    """CPU time (user + system) of this process's children that have ended and been waited for: a merge's
+    forked workers."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def children_peak_rss_mib() -> float:
+    """The peak RSS of the largest child waited for (pages it shares with its parent included)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

@@ -17,7 +17,9 @@ pays its imports once); their first-call costs in a fresh process are timed. Spa
 (``acidstream.spark.merge``, local[2]) time the merge call after the same merge into a twin table, three times
 (JVM start, Python workers and JIT compilation excluded: a Spark application merging periodically runs warm, and
 the JVM's compiler is still busy during a second and third merge of a fresh session); their CPU time
-and peak RSS are sums over the driver's process tree (JVM, Python workers), the RSS an upper bound. Scans drain
+and peak RSS are sums over the driver's process tree (JVM, Python workers), the RSS an upper bound. The Python
+merge forks a worker per core (``workers=None``): its CPU time includes the workers', its peak RSS is the
+largest process's. Scans drain
 ``table.scan().to_batches()`` before and after the change sets. Goals: acidstream merge >= 3x deltalake in wall
 time; scan after >= 50% of scan before; Spark merge within 2x of the Python merge. Prints a markdown table.
 
@@ -43,7 +45,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from _memory import peak_rss_mib, tree_cpu_seconds, tree_peak_rss_mib
+from _memory import (
+    children_cpu_seconds,
+    children_peak_rss_mib,
+    peak_rss_mib,
+    tree_cpu_seconds,
+    tree_peak_rss_mib,
+)
 from _subprocess import run_script
 from bench_compaction import restore, snapshot
 from bench_read import TABLE, _metastore
@@ -225,8 +233,12 @@ def case(root: Path, name: str) -> dict[str, Any]:
 
         ms = _metastore(root)
         source = pq.read_table(root / f"{kind}.parquet")
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, workers = time.perf_counter(), time.process_time(), children_cpu_seconds()
         counts = acid_merge(ms, kind, source)
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu + children_cpu_seconds() - workers  # the forked workers' CPU too
+        rss = max(peak_rss_mib(), children_peak_rss_mib())
+        return {"seconds": seconds, "cpu": cpu, "rss_mib": rss, **counts}
     elif engine == "scan":
         if kind != "before":  # in a child process: the merges' memory is not the scan's
             child = multiprocessing.get_context("fork").Process(
