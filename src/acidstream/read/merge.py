@@ -78,10 +78,15 @@ class BucketReader:
 
     @property
     def read_bytes(self) -> int:
-        """Bytes of ORC this reader decodes, about: its files' bytes scaled by the share of the data columns it
-        reads (at least one column's: ACID columns and delete keys are read whatever the projection)."""
+        """Bytes of ORC this reader decodes, about: its files' bytes scaled by :attr:`_column_share`."""
         files = sum(f.read_bytes for f in (*self.task.insert_files, *self.task.delete_files))
-        return files * max(len(self.row_positions), 1) // max(len(self.data_positions), 1)
+        return int(files * self._column_share)
+
+    @property
+    def _column_share(self) -> float:
+        """The share of a file's bytes this reader decodes: that of the data columns it reads (at least one
+        column's: ACID columns and delete keys are read whatever the projection)."""
+        return max(len(self.row_positions), 1) / max(len(self.data_positions), 1)
 
     def split(self, part_bytes: int) -> list[BucketReader]:
         """This bucket's read cut into parts of about ``part_bytes`` of :attr:`read_bytes`, which read one after
@@ -90,10 +95,9 @@ class BucketReader:
         in threads. A bucket with original (non-ACID) files stays whole: their synthetic row ids count rows
         from the bucket's first original file."""
         pieces = self.task.insert_files
-        share = max(len(self.row_positions), 1) / max(len(self.data_positions), 1)
-        file_bytes = max(int(part_bytes / share), 1)
         if any(p.original for p in pieces):
             return [self]
+        file_bytes = max(int(part_bytes / self._column_share), 1)
         groups: list[list[FileSlice]] = []
         filled = file_bytes  # bytes in the last group of whole small files
         for piece in pieces:
