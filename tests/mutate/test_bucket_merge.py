@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from mutatehelpers import each_split_action
 
 from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException
@@ -38,11 +39,7 @@ def split_merge(ms: Metastore, table: str, source: pd.DataFrame, actions: MergeA
         return m.commit(summaries)
 
 
-@pytest.mark.parametrize(
-    "actions",
-    [MergeActions(), MergeActions("delete", None), MergeActions(None, "insert")],
-    ids=["upsert", "delete matched", "insert new only"],
-)
+@each_split_action
 def test_a_merge_split_over_workers_equals_the_merge_in_one_process(
     ms: Metastore, actions: MergeActions
 ) -> None:

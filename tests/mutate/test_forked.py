@@ -9,6 +9,7 @@ import signal
 import numpy as np
 import pandas as pd
 import pytest
+from mutatehelpers import each_split_action
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.catalog import Metastore
@@ -42,11 +43,7 @@ def changes() -> pd.DataFrame:
     return pd.concat([frame(updated, "b"), frame(list(range(200, 230)), "n"), frame([300], "n", ["p_new"])])
 
 
-@pytest.mark.parametrize(
-    "actions",
-    [MergeActions(), MergeActions("delete", None), MergeActions(None, "insert")],
-    ids=["upsert", "delete matched", "insert new only"],
-)
+@each_split_action
 def test_a_merge_in_forked_workers_equals_the_merge_in_one_process(
     ms: Metastore, actions: MergeActions
 ) -> None:

@@ -9,9 +9,8 @@ the txn aborts (files written by a txn that aborts are never read).
 
 A worker only reads files, computes and writes files: it uses no metastore (partitions lie where Hive's layout
 puts them, as the metastore records them), no thread or connection of its parent, and leaves with
-``os._exit``. Forking is used only where that holds:
-a local filesystem (object-store clients do not survive a fork), a platform that forks, and a table bucketed on
-the merge keys (:func:`splits_by_bucket`).
+``os._exit``. Forking is used only where that holds: a local filesystem (object-store clients do not survive a
+fork), a platform that forks, and a table bucketed on the merge keys (:func:`splits_by_bucket`).
 """
 
 from __future__ import annotations

@@ -75,9 +75,9 @@ def merge(
     with TableMutation(metastore, table_name, progress) as m:
         src = m.changes.align_source(as_table(source), on)
         columns = m.changes.target_columns(src.column_names, on, actions)
-        if splits_by_bucket(m.changes.table, on, actions) and workers != 1:
-            with m.scan(columns) as scan:  # registered as a reader until every worker has read
-                plan = scan.plan_files()
+        with m.scan(columns) as scan:  # registered as a reader until every worker has read
+            if splits_by_bucket(m.changes.table, on, actions) and workers != 1:
+                plan = scan.plan_files()  # planned once: read below if the merge stays in this process
                 split = BucketMerge(
                     m.changes,
                     actions,
@@ -92,7 +92,7 @@ def merge(
                     m.progress(f"merging {m.table.full_name} in {count} processes")
                     summaries = merge_forked(split, m.acid_table, src, count, m.coordinator())
                     return m.commit(summaries)
-        target, parts = m.read_target(columns)
+            target, parts = m.read_scanned(scan)
         t_idx, s_idx = match_keys(target, src, on)
         if actions.when_not_matched_by_source is None:  # only matched target rows matter: keep just those
             target, t_idx = rows_at(target, t_idx), np.arange(len(t_idx))
@@ -239,7 +239,10 @@ class TableMutation:
     ) -> tuple[pa.Table, list[PartitionValues]]:
         """ROW__ID and ``columns`` of the rows at the txn's snapshot, with ``__part``: the index of each
         row's partition (its values as the metastore names them) in the returned list."""
-        scan = self.scan(columns, filter)
+        return self.read_scanned(self.scan(columns, filter))
+
+    def read_scanned(self, scan: TableScan) -> tuple[pa.Table, list[PartitionValues]]:
+        """:meth:`read_target` of a scan made with :meth:`scan` (planned already or not)."""
         self.progress(f"reading {self.table.full_name}")
 
         def counted() -> Iterator[tuple[PartitionValues, pa.RecordBatch]]:

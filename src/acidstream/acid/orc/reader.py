@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -32,6 +33,7 @@ from acidstream.acid.orc.tail import FOOTER, TYPE, OrcTail, TailError, read_post
 from acidstream.errors import CorruptFileError
 
 _STRUCT = 12
+T = TypeVar("T")
 _EVENT_NAMES = [n.lower() for n in EVENT_FIELDS]
 _NOT_EVENTS = "not an ACID event file (top-level fields {})"
 _ROW_NOT_STRUCT = "the ACID 'row' column is not a struct"
@@ -103,12 +105,18 @@ def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[
 
 
 def _checked_tail(path: str, view: pa.NativeFile, length: int) -> OrcTail:
-    try:
-        tail = read_tail(view, length)
-    except TailError as exc:
-        raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
+    tail = _at_footer(path, length, functools.partial(read_tail, view, length))
     _check_event_schema(path, tail)
     return tail
+
+
+def _at_footer(path: str, length: int, read: Callable[[], T]) -> T:
+    """``read()`` of a tail (or its PostScript) ending at ``length``; a file that does not end in one there is
+    corrupt, whichever check found it."""
+    try:
+        return read()
+    except TailError as exc:
+        raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
 
 
 @contextlib.contextmanager
@@ -121,10 +129,7 @@ def _open_orc(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tu
     pyarrow's: parsing every committed file's tail twice was a tenth of a merge's time."""
     with _view(fs, path, length) as (view, length, whole):
         if whole:
-            try:
-                read_postscript(view, length)
-            except TailError as exc:
-                raise CorruptFileError(path, f"no valid ORC footer ends at {length}: {exc}") from exc
+            _at_footer(path, length, functools.partial(read_postscript, view, length))
         else:
             _checked_tail(path, view, length)
         try:
