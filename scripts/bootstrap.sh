@@ -69,7 +69,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# Spark's Python workers: use the installed, compiled pyspark instead of recompiling it from pyspark.zip in
-# every worker process (see the file's comment). Rewritten on every run, so a reinstall keeps it.
+# Spark's Python workers: keep pyspark's own archives off their path (scripts/acidstream_spark_workers.py says
+# what that saves). Rewritten on every run, so a reinstall keeps it.
 purelib="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+cp scripts/acidstream_spark_workers.py "$purelib/acidstream_spark_workers.py"
 cp scripts/spark-workers.pth "$purelib/acidstream-spark-workers.pth"

@@ -8,7 +8,7 @@ bash scripts/bootstrap.sh
 # shellcheck source=env.sh
 source scripts/env.sh
 
-echo "== ruff"; ruff check src tests bench; ruff format --check --quiet src tests bench
+echo "== ruff"; ruff check src tests bench scripts; ruff format --check --quiet src tests bench scripts
 echo "== mypy"; mypy
 echo "== pytest"
 set +e

@@ -21,8 +21,26 @@ def test_hive_classes_reachable(jvm: Any) -> None:
 
 
 def test_workers_import_the_installed_compiled_pyspark(spark: Any) -> None:
-    """scripts/bootstrap.sh's .pth keeps Spark's pyspark.zip (recompiled in every worker) off workers' path."""
+    """scripts/bootstrap.sh's .pth keeps Spark's archives off workers' path and importer cache: pyspark.zip
+    (recompiled in every worker), and the spark-core jar, whose importer re-reads 5,000 entries every task."""
     if not (Path(sysconfig.get_paths()["purelib"]) / "acidstream-spark-workers.pth").exists():
         pytest.skip("environment not made by scripts/bootstrap.sh (no acidstream-spark-workers.pth)")
-    files = set(spark.range(2).repartition(2).rdd.map(lambda _: __import__("pyspark").__file__).collect())
-    assert len(files) == 1 and ".zip" not in files.pop()
+
+    def imports(_: Any) -> tuple[str, tuple[str, ...]]:
+        import sys
+        import zipimport
+
+        import pyspark
+
+        zips = tuple(k for k, v in sys.path_importer_cache.items() if isinstance(v, zipimport.zipimporter))
+        return pyspark.__file__ or "", zips
+
+    seen = set(spark.range(2).repartition(2).rdd.map(imports).collect())
+    assert len(seen) == 1
+    pyspark_file, zip_importers = seen.pop()
+    assert ".zip" not in pyspark_file
+    assert not [k for k in zip_importers if "pyspark" in k], zip_importers
+
+
+def test_session_talks_to_python_workers_over_unix_sockets(spark: Any) -> None:
+    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
