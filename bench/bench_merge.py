@@ -13,10 +13,10 @@ to a deltalake table partitioned by ``p`` in T commits. Two change sets keyed by
 Every case runs in its own subprocess (its peak RSS is its own) on a fresh copy of the loaded tables, cases
 interleaved ``--repeat`` times (rounds); each case's median is reported, and each ratio is the median of the
 per-round ratios. The merges are timed from the call on, both libraries imported before (a process that merges
-pays its imports once); their first-call costs in a fresh process are timed. Spark cases
-(``acidstream.spark.merge``, local[2]) time the merge call after the same merge into a twin table, three times
-(JVM start, Python workers and JIT compilation excluded: a Spark application merging periodically runs warm, and
-the JVM's compiler is still busy during a second and third merge of a fresh session); their CPU time
+pays its imports once); their first-call costs in a fresh process are timed (a second merge in the same
+process takes about as long). Spark cases (``acidstream.spark.merge``, local[2]) time the merge call after the
+same merge into a twin table, :data:`WARM_MERGES` times (JVM start, Python workers and JIT compilation excluded:
+a Spark application merging periodically runs warm); their CPU time
 and peak RSS are sums over the driver's process tree (JVM, Python workers), the RSS an upper bound. The Python
 merge forks a worker per core (``workers=None``): its CPU time includes the workers', its peak RSS is the
 largest process's. Scans drain
@@ -57,9 +57,12 @@ from bench_compaction import restore, snapshot
 from bench_read import TABLE, _metastore
 
 DOUBLES = [f"c{i}" for i in range(10)]
-#: The Spark cases first merge into this twin of the table (untimed), this many times.
+#: The Spark cases first merge into this twin of the table (untimed), this many times: until the JVM's
+#: compilers have settled. Methods of Spark's planning, scheduling and Arrow paths keep crossing the C2 threshold
+#: for many merges — on 2 cores its CPU per merge went 0.25 s (4th merge), ~0.1 s (10th), 0.02-0.07 s (from
+#: about the 20th), and that compiling competes with the Python tasks (docs/benchmarks.md, "Mutation").
 WARM_TABLE = "bench.t_warm"
-WARM_MERGES = 3
+WARM_MERGES = 20
 PARTITIONS = 4
 
 
@@ -189,7 +192,7 @@ def delta_merge(root: Path, kind: str, source: pa.Table) -> dict[str, int]:
 def spark_merge(root: Path, kind: str) -> tuple[float, float, dict[str, int]]:
     """(seconds, CPU seconds of the driver's process tree, counts) of the Spark merge, after the same merge into
     a twin table restored before each of :data:`WARM_MERGES` (JVM start, Python workers and the JIT-compiled code
-    paths of a merge this size: the JVM's compiler keeps working through the second and third merge)."""
+    paths of a merge this size)."""
     from acidstream import spark as acid
 
     session = acid.session("bench-merge", master="local[2]")
