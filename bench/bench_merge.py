@@ -59,8 +59,8 @@ from bench_read import TABLE, _metastore
 DOUBLES = [f"c{i}" for i in range(10)]
 #: The Spark cases first merge into this twin of the table (untimed), this many times: until the JVM's
 #: compilers have settled. Methods of Spark's planning, scheduling and Arrow paths keep crossing the C2 threshold
-#: for many merges — on 2 cores its CPU per merge went 0.25 s (4th merge), ~0.1 s (10th), 0.02-0.07 s (from
-#: about the 20th), and that compiling competes with the Python tasks (docs/benchmarks.md, "Mutation").
+#: for many merges — on 2 cores C2's CPU per merge was 0.1-0.3 s up to the 11th merge and 0.02-0.1 s from about
+#: the 20th, and that compiling competes with the Python tasks (docs/benchmarks.md, "Mutation").
 WARM_TABLE = "bench.t_warm"
 WARM_MERGES = 20
 PARTITIONS = 4

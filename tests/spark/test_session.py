@@ -40,7 +40,3 @@ def test_workers_import_the_installed_compiled_pyspark(spark: Any) -> None:
     pyspark_file, zip_importers = seen.pop()
     assert ".zip" not in pyspark_file
     assert not [k for k in zip_importers if "pyspark" in k], zip_importers
-
-
-def test_session_talks_to_python_workers_over_unix_sockets(spark: Any) -> None:
-    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"

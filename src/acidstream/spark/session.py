@@ -46,8 +46,7 @@ def session(
     logs stay out of the way (with ``log_file``, the JVM's stderr — the few start-up lines log4j cannot
     silence, and any error — goes to that file), and ORC files with Hive's ACID column names are read through
     the ``hive`` ORC implementation, because the ``native`` one mis-shifts their column ids
-    (pyspark-notes.md §2). The JVM talks to Python workers over Unix domain sockets: over TCP, the small
-    writes of a task's set-up meet Nagle's algorithm and delayed ACKs, about 40 ms per Python task.
+    (pyspark-notes.md §2).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -63,7 +62,6 @@ def session(
         .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.unix.domain.socket.enabled", "true")
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, str(value))
