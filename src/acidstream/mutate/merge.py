@@ -77,16 +77,7 @@ def merge(
         columns = m.changes.target_columns(src.column_names, on, actions)
         with m.scan(columns) as scan:  # registered as a reader until every worker has read
             if splits_by_bucket(m.changes.table, on, actions) and workers != 1:
-                plan = scan.plan_files()  # planned once: read below if the merge stays in this process
-                split = BucketMerge(
-                    m.changes,
-                    actions,
-                    tuple(on),
-                    tuple(columns),
-                    plan.write_ids,
-                    plan.tasks,
-                    m.known_partitions(),
-                )
+                split = m.bucket_merge(scan, actions, on, columns)  # read below if it stays in this process
                 count = merge_workers(workers, split, m.table.location)
                 if count > 1:
                     m.progress(f"merging {m.table.full_name} in {count} processes")
@@ -228,6 +219,27 @@ class TableMutation:
             self._existing.update(existing)
             self._known = known_partitions(self.table, existing)
         return self._known
+
+    def inserted_partitions(self, actions: MergeActions) -> KnownPartitions:
+        """What a merge's inserts check their partitions against: the table's partitions if it inserts (listed
+        now), else none."""
+        return self.known_partitions() if actions.when_not_matched == "insert" else {}
+
+    def bucket_merge(
+        self, scan: TableScan, actions: MergeActions, keys: Sequence[str], columns: Sequence[str]
+    ) -> BucketMerge:
+        """The plan of a merge split by bucket over ``scan``'s files (planned here, once: reading ``scan``
+        afterwards reads the same files)."""
+        plan = scan.plan_files()
+        return BucketMerge(
+            self.changes,
+            actions,
+            tuple(keys),
+            tuple(columns),
+            plan.write_ids,
+            plan.tasks,
+            self.inserted_partitions(actions),
+        )
 
     # --- reading ----------------------------------------------------------------------------------------------
 

@@ -132,9 +132,9 @@ def merge(
         names = changes.source_columns(source.columns, on)
         keys = [k.lower() for k in on]
         target_columns = changes.target_columns(names, keys, actions)
-        known = m.known_partitions() if actions.when_not_matched == "insert" else {}
         if splits_by_bucket(changes.table, keys, actions):
-            return _merge_by_bucket(spark, m, location, source, names, keys, target_columns, actions, known)
+            return _merge_by_bucket(spark, m, location, source, names, keys, target_columns, actions)
+        known = m.inserted_partitions(actions)
         pushed = None
         if actions.when_not_matched_by_source is None:
             pushed = source_keys(source, names, keys, changes.table)
@@ -233,17 +233,13 @@ def _merge_by_bucket(
     keys: Sequence[str],
     target_columns: Sequence[str],
     actions: MergeActions,
-    known: KnownPartitions,
 ) -> dict[str, int]:
     """A merge whose matches stay within buckets (:func:`splits_by_bucket`) as one Spark job: each task gets
     some buckets (spread over tasks by file bytes) and those buckets' source rows — shipped from the driver for
     a small source (:func:`_shipped_source`), else bucketed by a Python stage and shuffled — then merges them
     with those buckets' target rows, which it reads itself, and writes the mutations."""
     with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
-        plan = scan.plan_files()
-        split = BucketMerge(
-            m.changes, actions, tuple(keys), tuple(target_columns), plan.write_ids, plan.tasks, known
-        )
+        split = m.bucket_merge(scan, actions, keys, target_columns)
         task_of = bucket_tasks(
             split.bucket_bytes(), m.table.num_buckets, spark.sparkContext.defaultParallelism
         )
