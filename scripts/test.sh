@@ -7,6 +7,12 @@ cd "$root"
 bash scripts/bootstrap.sh
 # shellcheck source=env.sh
 source scripts/env.sh
+# PostgreSQL for the tests: a private cluster started (and installed where missing) by scripts/postgres.sh,
+# unless the caller names a server of its own.
+if [ -z "${ACIDSTREAM_TEST_PG_URL:-}" ]; then
+    ACIDSTREAM_TEST_PG_URL="$(bash scripts/postgres.sh)"
+    export ACIDSTREAM_TEST_PG_URL
+fi
 
 echo "== ruff"; ruff check src tests bench scripts; ruff format --check --quiet src tests bench scripts
 echo "== mypy"; mypy
