@@ -22,7 +22,7 @@ from acidstream.acid.selection import AcidDir, AcidState, FileRef, get_acid_stat
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import InvalidPartition
+from acidstream.errors import CorruptFileError, InvalidPartition
 
 
 @dataclass(frozen=True)
@@ -114,11 +114,22 @@ def plan_partition(
 
 
 def dir_slices(fs: pafs.FileSystem, acid_dir: AcidDir) -> list[FileSlice]:
-    """The readable bucket files of one base/delta directory (logical lengths; empty ones left out)."""
+    """The readable bucket files of one base/delta directory (logical lengths).
+
+    A file of an open batch whose side file publishes no footer yet is left out: nothing in it is committed.
+    A closed file of 0 bytes is corrupt: writers (Hive's ``OrcRecordUpdater`` and ours) close every bucket file
+    they keep with an ORC footer, so an empty one lost its data (a crash before it reached the disk); read as
+    "no rows", it would drop committed rows, or bring deleted ones back.
+    """
     parsed = acid_dir.parsed if isinstance(acid_dir.parsed, ParsedDelta) else None
     out = []
     for ref in list_bucket_files(fs, acid_dir.path):
         length, side_file = logical_extent(fs, ref.path, parsed, ref.physical_length)
+        if not length and not side_file and fs.get_file_info(ref.path).type == pafs.FileType.File:
+            # (still there: a batch's writer deletes a file it published nothing in, then its side file)
+            raise CorruptFileError(
+                ref.path, f"0 bytes in {acid_dir.name}: a committed bucket file has a footer"
+            )
         if length:
             out.append(
                 FileSlice(
