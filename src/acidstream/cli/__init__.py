@@ -3,17 +3,21 @@
 Each public module of this package holds one command group and exposes ``register(cli)``; the root discovers
 them, so a new command group is a new module and never an edit here (modules starting with ``_`` are helpers).
 Failures print ``error: <class>: <message>`` (plus what the command knows: where it looked, what was committed)
-on stderr and exit with the code of :data:`EXIT_CODES_HELP`.
+on stderr and exit with the code of :data:`EXIT_CODES_HELP`; SIGINT and SIGTERM abort what is open and exit
+130 and 143 (:mod:`acidstream.cli._interrupt`).
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import signal
 import sys
 
 import click
 
+from acidstream.cli._interrupt import exit_code as interrupted_exit_code
+from acidstream.cli._interrupt import raise_on_sigterm, signal_of
 from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location
 from acidstream.errors import (
     AcidStreamError,
@@ -39,7 +43,8 @@ EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
 ]
 EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, argument, statement or acidstream.toml);
 3 bad input records; 4 metastore (none found, unreachable, no such table or database); 5 storage I/O;
-6 transaction failure (aborted, timed out, lock not acquired)."""
+6 transaction failure (aborted, timed out, lock not acquired); 130/143 interrupted by SIGINT/SIGTERM (what
+was open is aborted, what was committed stays)."""
 #: Errors after which the command says which metastore and warehouse it used.
 _NAME_THE_LOCATION = (StreamingConnectionError, MetaException)
 
@@ -64,6 +69,11 @@ class _Root(click.Group):
             ):
                 click.echo(f"  looked in: {location.describe()}", err=True)
             sys.exit(exit_code_for(exc))
+        except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (raise_on_sigterm)
+            click.echo(f"interrupted by {signal.Signals(signal_of(exc)).name}", err=True)
+            for note in getattr(exc, "__notes__", ()):
+                click.echo(f"  {note}", err=True)
+            sys.exit(interrupted_exit_code(exc))
 
 
 @click.group(
@@ -92,4 +102,5 @@ _register_commands()
 
 
 def main() -> None:
+    raise_on_sigterm()  # the command's own process only: the library leaves signals to its user
     cli(prog_name="acidstream")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from acidstream.cli._interrupt import stopping_gracefully
 from acidstream.cli._options import metastore_options, open_metastore
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ def run(
     retention: float,
     poll_interval: float,
 ) -> None:
-    """Keep tables compacted until interrupted (SIGINT/SIGTERM: requests in progress finish first); prints what
-    happens on stderr and a summary at the end."""
+    """Keep tables compacted until interrupted (SIGINT/SIGTERM: requests in progress finish first, then the
+    summary, exit 130/143); prints what happens on stderr."""
     from acidstream.compactor import CompactorConfig, CompactorDaemon
 
     config = CompactorConfig(
@@ -79,13 +79,11 @@ def run(
             poll_interval=poll_interval,
         )
         if once:
-            summary = daemon.run_once()
-        else:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: daemon.stop())
-            _event(f"compactor running with {workers} worker(s) on {ms.url}; Ctrl-C to stop")
-            summary = daemon.run()
-    click.echo(f"summary: {summary}")
+            click.echo(f"summary: {daemon.run_once()}")
+            return
+        _event(f"compactor running with {workers} worker(s) on {ms.url}; Ctrl-C to stop")
+        with stopping_gracefully(daemon.stop):
+            click.echo(f"summary: {daemon.run()}")
 
 
 def _spark_runner() -> Any:

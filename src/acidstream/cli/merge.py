@@ -108,16 +108,22 @@ def merge_command(
         source = _read_source(
             files, fmt, delimiter, target, lambda text: progress.update(step, description=text)
         )
-        counts = merge(
-            ms,
-            target.full_name,
-            source,
-            list(keys),
-            when_matched=_WHEN_MATCHED[when_matched],
-            when_not_matched=None if no_insert else "insert",
-            when_not_matched_by_source="delete" if delete_missing else None,
-            progress=lambda text: progress.update(step, description=text),
-        )
+        try:
+            counts = merge(
+                ms,
+                target.full_name,
+                source,
+                list(keys),
+                when_matched=_WHEN_MATCHED[when_matched],
+                when_not_matched=None if no_insert else "insert",
+                when_not_matched_by_source="delete" if delete_missing else None,
+                progress=lambda text: progress.update(step, description=text),
+            )
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM
+            exc.add_note(
+                f"committed: nothing (the merge into {target.full_name} is one transaction: aborted)"
+            )
+            raise
     seconds = time.monotonic() - started
     console.print(
         f"[bold]{target.full_name}[/]: {counts['inserted']:,} inserted, {counts['updated']:,} updated, "

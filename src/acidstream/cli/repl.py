@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
-import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from acidstream.cli._interrupt import stopping_gracefully
 from acidstream.cli._options import metastore_options, open_metastore
+
+if TYPE_CHECKING:
+    from acidstream.repl import SyncResult
 
 _OPEN_TXN_TIMEOUT = click.option(
     "--open-txn-timeout",
@@ -122,14 +126,15 @@ def sync_command(
     policy: str,
     open_txn_timeout: float,
 ) -> None:
-    """Bring the replica TARGET_URL up to the source SOURCE_URL (bootstrap on first use), once or --follow."""
+    """Bring the replica TARGET_URL up to the source SOURCE_URL (bootstrap on first use), once or --follow.
+
+    --follow stops at the next clean point on SIGINT or SIGTERM, prints what was applied and exits 130/143.
+    """
     from acidstream.repl import sync
 
     stop = threading.Event()
-    if follow:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
     with (
+        stopping_gracefully(stop.set) if follow else contextlib.nullcontext(),
         open_metastore(source_url, source_warehouse or os.getcwd()) as source,
         open_metastore(target_url, target_warehouse, create=True) as target,
     ):
@@ -143,6 +148,10 @@ def sync_command(
             open_txn_timeout=open_txn_timeout,
             stop=stop,
         )
+        _report_sync(result)
+
+
+def _report_sync(result: SyncResult) -> None:
     what = "bootstrapped, " if result.bootstrapped else ""
     click.echo(
         f"{what}{result.events_applied} events applied; last event {result.last_event_id}; "

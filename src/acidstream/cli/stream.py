@@ -127,6 +127,9 @@ def stream_command(
             except SerializationError as exc:
                 ingest.explain(exc, lines=writer.line_delimiter_pattern == DEFAULT_LINE_DELIMITER_PATTERN)
                 raise  # leaving the connection aborts the open transaction, as the notes say
+            except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the same
+                ingest.note_committed(exc)
+                raise
     _progress(console, ingest)
 
 
@@ -178,6 +181,21 @@ class _Ingest:
         self.committed_txns += 1
         self.in_txn = 0
 
+    def note_committed(self, exc: BaseException) -> None:
+        """Notes on ``exc``: which input records are committed and which are not (the open txn is aborted)."""
+        done = self.committed_records
+        exc.add_note(
+            f"committed: {f'input records 1-{done:,}' if done else 'nothing'} "
+            f"({_count(self.committed_txns, 'transaction')})"
+        )
+        if self.in_txn:
+            exc.add_note(
+                f"not committed: input records {done + 1:,}-{done + self.in_txn:,} (their transaction is aborted) "
+                "and all input after them"
+            )
+        else:
+            exc.add_note(f"not committed: {f'the input after record {done:,}' if done else 'any input'}")
+
     def explain(self, exc: SerializationError, *, lines: bool) -> None:
         """Notes on ``exc``: which input records are committed, which are not, how to keep the good ones."""
         done = self.committed_records
@@ -185,14 +203,7 @@ class _Ingest:
             exc.add_note(
                 f"the bad one is input record {done + exc.record_index + 1:,} (records: non-empty lines, from 1)"
             )
-        exc.add_note(
-            f"committed: {f'input records 1-{done:,}' if done else 'nothing'} "
-            f"({_count(self.committed_txns, 'transaction')})"
-        )
-        exc.add_note(
-            f"not committed: input records {done + 1:,}-{done + self.in_txn:,} (their transaction is aborted) "
-            "and all input after them"
-        )
+        self.note_committed(exc)
         skip = (
             f"if the input has no empty lines, `tail -n +{done + 1}` skips the committed records; "
             if lines and done

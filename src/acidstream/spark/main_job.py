@@ -345,6 +345,8 @@ def _run(
         query.awaitTermination()  # raises the query's failure, if any
         seconds = time.monotonic() - started
     finally:
+        if query.isActive:  # interrupted (SIGINT/SIGTERM): stopping aborts the micro-batch's transaction
+            query.stop()
         watcher.finish()
         compaction = compactor.finish()
     watcher.observe()  # after the ingest and the last compactor pass: every file visible
