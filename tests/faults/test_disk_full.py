@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from acidstream import Metastore
+from acidstream import Metastore, repl
 from acidstream.errors import StreamingIOFailure
 from support.faultinjection import DISK_KINDS, full_disk, skip_unless_possible
-from support.streamcheck import Ledger, assert_batch_killed, check_table, create_table, stream
+from support.streamcheck import Ledger, assert_batch_killed, check_table, create_table, stream, visible_seqs
 
 PER_TXN = 2000
 
@@ -52,3 +52,35 @@ def test_a_full_disk_loses_no_committed_row_and_the_table_takes_writes_again(
         check_table(ms, "t", ledger, PER_TXN)
         stream(ms, "t", range(1000, 1003), PER_TXN, ledger, batch=batch, partitioned=partitioned)
         assert check_table(ms, "t", ledger, PER_TXN)[1002] == PER_TXN
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("disk_kind", DISK_KINDS)
+def test_a_full_replica_disk_stops_the_sync_and_a_retry_completes_it(
+    tmp_path: Path, metastore_url: str, disk_kind: str
+) -> None:
+    """The replica's disk fills up while a sync copies the source's new files: a storage error naming the
+    replica's file, the replica shows a committed prefix of the source's history, and once space is freed the
+    next sync brings it level with the source."""
+    skip_unless_possible(disk_kind)
+    ledger, config = Ledger(), {"compression": "NONE"}
+    with (
+        Metastore.connect(
+            f"sqlite:///{tmp_path / 'source.db'}", warehouse=str(tmp_path / "source-wh")
+        ) as source,
+        full_disk(tmp_path / "disk", 8 << 20, disk_kind) as disk,
+        Metastore.connect(metastore_url, warehouse=str(disk.path)) as replica,
+    ):
+        create_table(source, "t")
+        stream(source, "t", range(2), PER_TXN, ledger, config=config)
+        repl.sync(source, replica)  # the bootstrap fits
+        stream(source, "t", range(2, 30), PER_TXN, ledger, config=config)
+        disk.fill_up(64 << 10)
+        with pytest.raises(StreamingIOFailure, match=f"{disk.path}/t/.*No space left on device"):
+            repl.sync(source, replica)
+        seen = visible_seqs(replica, "t")
+        assert sorted(seen) == list(range(len(seen))) and set(seen.values()) == {PER_TXN}
+        assert len(seen) < 30
+        disk.make_room(8 << 20)
+        repl.sync(source, replica)
+        assert visible_seqs(replica, "t") == visible_seqs(source, "t")

@@ -202,6 +202,16 @@ class SmallDisk:
             assert self._budget.capacity is not None
             self._budget.capacity += more
 
+    def fill_up(self, leave: int) -> None:
+        """Let only about ``leave`` more bytes fit, as other files filling the disk would."""
+        if self._budget is None:
+            stats = os.statvfs(self.path)
+            self.size = (stats.f_blocks - stats.f_bfree) * stats.f_frsize + leave
+            subprocess.run(["mount", "-o", f"remount,size={self.size}", str(self.path)], check=True)
+        else:
+            self.size = self._budget.written + leave
+            self._budget.capacity = self.size
+
 
 @contextlib.contextmanager
 def full_disk(directory: Path, capacity: int, kind: str | None = None) -> Iterator[SmallDisk]:

@@ -10,6 +10,7 @@ continue from the replica's physical length, so a loader killed mid-copy resumes
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import random
@@ -26,7 +27,7 @@ from acidstream.acid.checksum import crc32, crc32_of_chunks, read_range
 from acidstream.acid.names import side_file_path
 from acidstream.acid.orc import prepare_directory
 from acidstream.acid.sidefile import read_flush_lengths
-from acidstream.errors import CorruptFileError, ReplicationError
+from acidstream.errors import CorruptFileError, ReplicationError, StreamingIOFailure
 from acidstream.metastore.models import WrittenFile
 from acidstream.storage import table_filesystem
 
@@ -111,6 +112,17 @@ class FileCopier:
 
         ``have``: (length, CRC-32) the replica recorded for the file at its last applied event (None: none).
         """
+        with _replica_disk(target):
+            return self._copy(fs, target, written, have, event_id)
+
+    def _copy(
+        self,
+        fs: pafs.FileSystem,
+        target: str,
+        written: WrittenFile,
+        have: tuple[int, int] | None,
+        event_id: int | None,
+    ) -> Copied:
         physical = _size(fs, target)
         if written.open and physical is None:
             _write_side_file(fs, target, [0])  # readers see 0 bytes until the side file says more
@@ -171,7 +183,7 @@ class FileCopier:
         if why is not None:
             log.warning("replication: copying %s whole (%s)", written.path, why)
             self.stats.files_recopied += 1
-        return self.copy_whole(fs, target, written, event_id=event_id)
+        return self._copy_whole(fs, target, written, event_id, True)
 
     def copy_whole(
         self,
@@ -184,6 +196,12 @@ class FileCopier:
     ) -> Copied:
         """Copy ``[0, length)`` into a hidden file, check its CRC-32 (unless not ``verify``: none is known),
         rename it over ``target``; an open file's side file says 0 before and its length after."""
+        with _replica_disk(target):
+            return self._copy_whole(fs, target, written, event_id, verify)
+
+    def _copy_whole(
+        self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None, verify: bool
+    ) -> Copied:
         directory, name = target.rsplit("/", 1)
         prepare_directory(fs, directory)
         staging = f"{directory}/.{name}.repl-{uuid.uuid4().hex}"
@@ -237,6 +255,22 @@ def crash_window() -> None:
     delay = os.environ.get(STEP_DELAY_ENV)
     if delay:
         time.sleep(random.random() * float(delay))
+
+
+#: Errors of the replica's disk itself (full, over quota, failing): the copy stops, the event stays unapplied.
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+@contextlib.contextmanager
+def _replica_disk(target: str) -> Iterator[None]:
+    """A full or failing replica disk raises :class:`StreamingIOFailure` (storage I/O, retryable) naming the
+    file: the event is not recorded as applied, and a later load resumes from the bytes already there."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRORS:
+            raise
+        raise StreamingIOFailure(f"copying to the replica file {target}: {exc}") from exc
 
 
 def _size(fs: pafs.FileSystem, path: str) -> int | None:
