@@ -1,0 +1,140 @@
+package acidstream.hive;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.hive.common.ValidTxnList;
+import org.apache.hadoop.hive.common.ValidWriteIdList;
+import org.apache.hadoop.hive.conf.HiveConf;
+import org.apache.hadoop.hive.metastore.api.hive_metastoreConstants;
+import org.apache.hadoop.hive.ql.io.AcidInputFormat;
+import org.apache.hadoop.hive.ql.io.AcidUtils;
+import org.apache.hadoop.hive.ql.io.IOConstants;
+import org.apache.hadoop.hive.ql.io.RecordIdentifier;
+import org.apache.hadoop.hive.ql.io.orc.OrcInputFormat;
+import org.apache.hadoop.hive.ql.io.orc.OrcStruct;
+import org.apache.hadoop.hive.serde.serdeConstants;
+import org.apache.hadoop.hive.serde2.ColumnProjectionUtils;
+import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspectorUtils;
+import org.apache.hadoop.hive.serde2.objectinspector.StructField;
+import org.apache.hadoop.hive.serde2.objectinspector.StructObjectInspector;
+import org.apache.hadoop.hive.serde2.typeinfo.TypeInfo;
+import org.apache.hadoop.hive.serde2.typeinfo.TypeInfoUtils;
+import org.apache.hadoop.io.NullWritable;
+import org.apache.hadoop.mapred.FileInputFormat;
+import org.apache.hadoop.mapred.InputSplit;
+import org.apache.hadoop.mapred.JobConf;
+import org.apache.hadoop.mapred.RecordReader;
+import org.apache.hadoop.mapred.Reporter;
+
+/**
+ * Reads a full-ACID table or partition directory at a snapshot the way a Hive query's table scan does:
+ * {@code OrcInputFormat} splits the directory chosen by {@code AcidUtils.getAcidState}, and each split's reader
+ * ({@code OrcRawRecordMerger}) merges base, deltas and delete deltas by ROW__ID.
+ *
+ * <p>Request: {@code dir}, {@code columns} and {@code types} (the table's data columns, Hive type names),
+ * {@code writeids} ({@code ValidWriteIdList} string), {@code txns} ({@code ValidTxnList} string), optional
+ * {@code buckets} (bucket count of a bucketed table). Each row answers
+ * {@code [writeid, bucketid, rowid, [values...]]}.
+ */
+final class AcidReader {
+  private AcidReader() {}
+
+  static void read(JsonNode request, ArrayNode rows) throws Exception {
+    List<String> columns = strings(request.get("columns"));
+    List<String> types = strings(request.get("types"));
+    JobConf job = new JobConf();
+    job.set("fs.file.impl", RawLocalFs.class.getName());
+    job.setBoolean("fs.file.impl.disable.cache", true);
+    FileInputFormat.setInputPaths(job, new Path(request.get("dir").asText()));
+    job.set(serdeConstants.LIST_COLUMNS, String.join(",", columns));
+    job.set(serdeConstants.LIST_COLUMN_TYPES, String.join(",", types));
+    job.set(IOConstants.SCHEMA_EVOLUTION_COLUMNS, String.join(",", columns));
+    job.set(IOConstants.SCHEMA_EVOLUTION_COLUMNS_TYPES, String.join(":", types));
+    ColumnProjectionUtils.setReadAllColumns(job);
+    if (request.hasNonNull("buckets")) {
+      job.set(hive_metastoreConstants.BUCKET_COUNT, request.get("buckets").asText());
+    }
+    job.setBoolean(hive_metastoreConstants.TABLE_IS_TRANSACTIONAL, true);
+    AcidUtils.setAcidOperationalProperties(job, true, null);
+    HiveConf.setBoolVar(job, HiveConf.ConfVars.HIVE_TRANSACTIONAL_TABLE_SCAN, true);
+    job.set(ValidWriteIdList.VALID_WRITEIDS_KEY, request.get("writeids").asText());
+    job.set(ValidTxnList.VALID_TXNS_KEY, request.get("txns").asText());
+
+    TypeInfo rowType =
+        TypeInfoUtils.getTypeInfoFromTypeString(structType(columns, types));
+    StructObjectInspector inspector = (StructObjectInspector) OrcStruct.createObjectInspector(rowType);
+    List<? extends StructField> fields = inspector.getAllStructFieldRefs();
+    OrcInputFormat format = new OrcInputFormat();
+    for (InputSplit split : format.getSplits(job, 1)) {
+      RecordReader<NullWritable, OrcStruct> reader = format.getRecordReader(split, job, Reporter.NULL);
+      @SuppressWarnings("unchecked")
+      AcidInputFormat.AcidRecordReader<NullWritable, OrcStruct> acid =
+          (AcidInputFormat.AcidRecordReader<NullWritable, OrcStruct>) reader;
+      NullWritable key = reader.createKey();
+      OrcStruct value = reader.createValue();
+      try {
+        while (reader.next(key, value)) {
+          RecordIdentifier id = acid.getRecordIdentifier();
+          ArrayNode row = rows.addArray();
+          row.add(id.getWriteId()).add(id.getBucketProperty()).add(id.getRowId());
+          ArrayNode values = row.addArray();
+          for (StructField field : fields) {
+            Object standard =
+                ObjectInspectorUtils.copyToStandardJavaObject(
+                    inspector.getStructFieldData(value, field), field.getFieldObjectInspector());
+            values.add(toJson(standard));
+          }
+        }
+      } finally {
+        reader.close();
+      }
+    }
+  }
+
+  static String structType(List<String> columns, List<String> types) {
+    List<String> fields = new ArrayList<>();
+    for (int i = 0; i < columns.size(); i++) {
+      fields.add(columns.get(i) + ":" + types.get(i));
+    }
+    return "struct<" + String.join(",", fields) + ">";
+  }
+
+  static List<String> strings(JsonNode array) {
+    List<String> out = new ArrayList<>();
+    array.forEach(n -> out.add(n.asText()));
+    return out;
+  }
+
+  /** Hive's standard Java objects as JSON: numbers and booleans as such, maps as [key, value] pairs, the rest as text. */
+  static com.fasterxml.jackson.databind.JsonNode toJson(Object value) {
+    JsonNodeFactory f = JsonNodeFactory.instance;
+    if (value == null) {
+      return f.nullNode();
+    } else if (value instanceof Boolean b) {
+      return f.booleanNode(b);
+    } else if (value instanceof Byte || value instanceof Short || value instanceof Integer || value instanceof Long) {
+      return f.numberNode(((Number) value).longValue());
+    } else if (value instanceof Float x) {
+      return f.numberNode(x.doubleValue());
+    } else if (value instanceof Double x) {
+      return f.numberNode(x);
+    } else if (value instanceof byte[] bytes) {
+      return f.textNode(Base64.getEncoder().encodeToString(bytes));
+    } else if (value instanceof List<?> list) {
+      ArrayNode out = f.arrayNode();
+      list.forEach(v -> out.add(toJson(v)));
+      return out;
+    } else if (value instanceof Map<?, ?> map) {
+      ArrayNode out = f.arrayNode();
+      map.forEach((k, v) -> out.addArray().add(toJson(k)).add(toJson(v)));
+      return out;
+    }
+    return f.textNode(value.toString());
+  }
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Hive 4 beside the tests, from Maven Central (interop/hive/pom.xml):
+#   bash scripts/hive.sh fetch         resolve Hive's jars, build our driver classes, unpack the metastore's schema
+#                                      scripts; cached in $ACIDSTREAM_HIVE_HOME, a no-op (<1 s) when up to date.
+#                                      Prints the cache directory.
+#   bash scripts/hive.sh start DIR     a standalone Hive Metastore with ACID on, its Derby database, warehouse,
+#                                      config and log in DIR, on a free loopback port. Prints its thrift:// URI.
+#   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
+#   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pom="$root/interop/hive/pom.xml"
+version="$(sed -n 's:.*<hive.version>\(.*\)</hive.version>.*:\1:p' "$pom")"
+home="${ACIDSTREAM_HIVE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/acidstream/hive-$version}"
+java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+# Hive 4.0's own launcher predates JDK 17; these are the module openings its later releases pass.
+java_opts=(-Xmx512m -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true)
+for pkg in java.nio java.net java.lang java.util java.util.concurrent java.util.concurrent.atomic \
+    java.util.regex java.lang.reflect java.io sun.nio.ch; do
+    java_opts+=(--add-opens "java.base/$pkg=ALL-UNNAMED")
+done
+
+die() { echo "hive.sh: $*" >&2; exit 1; }
+
+# What the cache was built from: the pom and our Java sources.
+fingerprint() {
+    (cd "$root/interop/hive" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16
+}
+
+fetch() {
+    command -v mvn >/dev/null || die "Maven (mvn) is not installed"
+    command -v "$java_bin" >/dev/null || die "no java at '$java_bin'"
+    local want
+    want="$(fingerprint)"
+    if [ -f "$home/fetched" ] && [ "$(cat "$home/fetched")" = "$want" ]; then
+        echo "$home"
+        return
+    fi
+    local build
+    build="$(mktemp -d)"
+    trap 'rm -rf "$build"' RETURN
+    cp -r "$root/interop/hive/pom.xml" "$root/interop/hive/src" "$build/"
+    rm -rf "$home/lib" "$home/scripts"
+    mkdir -p "$home/lib"
+    (
+        cd "$build"
+        mvn -B -q package
+        mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
+        # The schema scripts ship only in the metastore's binary distribution.
+        mvn -B -q dependency:copy -DoutputDirectory="$build/dist" \
+            -Dartifact="org.apache.hive:hive-standalone-metastore-server:$version:tar.gz:bin"
+    ) >&2 || die "Maven could not build interop/hive (see above)"
+    cp "$build"/target/acidstream-hive-referee-*.jar "$home/lib/"
+    tar -xzf "$build"/dist/*.tar.gz -C "$build/dist" --wildcards '*/scripts/metastore/upgrade/derby/*'
+    mv "$build"/dist/apache-hive-metastore-*/scripts "$home/scripts"
+    echo "$want" >"$home/fetched"
+    echo "$home"
+}
+
+classpath() {
+    [ -f "$home/fetched" ] || die "run 'bash scripts/hive.sh fetch' first"
+    echo "$home/lib/*"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+site_xml() { # dir port
+    local dir="$1" port="$2"
+    local -a props=(
+        metastore.thrift.bind.host 127.0.0.1
+        metastore.thrift.port "$port"
+        metastore.warehouse.dir "file://$dir/warehouse"
+        metastore.warehouse.external.dir "file://$dir/external"
+        javax.jdo.option.ConnectionURL "jdbc:derby:;databaseName=$dir/metastore_db;create=true"
+        javax.jdo.option.ConnectionDriverName org.apache.derby.jdbc.EmbeddedDriver
+        metastore.schema.verification true
+        datanucleus.schema.autoCreateAll false
+        metastore.task.threads.always "org.apache.hadoop.hive.metastore.events.EventCleanerTask"
+        metastore.expression.proxy org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy
+        hive.txn.manager org.apache.hadoop.hive.ql.lockmgr.DbTxnManager
+        hive.support.concurrency true
+        metastore.txn.timeout 300s
+        metastore.compactor.initiator.on false
+        metastore.compactor.cleaner.on false
+        metastore.compactor.worker.threads 0
+        hive.metastore.dml.events true
+        metastore.event.db.notification.api.auth false
+        metastore.metadata.transformer.class " "
+        hive.metastore.event.db.notification.api.auth false
+    )
+    echo '<?xml version="1.0"?>'
+    echo '<configuration>'
+    local i
+    for ((i = 0; i < ${#props[@]}; i += 2)); do
+        printf '  <property><name>%s</name><value>%s</value></property>\n' "${props[i]}" "${props[i + 1]}"
+    done
+    echo '</configuration>'
+}
+
+start() {
+    local dir="${1:?usage: hive.sh start DIR}"
+    [ -f "$home/fetched" ] || die "run 'bash scripts/hive.sh fetch' first"
+    mkdir -p "$dir/conf" "$dir/warehouse" "$dir/external"
+    dir="$(cd "$dir" && pwd)"
+    if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+        echo "thrift://127.0.0.1:$(cat "$dir/port")"
+        return
+    fi
+    local port
+    port="$(free_port)"
+    site_xml "$dir" "$port" >"$dir/conf/metastore-site.xml"
+    cp "$root/interop/hive/log4j2.properties" "$dir/conf/metastore-log4j2.properties"
+    local -a run=("$java_bin" "${java_opts[@]}" -Dderby.stream.error.file="$dir/derby.log"
+        -Dlog4j.configurationFile="$dir/conf/metastore-log4j2.properties" -cp "$dir/conf:$home/lib/*")
+    if [ ! -d "$dir/metastore_db" ]; then
+        METASTORE_HOME="$home" "${run[@]}" org.apache.hadoop.hive.metastore.tools.schematool.MetastoreSchemaTool \
+            -initSchema -dbType derby >"$dir/schematool.log" 2>&1 ||
+            die "schematool failed, see $dir/schematool.log"
+    fi
+    (cd "$dir" && exec nohup "${run[@]}" org.apache.hadoop.hive.metastore.HiveMetaStore -p "$port" \
+        >"$dir/metastore.log" 2>&1 </dev/null) &
+    echo $! >"$dir/pid"
+    echo "$port" >"$dir/port"
+    local waited=0
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        kill -0 "$(cat "$dir/pid")" 2>/dev/null || die "the metastore exited, see $dir/metastore.log"
+        [ "$waited" -lt 240 ] || { stop "$dir"; die "the metastore did not listen within 120 s, see $dir/metastore.log"; }
+        sleep 0.5
+        waited=$((waited + 1))
+    done
+    echo "thrift://127.0.0.1:$port"
+}
+
+stop() {
+    local dir="${1:?usage: hive.sh stop DIR}"
+    [ -f "$dir/pid" ] || return 0
+    local pid
+    pid="$(cat "$dir/pid")"
+    if kill "$pid" 2>/dev/null; then
+        local i
+        for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$dir/pid"
+}
+
+case "${1:-}" in
+fetch) fetch ;;
+start) start "${2:-}" ;;
+stop) stop "${2:-}" ;;
+classpath) classpath ;;
+*) die "usage: hive.sh fetch | start DIR | stop DIR | classpath" ;;
+esac

@@ -1,0 +1,131 @@
+"""Hive 4 beside the tests: the referee JVM (Hive's own ACID reader and writer) and a standalone Hive Metastore.
+
+Both come from ``interop/hive`` (Hive's published jars plus two small driver classes) through
+``scripts/hive.sh``. The referee is one long-running ``java`` process per test session speaking JSON lines:
+a request per line on stdin, an answer per line on stdout (see ``acidstream.hive.Referee``).
+
+Values come back as JSON: integers and floats as numbers, booleans, strings; decimals, dates, timestamps as
+Hive prints them; binary as base64; lists as lists, structs as lists of field values, maps as
+``[key, value]`` pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
+
+ROOT = Path(__file__).resolve().parents[2]
+HIVE_SH = ROOT / "scripts" / "hive.sh"
+LOG4J = ROOT / "interop" / "hive" / "log4j2.properties"
+
+RowId = tuple[int, int, int]
+HiveRow = tuple[RowId, tuple[Any, ...]]
+
+
+class HiveUnavailable(RuntimeError):
+    """Java, Maven or Hive's jars are missing: the hive4 tests cannot run."""
+
+
+def hive_sh(*args: str) -> str:
+    """Runs ``scripts/hive.sh`` and returns its last line of output (a path or a URI)."""
+    try:
+        done = subprocess.run(
+            ["bash", str(HIVE_SH), *args], capture_output=True, text=True, check=False, timeout=900
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise HiveUnavailable(f"scripts/hive.sh {' '.join(args)}: {exc}") from exc
+    if done.returncode != 0:
+        raise HiveUnavailable(f"scripts/hive.sh {' '.join(args)} failed:\n{done.stderr[-4000:]}")
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+class Referee:
+    """Hive 4's reader and writer in a subprocess; one request at a time."""
+
+    def __init__(self, home: Path, log: Path) -> None:
+        self._log = log.open("ab")
+        self._proc = subprocess.Popen(
+            [
+                java(),
+                "-Xmx768m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j.configurationFile={LOG4J}",
+                "--add-opens=java.base/java.net=ALL-UNNAMED",
+                "--add-opens=java.base/java.lang=ALL-UNNAMED",
+                "--add-opens=java.base/java.util=ALL-UNNAMED",
+                "--add-opens=java.base/java.nio=ALL-UNNAMED",
+                "-cp",
+                str(home / "lib" / "*"),
+                "acidstream.hive.Referee",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self._lock = threading.Lock()
+        self.log_path = log
+        self.call(op="ping")
+
+    def call(self, **request: Any) -> dict[str, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        with self._lock:
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the Hive referee exited ({self._proc.poll()}), see {self.log_path}")
+        answer: dict[str, Any] = json.loads(line)
+        if not answer.pop("ok"):
+            raise HiveError(answer["error"])
+        return answer
+
+    def read(
+        self,
+        location: str | Path,
+        columns: Sequence[tuple[str, str]],
+        write_ids: ValidWriteIdList | str,
+        txns: ValidTxnList | str,
+        *,
+        buckets: int | None = None,
+    ) -> list[HiveRow]:
+        """The rows of a table or partition directory at a snapshot, as a Hive query's table scan reads them
+        (``OrcInputFormat`` → ``OrcRawRecordMerger``), each with its ROW__ID, sorted by ROW__ID."""
+        answer = self.call(
+            op="read",
+            dir=str(location),
+            columns=[c for c, _ in columns],
+            types=[t for _, t in columns],
+            writeids=str(write_ids),
+            txns=str(txns),
+            buckets=buckets,
+        )
+        return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._log.close()
+
+
+class HiveError(AssertionError):
+    """Hive refused a request: its Java stack trace."""
