@@ -7,7 +7,7 @@ writer needs, instead of recognising stores by their class.
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -72,8 +72,14 @@ def truncate(fs: pafs.FileSystem, path: str, length: int) -> bool:
 
 
 def delete_locations(locations: Iterable[str]) -> None:
-    """Remove directories (dropped tables'), each with everything under it; one already gone is fine."""
+    """Remove directories (dropped tables'), each with everything under it; one already gone is fine, and so
+    is one whose name is too long for the filesystem (a table named before names were limited): none was made."""
     for location in locations:
         fs, path = table_filesystem(location)
-        with contextlib.suppress(FileNotFoundError):
+        try:
             fs.delete_dir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                raise

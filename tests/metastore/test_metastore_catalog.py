@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -149,6 +150,60 @@ def test_bad_definitions(ms: Metastore) -> None:
         ms.execute("CREATE TABLE db.x (a int) PARTITIONED BY (p array<int>)")
     with pytest.raises(InvalidObjectException, match="bucketing_version"):
         ms.execute("CREATE TABLE db.x (a int) TBLPROPERTIES ('bucketing_version'='3')")
+
+
+LONG = 129  # one more character than Hive's metastore keeps in a name
+
+
+@pytest.mark.parametrize(
+    ("kind", "ddl"),
+    [
+        ("database", f"CREATE DATABASE {'d' * LONG}"),
+        ("table", f"CREATE TABLE db.{'t' * 300} (a int)"),
+        ("column", f"CREATE TABLE db.x ({'c' * LONG} int)"),
+        ("partition column", f"CREATE TABLE db.x (a int) PARTITIONED BY ({'p' * LONG} string)"),
+        ("column", "CREATE TABLE db.x (`a-b` int)"),
+        ("database", "CREATE DATABASE `über`"),
+    ],
+)
+def test_names_are_checked_as_hive_checks_them_before_anything_is_created(
+    ms: Metastore, warehouse: Path, kind: str, ddl: str
+) -> None:
+    """On every backend (SQLite stored any length, then the table's directory could not be made)."""
+    before = (ms.list_databases(), ms.list_tables("db"), sorted(warehouse.rglob("*")))
+    with pytest.raises(
+        InvalidObjectException, match=rf"is not a valid {kind} name: .* at most 128 characters"
+    ):
+        ms.execute(ddl)
+    assert (ms.list_databases(), ms.list_tables("db"), sorted(warehouse.rglob("*"))) == before
+
+
+def test_names_of_128_characters_and_hive_s_leading_digits_are_accepted(ms: Metastore) -> None:
+    longest = "n" * 128
+    ms.execute(f"CREATE DATABASE {longest}")
+    ms.execute(
+        f"CREATE TABLE {longest}.{longest} ({longest} int) PARTITIONED BY (p{longest[1:]} string) "
+        "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    ms.execute("CREATE TABLE db.`2024_sales` (`1st` int)")
+    assert ms.table(f"{longest}.{longest}").columns[0].name == longest
+    assert ms.table("db.2024_sales").columns[0].name == "1st"
+
+
+def test_a_table_named_before_names_were_limited_can_be_dropped(metastore_url: str, warehouse: Path) -> None:
+    """SQLite kept any name: such a table's directory cannot exist, and dropping it must not fail on that."""
+    if not metastore_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL never stored a name longer than its column")
+    name = "t" * 300
+    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+        ms.execute("CREATE TABLE short (a int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+        with sqlite3.connect(metastore_url.removeprefix("sqlite:///")) as db:
+            db.execute(
+                "UPDATE tbls SET tbl_name = ?, location = ? WHERE tbl_name = 'short'",
+                (name, f"{warehouse}/{name}"),
+            )
+        ms.execute(f"DROP TABLE {name}")
+        assert ms.list_tables("default") == []
 
 
 def test_partitions(ms: Metastore, warehouse: Path) -> None:

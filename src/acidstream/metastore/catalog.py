@@ -29,7 +29,11 @@ from acidstream.metastore.prepared import Prepared
 
 DEFAULT_DB = "default"
 DEFAULT_BUCKETING_VERSION = "2"
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+#: Hive's rule for names (``MetaStoreUtils.validateName``: Java's ``\w+``), lower-cased as Hive stores them.
+_IDENT = re.compile(r"^[a-z0-9_]+$")
+#: The longest name a database, table or column may have: the metastore's name columns (Hive's DBS.NAME and
+#: PARTITION_KEYS.PKEY_NAME too), and short enough for a directory name (a partition's ``key=value`` included).
+MAX_NAME_LENGTH = s.NAME
 
 
 def split_name(full_name: str, default_db: str = DEFAULT_DB) -> tuple[str, str]:
@@ -43,9 +47,23 @@ def split_name(full_name: str, default_db: str = DEFAULT_DB) -> tuple[str, str]:
 
 
 def check_ident(kind: str, name: str) -> str:
+    """A name that may exist, lower-cased (no length limit: a table made before the limit can still go)."""
     low = name.lower()
     if not _IDENT.match(low):
         raise InvalidObjectException(f"invalid {kind} name {name!r}")
+    return low
+
+
+def valid_name(kind: str, name: str) -> str:
+    """A new database, table or column name, lower-cased, checked as Hive's metastore checks it; every backend
+    refuses the same names before anything is created."""
+    low = name.lower()
+    if not _IDENT.match(low) or len(low) > MAX_NAME_LENGTH:
+        shown = repr(name) if len(name) <= 64 else f"{name[:48]!r}... ({len(name)} characters)"
+        raise InvalidObjectException(
+            f"{shown} is not a valid {kind} name: names are letters, digits and underscores, "
+            f"at most {MAX_NAME_LENGTH} characters"
+        )
     return low
 
 
@@ -64,7 +82,7 @@ def create_database(
     conn: Connection, warehouse: str, name: str, *, if_not_exists: bool = False, comment: str | None = None
 ) -> bool:
     """Create a database; returns False when it existed and ``if_not_exists`` was given."""
-    name = check_ident("database", name)
+    name = valid_name("database", name)
     if conn.execute(select(s.dbs.c.db_id).where(s.dbs.c.name == name)).first() is not None:
         if if_not_exists:
             return False
@@ -116,8 +134,10 @@ def _validate_table(
     if not columns:
         raise InvalidObjectException("a table needs at least one column")
     names = [c.name for c in columns]
-    for name in names + [p.name for p in partition_keys]:
-        check_ident("column", name)
+    for name in names:
+        valid_name("column", name)
+    for key in partition_keys:
+        valid_name("partition column", key.name)
     seen: set[str] = set()
     for name in names + [p.name for p in partition_keys]:
         if name in seen:
@@ -149,7 +169,7 @@ def create_table(
     if_not_exists: bool = False,
 ) -> bool:
     """Create a table; returns False when it existed and ``if_not_exists`` was given."""
-    db, name = check_ident("database", db), check_ident("table", name)
+    db, name = check_ident("database", db), valid_name("table", name)
     require_database(conn, db)
     if _table_id(conn, db, name) is not None:
         if if_not_exists:
