@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -127,6 +128,21 @@ def test_bad_source_values_name_the_field(ms: Metastore, accounts: str) -> None:
         table.merge(pd.DataFrame({"id": [1], "bogus": [1]}), on=["id"])
     with pytest.raises(SerializationError, match="field 'score'"):
         table.merge(pa.table({"id": [1], "score": ["not a number"], "p": ["x"]}), on=["id"])
+
+
+def test_a_frame_mixing_types_in_a_column_names_the_value_and_commits_nothing(
+    ms: Metastore, accounts: str, warehouse: Path
+) -> None:
+    table = ms.table(accounts)
+    table.merge(frame([1, 2], "a"), on=["id"])
+    files = sorted(warehouse.rglob("*"))
+    mixed = frame([3, 4, 5], "b").astype({"score": object})
+    mixed.loc[2, "score"] = "n/a"
+    with pytest.raises(SerializationError, match=r"record 2, field 'score': 'n/a' \(str\) does not fit"):
+        table.merge(mixed, on=["id"])
+    assert table_frame(ms, accounts).name.tolist() == ["a1", "a2"]
+    assert sorted(warehouse.rglob("*")) == files
+    assert [t.state for t in ms.show_txns()][-1] is MsState.ABORTED
 
 
 def test_unbucketed_and_unpartitioned_tables_merge(ms: Metastore) -> None:

@@ -48,10 +48,42 @@ def as_table(data: Any) -> pa.Table:
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
     if type(data).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False)
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise _unconvertible(data, exc) from exc
     raise SerializationError(
         f"columnar input is a pyarrow Table/RecordBatch or pandas DataFrame, not {type(data)}"
     )
+
+
+def _unconvertible(frame: Any, exc: Exception) -> SerializationError:
+    """The error of a DataFrame Arrow cannot convert (an object column mixing ints and strings, say), naming
+    the column and its first value that does not fit the values before it (found by bisection)."""
+    for name in frame.columns:
+        column = frame[name]
+        if _converts(column):
+            continue
+        lo, hi = 0, len(column)  # the first ``lo`` values convert together, the first ``hi`` do not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if _converts(column.iloc[:mid]) else (lo, mid)
+        value = column.iloc[lo]
+        return SerializationError(
+            f"{value!r} ({type(value).__name__}) does not fit the column's earlier values: "
+            f"{exc.args[0] if exc.args else exc}",
+            record_index=lo,
+            field=str(name),
+        )
+    return SerializationError(f"the DataFrame cannot be converted to Arrow: {exc}")
+
+
+def _converts(values: Any) -> bool:
+    try:
+        pa.Array.from_pandas(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return False
+    return True
 
 
 def _cast(column: pa.Array, target: pa.Field, first_index: int) -> pa.Array:
