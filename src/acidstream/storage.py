@@ -71,6 +71,39 @@ def truncate(fs: pafs.FileSystem, path: str, length: int) -> bool:
     return True
 
 
+def sync(fs: pafs.FileSystem, paths: Iterable[str]) -> None:
+    """fsync each file or directory at ``paths`` where ``fs`` is local, so that what a commit is about to name
+    survives a machine crash (a flush only reaches the OS; without this a crash can leave a committed file
+    empty or short). A directory is synced for the entries made or removed in it.
+
+    Elsewhere there is nothing to do, or nothing pyarrow offers: object stores persist an object once it is
+    closed, and pyarrow's HDFS streams have no ``hsync``. Tests see each path at the ``storage.fsync`` fault
+    point, just before its ``os.fsync``.
+    """
+    for path in paths:
+        local = local_path(fs, path)
+        if local is None:
+            continue
+        fd = os.open(substitute("storage.fsync", local), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def sync_files(fs: pafs.FileSystem, files: Iterable[str], root: str) -> None:
+    """:func:`sync` of ``files``, then of every directory from theirs up to ``root`` (a table's directory),
+    deepest first: a new file, or a new directory in a new partition, is only durable once its parents are."""
+    files = list(files)
+    directories: set[str] = set()
+    for path in files:
+        directory = path.rsplit("/", 1)[0]
+        while directory.startswith(root) and directory not in directories:
+            directories.add(directory)
+            directory = directory.rsplit("/", 1)[0]
+    sync(fs, [*files, *sorted(directories, key=len, reverse=True)])
+
+
 def delete_locations(locations: Iterable[str]) -> None:
     """Remove directories (dropped tables'), each with everything under it; one already gone is fine, and so
     is one whose name is too long for the filesystem (a table named before names were limited): none was made."""

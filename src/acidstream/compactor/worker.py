@@ -54,7 +54,7 @@ from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObj
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
 from acidstream.runtime import completed_future
-from acidstream.storage import table_filesystem
+from acidstream.storage import sync, sync_files, table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 
 if TYPE_CHECKING:
@@ -344,11 +344,16 @@ def publish(
     outputs = finish_outputs(target.fs, tmp, plan.outputs)
     check_free(target.fs, target.path, outputs)
     files = describe_outputs(target.fs, tmp, outputs)  # for replicas, in the COMPACTED event
+    if target.table.fsync:  # durable before the metastore records them, and renamed before the cleaner runs
+        paths = [f"{tmp}/{name}/{f['path']}" for name in outputs for f in files[name]]
+        sync_files(target.fs, paths, target.path)
     ms.begin_publish(ci.id, txn_id, {**meta, "outputs": outputs, "inputs": list(plan.inputs), "files": files})
     _pause("published")
     for name in outputs:
         move_into_place(target.fs, tmp, target.path, [name])
         _pause("moved")
+    if target.table.fsync:
+        sync(target.fs, [target.path])
     try:
         ms.mark_compacted(ci.id, txn_id)
     except InvalidObjectException:

@@ -71,7 +71,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA synchronous=FULL")  # WAL: each commit fsyncs the log (NORMAL: at checkpoints)
         cur.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         cur.close()
 

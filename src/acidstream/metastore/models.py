@@ -10,6 +10,9 @@ from typing import Any
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 
+#: The table property that makes every writer of the table fsync what it commits (see ``Table.fsync``).
+FSYNC_PROPERTY = "acidstream.fsync"
+
 
 class TxnState(enum.Enum):
     OPEN = "o"
@@ -322,6 +325,14 @@ class Table:
         """The ORC codec writers use: the ``orc.compress`` table property, as in Hive; ZLIB by default."""
         props = {k.lower(): v for k, v in self.properties.items()}
         return props.get("orc.compress", "ZLIB").upper()
+
+    @property
+    def fsync(self) -> bool:
+        """Whether writers fsync data files, side files and their directories before each commit: the
+        ``acidstream.fsync`` table property (false by default: a commit then survives a process crash, not
+        a machine crash)."""
+        props = {k.lower(): v for k, v in self.properties.items()}
+        return props.get(FSYNC_PROPERTY, "false").strip().lower() == "true"
 
     @property
     def all_columns(self) -> tuple[Column, ...]:

@@ -283,7 +283,7 @@ def table_write(
             files.setdefault(key, []).extend(part.files)
     if not components or table.write_id is None:
         return None
-    described = describe_partitions(table.table.location, files)
+    described = describe_partitions(table.table.location, files, fsync=table.table.fsync)
     return TableWrite(table.qualified_name, table.write_id, components, described)
 
 

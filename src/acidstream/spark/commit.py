@@ -50,9 +50,9 @@ def commit_write(
         _remove_unreported(
             ms, table_name, write_id, {(n, r.statement_id) for r in results for _, n, _ in r.partitions}
         )
-    location = ms.table(table_name).location
+    table = ms.table(table_name)
     for name in sorted(files):
-        written = describe_closed(location, sorted(files[name]))
+        written = describe_closed(table.location, sorted(files[name]), fsync=table.fsync)
         ms.add_write_notification(txn_id, write_id, table_name, name or None, written)
     ms.commit_txn(txn_id, key=key, value=value)
     return rows

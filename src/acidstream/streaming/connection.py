@@ -74,6 +74,8 @@ class StreamingConfig:
     compression: str | None = None  # default: the table's ``orc.compress`` (ZLIB if unset), as in Hive
     heartbeat_interval: float | None = None  # default: metastore txn timeout / 2
     write_notifications: bool = True  # ACID_WRITE events for replication
+    # fsync data files, side files and their directories before each commit; None: the table's acidstream.fsync
+    fsync: bool | None = None
     # seconds; while a call works, other threads hand back the GIL sooner (see acidstream.runtime); None: leave it
     gil_switch_interval: float | None = DEFAULT_SWITCH_INTERVAL
 
@@ -85,7 +87,8 @@ class StreamingConfig:
             "parse_batch_bytes": _at_least(1),
             "compression": lambda v: str(v).upper(),
             "heartbeat_interval": lambda v: None if v is None else float(v),
-            "write_notifications": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true"),
+            "write_notifications": _flag,
+            "fsync": lambda v: None if v is None else _flag(v),
             "gil_switch_interval": _switch_interval,
         }
         unknown = set(values) - set(converters)
@@ -100,6 +103,10 @@ class StreamingConfig:
             except (TypeError, ValueError) as exc:
                 raise StreamingConnectionError(f"configuration {key!r} = {value!r}: {exc}") from exc
         return cls(**converted)
+
+
+def _flag(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true")
 
 
 def _at_least(low: int) -> Any:
@@ -163,6 +170,8 @@ class StreamingConnection:
         self.agent_info = agent_info
         self.batch_size = batch_size
         self.config = config
+        #: fsync what each commit names before the metastore records it (see ``StreamingConfig.fsync``)
+        self.fsync = table.fsync if config.fsync is None else config.fsync
         self.unmanaged_write_id = write_id
         self.statement_id = statement_id
         self.static_values = static_values
@@ -387,6 +396,8 @@ class StreamingConnection:
         files.flush()
         if batch.remaining == 0:
             files.close()
+        if self.fsync:
+            files.sync(self.table_dir)
         if not self.is_managed:  # left PREPARED_FOR_COMMIT: its owner commits the files and their partitions
             batch.commit((), key, value)
             return

@@ -16,13 +16,14 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.checksum import FilePrefix
 from acidstream.acid.codec import BucketCodec
-from acidstream.acid.names import bucket_file, delta_dir
+from acidstream.acid.names import ORC_ACID_VERSION_FILE, bucket_file, delta_dir, side_file_path
 from acidstream.acid.orc import AcidWriter, WriterOptions, prepare_directory_once
 from acidstream.acid.orc.sharded import encode_sharded
 from acidstream.acid.types import Column
 from acidstream.errors import StreamingIOFailure
 from acidstream.metastore.models import WrittenFile
 from acidstream.runtime import file_pool
+from acidstream.storage import sync_files
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class BatchFiles:
         self.auto_flushes = 0
         self.closed = False
         self._named: dict[str, tuple[FilePrefix, bool]] = {}  # per path: as the last commit named it, open
+        self._synced: dict[str, int] = {}  # per path: the length the last sync made durable
+        self._synced_dirs: set[str] = set()  # delta directories whose version file was synced
 
     @property
     def delta_name(self) -> str:
@@ -168,6 +171,27 @@ class BatchFiles:
                 WrittenFile(path, prefix.length, prefix.crc32, before.length, before.crc32, still_open)
             )
         return out
+
+    def sync(self, root: str) -> None:
+        """fsync every file written since the last sync (a batch's open files with their side files), then
+        the directories up to ``root`` (the table's directory) holding them: a commit must not name bytes a
+        machine crash could still take back."""
+        still_open = not self.closed and self.min_write_id != self.max_write_id
+        paths: list[str] = []
+        for writer in self._writers.values():
+            length = writer.written_prefix.length
+            if writer.rows_written == 0 or self._synced.get(writer.path) == length:
+                continue
+            self._synced[writer.path] = length
+            paths += [writer.path, side_file_path(writer.path)] if still_open else [writer.path]
+            directory = writer.path.rsplit("/", 1)[0]
+            if directory not in self._synced_dirs:  # new this batch: its version file too
+                self._synced_dirs.add(directory)
+                paths.append(f"{directory}/{ORC_ACID_VERSION_FILE}")
+        try:
+            sync_files(self.fs, paths, root)
+        except OSError as exc:
+            raise StreamingIOFailure(f"fsync before the commit failed: {exc}") from exc
 
     def named(self, written: dict[str, list[WrittenFile]]) -> None:
         """The commit naming ``written`` succeeded: later commits name what changes after it."""

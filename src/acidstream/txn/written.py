@@ -1,7 +1,7 @@
 """Describing closed files for a commit's ACID_WRITE events (replicas copy and verify what they name).
 
 Writers of growing files (streaming batches) keep the checksum as they write; files a txn wrote and closed
-(mutations, Spark tasks) are read once here, at commit.
+(mutations, Spark tasks) are read once here, at commit, and fsynced first when the table asks for it.
 """
 
 from __future__ import annotations
@@ -9,13 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from acidstream.acid.checksum import file_prefix
+from acidstream.acid.names import ORC_ACID_VERSION_FILE
 from acidstream.metastore.models import WrittenFile
-from acidstream.storage import table_filesystem
+from acidstream.storage import sync_files, table_filesystem
 
 
-def describe_closed(location: str, paths: Sequence[str]) -> list[WrittenFile]:
-    """Each file under table ``location`` (whose filesystem it shares) with its length and CRC-32."""
-    fs, _ = table_filesystem(location)
+def describe_closed(location: str, paths: Sequence[str], *, fsync: bool = False) -> list[WrittenFile]:
+    """Each file under table ``location`` (whose filesystem it shares) with its length and CRC-32; with
+    ``fsync``, the files, their directories' version files and the directories up to ``location`` are made
+    durable first (see ``Table.fsync``)."""
+    fs, root = table_filesystem(location)
+    if fsync:
+        versions = sorted({f"{p.rsplit('/', 1)[0]}/{ORC_ACID_VERSION_FILE}" for p in paths})
+        sync_files(fs, [*paths, *versions], root)
     out = []
     for path in paths:
         prefix = file_prefix(fs, path)
@@ -24,6 +30,6 @@ def describe_closed(location: str, paths: Sequence[str]) -> list[WrittenFile]:
 
 
 def describe_partitions(
-    location: str, files: Mapping[str | None, Sequence[str]]
+    location: str, files: Mapping[str | None, Sequence[str]], *, fsync: bool = False
 ) -> dict[str | None, list[WrittenFile]]:
-    return {partition: describe_closed(location, paths) for partition, paths in files.items()}
+    return {partition: describe_closed(location, paths, fsync=fsync) for partition, paths in files.items()}
