@@ -136,6 +136,11 @@ class MetastoreUnavailable(MetaException):
     retryable = True
 
 
+class MetastoreUrlError(MetaException):
+    """A metastore URL that does not parse or names a database acidstream does not run on (SQLite and
+    PostgreSQL only): the caller's mistake, not the metastore's state."""
+
+
 class SchemaVersionError(MetaException):
     """The metastore database was created by an incompatible acidstream release."""
 

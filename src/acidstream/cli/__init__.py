@@ -21,32 +21,48 @@ from acidstream.cli._interrupt import raise_on_sigterm, signal_of
 from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location
 from acidstream.errors import (
     AcidStreamError,
+    HeartBeatFailure,
     InvalidObjectException,
+    InvalidPartition,
+    LockException,
+    LockTimeoutException,
     MetaException,
+    MetastoreUrlError,
+    NoSuchTxnException,
     SerializationError,
     StreamingConnectionError,
     StreamingIOFailure,
     TransactionError,
+    TransactionException,
+    TxnAbortedException,
 )
 from acidstream.runtime import prepare_process
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2  # click's own code for bad options and arguments
+EXIT_METASTORE = 4
+EXIT_TRANSACTION = 6
 #: Most specific class first.
 EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
     (InvalidObjectException, EXIT_USAGE),  # a statement that does not parse or defines nothing valid
+    (MetastoreUrlError, EXIT_USAGE),  # --metastore, ACIDSTREAM_METASTORE or acidstream.toml
+    (InvalidPartition, EXIT_USAGE),  # a partition (--partition) that does not fit the table's keys
     (SerializationError, 3),
-    (StreamingConnectionError, 4),
-    (MetaException, 4),
+    (TxnAbortedException, EXIT_TRANSACTION),  # write conflicts included
+    (NoSuchTxnException, EXIT_TRANSACTION),
+    (LockTimeoutException, EXIT_TRANSACTION),
+    (StreamingConnectionError, EXIT_METASTORE),
+    (MetaException, EXIT_METASTORE),
     (StreamingIOFailure, 5),
-    (TransactionError, 6),
+    (TransactionError, EXIT_TRANSACTION),
+    (HeartBeatFailure, EXIT_TRANSACTION),
+    (TransactionException, EXIT_TRANSACTION),
+    (LockException, EXIT_TRANSACTION),
 ]
 EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, argument, statement or acidstream.toml);
 3 bad input records; 4 metastore (none found, unreachable, no such table or database); 5 storage I/O;
 6 transaction failure (aborted, timed out, lock not acquired); 130/143 interrupted by SIGINT/SIGTERM (what
 was open is aborted, what was committed stays)."""
-#: Errors after which the command says which metastore and warehouse it used.
-_NAME_THE_LOCATION = (StreamingConnectionError, MetaException)
 
 
 def exit_code_for(exc: AcidStreamError) -> int:
@@ -62,13 +78,12 @@ class _Root(click.Group):
             for note in getattr(exc, "__notes__", ()):
                 click.echo(f"  {note}", err=True)
             location = ctx.meta.get(LOCATION_KEY)
-            if (
-                isinstance(exc, _NAME_THE_LOCATION)
-                and not isinstance(exc, InvalidObjectException)
-                and isinstance(location, Location)
+            code = exit_code_for(exc)
+            if (code == EXIT_METASTORE or isinstance(exc, MetastoreUrlError)) and isinstance(
+                location, Location
             ):
                 click.echo(f"  looked in: {location.describe()}", err=True)
-            sys.exit(exit_code_for(exc))
+            sys.exit(code)
         except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (raise_on_sigterm)
             click.echo(f"interrupted by {signal.Signals(signal_of(exc)).name}", err=True)
             for note in getattr(exc, "__notes__", ()):

@@ -104,6 +104,7 @@ def merge_command(
         ) as progress,
     ):
         target = ms.table(table)
+        _check_keys(target, keys)
         step = progress.add_task("reading the source")
         source = _read_source(
             files, fmt, delimiter, target, lambda text: progress.update(step, description=text)
@@ -129,6 +130,17 @@ def merge_command(
         f"[bold]{target.full_name}[/]: {counts['inserted']:,} inserted, {counts['updated']:,} updated, "
         f"{counts['deleted']:,} deleted from {source.num_rows:,} source rows in {seconds:.1f} s"
     )
+
+
+def _check_keys(target: Table, keys: Sequence[str]) -> None:
+    """--on names columns of the table (a mistake there is a usage error, not a bad source)."""
+    columns = [c.name for c in target.all_columns]
+    unknown = [k for k in keys if k.lower() not in columns]
+    if unknown:
+        raise click.BadParameter(
+            f"{', '.join(unknown)}: not a column of {target.full_name} (its columns: {', '.join(columns)})",
+            param_hint="--on",
+        )
 
 
 def _source_files(path: str, fmt: str) -> list[tuple[str, str]]:

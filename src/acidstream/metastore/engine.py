@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
-from acidstream.errors import MetaException, MetastoreUnavailable
+from acidstream.errors import MetaException, MetastoreUnavailable, MetastoreUrlError
 from acidstream.metastore.prepared import connection_lost, execute_driver_sql
 from acidstream.runtime import ShortSwitchInterval
 
@@ -37,16 +37,20 @@ MAX_INTEGRITY_ATTEMPTS = 5  # a lost insert race resolves on the first retry; mo
 _PG_RETRY_SQLSTATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 #: each statement releases the GIL: beside a busy Python thread a 10-statement transaction could wait 50 ms
 _SHORT_SWITCH = ShortSwitchInterval()
+_URL_FORMS = "sqlite:///path.db or postgresql://user@host/db"
 
 
 def make_engine(url: str, wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> Engine:
     """Engine for ``sqlite:///path`` or ``postgresql://...`` (mapped onto the psycopg 3 driver); a SQLite
     statement waits up to ``wait_timeout`` seconds for another connection's write lock."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise MetastoreUrlError(f"metastore URL {url!r} does not parse: use {_URL_FORMS}") from exc
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         if parsed.database in (None, "", ":memory:"):
-            raise MetaException(
+            raise MetastoreUrlError(
                 "the metastore needs a SQLite file (sqlite:///path/metastore.db), not :memory:"
             )
         os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
@@ -62,7 +66,7 @@ def make_engine(url: str, wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> Engine:
         )
         _configure_postgresql(engine)
         return engine
-    raise MetaException(f"unsupported metastore URL {url!r}: use sqlite:///path.db or postgresql://...")
+    raise MetastoreUrlError(f"unsupported metastore URL {url!r}: use {_URL_FORMS}")
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
