@@ -37,3 +37,9 @@ def changes(ms: Metastore, rows: list[dict[str, Any]]) -> None:
     frame = pd.DataFrame(rows, columns=["id", "name", "balance", "region", "op"])
     frame["balance"] = [None if b is None else Decimal(str(b)) for b in frame["balance"]]
     ms.table(CHANGES).merge(frame.astype({"id": "int32"}), on=["id"])
+
+
+def java_int(value: int, bits: int = 32) -> int:
+    """``value`` wrapped around into a signed integer of ``bits`` bits, as Java's arithmetic and casts do."""
+    half = 1 << (bits - 1)
+    return (value + half) % (2 * half) - half

@@ -6,8 +6,9 @@ import datetime as dt
 import re
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
-from sqlhelpers import ACCOUNTS, table_rows
+from sqlhelpers import ACCOUNTS, java_int, table_rows
 
 from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, SqlSyntaxError
@@ -110,3 +111,53 @@ def test_a_missing_table_is_no_such_object(ms: Metastore) -> None:
 def test_ddl_still_goes_to_the_metastore(ms: Metastore) -> None:
     assert ms.execute("SHOW TABLES IN bank") == [("accounts",), ("changes",)]
     assert ms.execute("DESCRIBE bank.changes")[0] == ("id", "int", "")
+
+
+def test_division_by_zero_is_null_as_in_hive(ms: Metastore) -> None:
+    """Hive's / and % give NULL for a zero divisor: the condition is unknown, no row is deleted."""
+    before = table_rows(ms)
+    assert ms.execute("DELETE FROM bank.accounts WHERE id / 0 = 1 OR id % 0 = 0 OR balance / 0 > 1") == [
+        (0, 0, 0)
+    ]
+    assert ms.execute("DELETE FROM bank.accounts WHERE id / 0 IS NULL AND id % 0 IS NULL AND id < 2") == [
+        (0, 0, 2)
+    ]
+    assert table_rows(ms) == before[2:]
+
+
+def test_integer_overflow_wraps_around_as_in_hive(ms: Metastore) -> None:
+    """int op int is an int and bigint op bigint a bigint, wrapping around as Java's arithmetic; a wider value
+    set into a narrower column keeps its low bits, as Hive's casts do."""
+    ms.execute(
+        "CREATE TABLE bank.gens (id int, gen int, big bigint, tiny tinyint) STORED AS ORC "
+        "TBLPROPERTIES ('transactional'='true')"
+    )
+    rows = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int32()),
+            "gen": pa.array([7, 2147483647], pa.int32()),
+            "big": pa.array([3, -9223372036854775808], pa.int64()),
+            "tiny": pa.array([100, -128], pa.int8()),
+        }
+    )
+    ms.table("bank.gens").merge(rows, on=["id"])
+    counts = ms.execute(
+        "UPDATE bank.gens SET gen = (gen + 100000) * 100000, big = big * 9223372036854775807 - 1, tiny = tiny + 200"
+    )
+    assert counts == [(0, 2, 0)]
+    got = sorted(ms.table("bank.gens").scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["gen"], r["big"], r["tiny"]) for r in got] == [
+        (java_int((7 + 100000) * 100000), java_int(3 * 9223372036854775807 - 1, 64), java_int(300, 8)),
+        (java_int((2147483647 + 100000) * 100000), java_int(-(2**63) * (2**63 - 1) - 1, 64), java_int(72, 8)),
+    ]
+
+
+def test_div_by_zero_fails_the_statement_with_a_typed_error_and_commits_nothing(ms: Metastore) -> None:
+    """Hive's DIV (UDFOPLongDivide) fails the query on a zero divisor."""
+    before = table_rows(ms)
+    with pytest.raises(
+        InvalidObjectException, match="the statement failed on the table's rows: divide by zero"
+    ):
+        ms.execute("UPDATE bank.accounts SET name = 'x' WHERE id DIV (id - 3) = 0")
+    assert table_rows(ms) == before
+    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
+from sqlhelpers import java_int
 
 from acidstream.errors import SqlSyntaxError
 from acidstream.sql.expressions import Translator
@@ -137,6 +138,48 @@ def test_conditions_select_as_sql_does(condition: str, ids: list[Any]) -> None:
     ],
 )
 def test_values_take_the_column_type(expression: str, target: pa.DataType, values: list[Any]) -> None:
+    assert value(expression, target) == values
+
+
+IDS = [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("expression", "target", "values"),
+    [
+        # Hive's / and % give NULL for a zero divisor (GenericUDFOPDivide, GenericUDFOPMod)
+        ("id / 0", pa.float64(), [None] * 5),
+        ("score / 0.0", pa.float64(), [None] * 5),
+        ("price / 0", pa.decimal128(10, 2), [None] * 5),
+        ("id % 0", pa.int32(), [None] * 5),
+        ("score % 0", pa.float64(), [None] * 5),
+        ("price % 0", pa.decimal128(10, 2), [None] * 5),
+        ("id % (id - 2)", pa.int32(), [0, None, 0, 0, None]),
+        ("-7 % id", pa.int32(), [0, -1, -1, -3, None]),  # the sign of the dividend, as Java's %
+        # int op int is an int that wraps around, bigint op bigint a bigint (GenericUDFOPPlus/Multiply)
+        ("id * 2147483647", pa.int32(), [java_int(i * 2147483647) for i in IDS] + [None]),
+        (
+            "(id + 2147483647) * 100000",
+            pa.int32(),
+            [java_int((i + 2147483647) * 100000) for i in IDS] + [None],
+        ),
+        ("0 - id - 2147483647", pa.int32(), [java_int(-i - 2147483647) for i in IDS] + [None]),
+        ("-(id - 2147483647 - 2)", pa.int32(), [java_int(-java_int(i - 2147483649)) for i in IDS] + [None]),
+        (
+            "CAST(id AS bigint) * 9223372036854775807",
+            pa.int64(),
+            [java_int(i * 9223372036854775807, 64) for i in IDS] + [None],
+        ),
+        ("id * 3000000000", pa.int64(), [i * 3000000000 for i in IDS] + [None]),  # int * bigint: a bigint
+        # a wider integer set into a narrower column keeps its low bits (Hive's UDFToByte, UDFToInteger)
+        ("id + 126", pa.int8(), [java_int(i + 126, 8) for i in IDS] + [None]),
+        ("CAST(id AS bigint) * 3000000000", pa.int32(), [java_int(i * 3000000000) for i in IDS] + [None]),
+        # DIV truncates to a bigint; MIN DIV -1 wraps as Java's long division
+        ("score DIV 2", pa.int64(), [0, 1, None, 2, 0]),
+        ("(-9223372036854775807 - 1) DIV (id - id - 1)", pa.int64(), [-9223372036854775808] * 4 + [None]),
+    ],
+)
+def test_arithmetic_is_hive_s(expression: str, target: pa.DataType, values: list[Any]) -> None:
     assert value(expression, target) == values
 
 

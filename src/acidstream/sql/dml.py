@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from acidstream.errors import SqlSyntaxError
+from acidstream.errors import InvalidObjectException, SqlSyntaxError
 from acidstream.sql import DML_RESULT_COLUMNS
 from acidstream.sql.expressions import Resolve, Translator
 from acidstream.sql.parse import error_at, parse_statement, unsupported
@@ -25,21 +25,27 @@ if TYPE_CHECKING:
     from acidstream.catalog import Metastore, Table
 
 Counts = list[tuple[int, int, int]]
+#: What evaluating a statement's expressions on the rows can raise: the rows decide, as in Hive, where the same
+#: statement fails at run time (``x DIV 0``, a value out of its type's range).
+_EVALUATION_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
 def run(ms: Metastore, sql: str) -> Counts:
     """Parse and run one DML statement; returns ``[(inserted, updated, deleted)]``."""
     statement = parse_statement(sql)
-    if isinstance(statement, exp.Delete):
-        counts = _delete(ms, sql, statement)
-    elif isinstance(statement, exp.Update):
-        counts = _update(ms, sql, statement)
-    elif isinstance(statement, exp.Merge):
-        from acidstream.sql.merge import run_merge
+    try:
+        if isinstance(statement, exp.Delete):
+            counts = _delete(ms, sql, statement)
+        elif isinstance(statement, exp.Update):
+            counts = _update(ms, sql, statement)
+        elif isinstance(statement, exp.Merge):
+            from acidstream.sql.merge import run_merge
 
-        counts = run_merge(ms, sql, statement)
-    else:
-        raise unsupported(sql, statement, "this statement (expected DELETE, UPDATE or MERGE)")
+            counts = run_merge(ms, sql, statement)
+        else:
+            raise unsupported(sql, statement, "this statement (expected DELETE, UPDATE or MERGE)")
+    except _EVALUATION_ERRORS as exc:  # the txn is aborted already: nothing of the statement committed
+        raise InvalidObjectException(f"the statement failed on the table's rows: {exc}") from exc
     inserted, updated, deleted = (counts[k] for k in DML_RESULT_COLUMNS)
     return [(inserted, updated, deleted)]
 

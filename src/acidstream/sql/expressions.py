@@ -1,8 +1,10 @@
 """SQL expressions (sqlglot nodes) as Arrow compute expressions, typed as Hive types them.
 
 A literal takes the type of what it meets — ``d = '2024-01-31'`` compares a date column with a date,
-``price > 9.99`` a decimal with a decimal — and is otherwise typed as Hive types it (``1`` an integer, ``1.5`` a
-decimal, ``1e3`` a double). Predicates keep SQL's three-valued logic: a comparison with NULL is unknown, and
+``price > 9.99`` a decimal with a decimal — and is otherwise typed as Hive types it (``1`` an int, ``3000000000``
+a bigint, ``1.5`` a decimal, ``1e3`` a double). Arithmetic is Hive's: integers wrap around on overflow as Java's
+do (``int * int`` is an int), ``/`` and ``%`` by zero are NULL, and a value narrowed to a smaller integer keeps
+its low bits (Java's cast). Predicates keep SQL's three-valued logic: a comparison with NULL is unknown, and
 unknown never selects a row, under NOT or NOT IN too. Every expression is bound to the columns' types as it is
 built, so a type mismatch is reported at the construct, before any txn opens; a construct without a
 translation is a :class:`~acidstream.errors.SqlSyntaxError` naming it.
@@ -31,6 +33,7 @@ Resolve = Callable[[exp.Column], tuple[str, pa.DataType]]
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError)
 _ANCHOR = "\x00anchor"  # a column of the type a literal is compared with, to check that they compare
 _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+_INT_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class Translator:
         return self._typed(_COMPARISONS[type(node)](left.expr, right.expr), node)
 
     def _negate(self, node: exp.Neg) -> Operand:
-        return self._typed(pc.negate_checked(self.operand(node.this).expr), node)
+        return self._typed(pc.negate(self.operand(node.this).expr), node)  # -MIN is MIN, as in Java
 
     def _concat(self, node: exp.DPipe | exp.Concat) -> Operand:
         parts = [node.this, node.expression] if isinstance(node, exp.DPipe) else node.expressions
@@ -140,7 +143,8 @@ class Translator:
             return literal(text)
         try:
             if text.isdigit():
-                return literal(int(text))
+                number = int(text)
+                return literal(number, pa.int32() if number <= _INT_MAX else None)
             if "e" in text.lower():
                 return literal(float(text))
             return literal(Decimal(text))
@@ -226,13 +230,22 @@ class Translator:
 
     def _arithmetic(self, node: exp.Expr) -> Operand:
         left, right = self._pair(node.this, node.expression, comparing=False)
+        if isinstance(
+            node, exp.IntDiv
+        ):  # DIV: a bigint quotient, truncated; a zero divisor fails, as in Hive
+            a, b = _convert(left, pa.int64()), _convert(right, pa.int64())
+            quotient = _ARITHMETIC[exp.IntDiv](a, b)
+            return self._typed(pc.if_else(pc.equal(b, -1), pc.negate(a), quotient), node)  # MIN DIV -1 is MIN
         a, b = left.expr, right.expr
+        divisor = right.type
         decimal = pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)
         if isinstance(node, exp.Div) and not decimal:  # Hive's / is a double division
-            a, b = a.cast(pa.float64()), b.cast(pa.float64())
-        if isinstance(node, exp.IntDiv):  # DIV: integral quotient, truncated
-            a, b = a.cast(pa.int64()), b.cast(pa.int64())
-        return self._typed(_ARITHMETIC[type(node)](a, b), node)
+            a, b, divisor = a.cast(pa.float64()), b.cast(pa.float64()), pa.float64()
+        if isinstance(node, exp.Div | exp.Mod) and _numeric(divisor):  # x / 0 and x % 0 are NULL
+            zero = pa.scalar(Decimal(0) if pa.types.is_decimal(divisor) else 0, divisor)
+            b = pc.if_else(pc.equal(b, pc.scalar(zero)), pc.scalar(pa.scalar(None, divisor)), b)
+        wraps = pa.types.is_integer(left.type) and pa.types.is_integer(right.type)
+        return self._typed((_WRAPPING if wraps else _ARITHMETIC)[type(node)](a, b), node)
 
     def _case(self, node: exp.Case) -> Operand:
         branches = node.args.get("ifs") or []
@@ -370,15 +383,23 @@ _ARITHMETIC: dict[type[exp.Expr], Callable[[pc.Expression, pc.Expression], pc.Ex
     exp.Sub: pc.subtract_checked,
     exp.Mul: pc.multiply_checked,
     exp.Div: pc.divide_checked,
-    exp.IntDiv: pc.divide_checked,
+    exp.IntDiv: pc.divide,  # of bigints: a zero divisor fails the statement, as Hive's DIV does
     exp.Mod: pc.remainder_checked,  # the sign of the dividend, as Java's %
+}
+#: Integer arithmetic in the operands' wider type, wrapping around on overflow as Java's (Hive's) does.
+_WRAPPING = {
+    **_ARITHMETIC,
+    exp.Add: pc.add,
+    exp.Sub: pc.subtract,
+    exp.Mul: pc.multiply,
+    exp.Mod: pc.remainder,
 }
 
 _FUNCTIONS: dict[type[exp.Expr], Callable[[pc.Expression], pc.Expression]] = {
     exp.Upper: pc.utf8_upper,
     exp.Lower: pc.utf8_lower,
     exp.Length: pc.utf8_length,
-    exp.Abs: pc.abs_checked,
+    exp.Abs: pc.abs,  # abs(MIN) is MIN, as Java's Math.abs
 }
 
 
@@ -423,7 +444,8 @@ def _numeric(t: pa.DataType) -> bool:
 
 def _convert(op: Operand, target: pa.DataType) -> pc.Expression:
     """``op`` as a ``target`` value the way Hive converts: numbers rounded to a decimal's scale (half away from
-    zero) or truncated to an integer, where Arrow's cast would refuse to lose digits."""
+    zero) or truncated to an integer, where Arrow's cast would refuse to lose digits; an integer narrowed to a
+    smaller one keeps its low bits (``CAST(bigint AS int)``, or an int expression set into a tinyint column)."""
     if op.type == target:
         return op.expr
     expr = op.expr
@@ -431,6 +453,8 @@ def _convert(op: Operand, target: pa.DataType) -> pc.Expression:
         expr = pc.round(expr, ndigits=target.scale, round_mode="half_towards_infinity")
     elif pa.types.is_integer(target) and (pa.types.is_decimal(op.type) or pa.types.is_floating(op.type)):
         expr = pc.trunc(expr)
+    elif pa.types.is_integer(target) and pa.types.is_integer(op.type):
+        return expr.cast(target, safe=False)
     return expr.cast(target)
 
 
