@@ -19,7 +19,9 @@ from support.streamcheck import Ledger, check_table, create_table, start_writer,
 
 PER_TXN = 500
 #: auto-flushes inside each txn: a kill finds uncommitted rows already in the files (and side files)
-CONFIG = {"max_buffered_bytes": 4 << 10, "parse_batch_records": 200, "heartbeat_interval": 600}
+CONFIG = {"max_buffered_bytes": 4 << 10, "parse_batch_records": 200}
+#: the writers' own txn timeout (they heartbeat at half of it): their txns end this long after the kill
+WRITER_TXN_TIMEOUT = 2.0
 #: between a flush's stripes and its footer, the footer and its side-file entry, the entry and the metastore
 #: commit, and inside the commit's DB transaction
 POINTS = ["orc.flush.stripes", "orc.flush.tail", "orc.flush.published", "metastore.commit"]
@@ -27,8 +29,8 @@ POINTS = ["orc.flush.stripes", "orc.flush.tail", "orc.flush.published", "metasto
 
 def _after_timeouts(url: str, warehouse: Path, ledger: Ledger, first_seq: int) -> None:
     """The killed writers' open txns time out; the table is still whole, and takes a new txn."""
-    with Metastore.connect(url, warehouse=str(warehouse), txn_timeout=0.5) as ms:
-        time.sleep(0.6)
+    with Metastore.connect(url, warehouse=str(warehouse)) as ms:
+        time.sleep(WRITER_TXN_TIMEOUT + 0.1)
         ms.perform_timeouts()
         assert all(ms.get_txn_state(t).name != "OPEN" for t in ledger.begun.values())
         check_table(ms, "t", ledger, PER_TXN)
@@ -45,7 +47,7 @@ def test_kill_at_each_point_of_the_commit_path(metastore_url: str, warehouse: Pa
         for n, point in enumerate(POINTS):
             writer = start_writer(
                 metastore_url, warehouse, "t", batch=batch, txns=50, per_txn=PER_TXN,
-                first_seq=n * 100, config=CONFIG, faults=f"{point}=kill@7",
+                first_seq=n * 100, config=CONFIG, faults=f"{point}=kill@7", txn_timeout=WRITER_TXN_TIMEOUT,
             )  # fmt: skip
             out, err = writer.communicate(timeout=60)
             assert writer.returncode == -signal.SIGKILL, f"{point}: {err}"
@@ -66,7 +68,7 @@ def test_kill_at_random_times(metastore_url: str, warehouse: Path, batch: int) -
         for n in range(4):
             writer = start_writer(
                 metastore_url, warehouse, "t", batch=batch, txns=0, per_txn=PER_TXN,
-                first_seq=n * 1000, config=CONFIG,
+                first_seq=n * 1000, config=CONFIG, txn_timeout=WRITER_TXN_TIMEOUT,
             )  # fmt: skip
             assert writer.stdout is not None
             first = writer.stdout.readline()

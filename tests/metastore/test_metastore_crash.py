@@ -20,7 +20,7 @@ CLIENT = """
 import sys
 from acidstream.metastore import Metastore
 url, wh, loops = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with Metastore.connect(url, warehouse=wh) as ms:
+with Metastore.connect(url, warehouse=wh, txn_timeout=1.0) as ms:  # its txns time out 1 s after its death
     for _ in range(loops):
         txns = ms.open_txns(2)
         ms.allocate_table_write_ids(txns, "default.t")
@@ -92,7 +92,7 @@ def test_kill_at_random_points(metastore_url: str, warehouse: Path) -> None:
     with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=0.5) as ms:
         for txn in committed:
             assert ms.get_txn_state(txn) is TxnState.COMMITTED
-        time.sleep(0.6)
+        time.sleep(1.1)
         ms.perform_timeouts()
         snapshot = ms.get_valid_write_ids("t")
         assert snapshot.open_ids == ()

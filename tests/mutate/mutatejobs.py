@@ -265,10 +265,11 @@ def coordinator(url: str, wh: str, table_json: str, snapshot: str, statement_id:
     print("SUMMARY", coord.close().to_json(), flush=True)
 
 
-def listener(url: str, wh: str, heartbeat_interval: str) -> None:
-    """A live client whose txn is aborted under it: the listener is called from the heartbeat thread, then the
-    commit fails with TransactionException. Prints READY (txn id), LISTENER and the commit's outcome."""
-    ms = Metastore.connect(url, warehouse=wh)  # a long txn timeout: this process aborts nothing itself
+def listener(url: str, wh: str, heartbeat_interval: str, txn_timeout: str) -> None:
+    """A live client whose txn is aborted under it (it heartbeats less often than its own txn timeout): the
+    listener is called from the heartbeat thread, then the commit fails with TransactionException. Prints READY
+    (txn id), LISTENER and the commit's outcome."""
+    ms = Metastore.connect(url, warehouse=wh, txn_timeout=float(txn_timeout))
     called = threading.Event()
 
     def on_failure(txn_id: int, error: BaseException) -> None:

@@ -83,10 +83,9 @@ def planned(before: list[Row]) -> list[Row]:
 
 
 def wait_aborted(url: str, warehouse: Path, txn_id: int) -> None:
-    """Run the housekeeper until it aborts ``txn_id`` (its heartbeats stopped), within 30 s. Its short timeout
-    is its own: the test's other work runs on a handle with the default one, so no slow heartbeat of it is
-    mistaken for a dead client."""
-    with Metastore.connect(url, warehouse=warehouse, txn_timeout=TXN_TIMEOUT) as reaper:
+    """Run the housekeeper until it aborts ``txn_id`` (its heartbeats stopped for longer than the txn's own
+    timeout), within 30 s."""
+    with Metastore.connect(url, warehouse=warehouse) as reaper:
         deadline = time.monotonic() + 30
         while reaper.get_txn_state(txn_id) is TxnState.OPEN:
             assert time.monotonic() < deadline, f"txnid:{txn_id} still open"
@@ -208,11 +207,12 @@ def test_kill_9_of_a_coordinator_process_and_the_retried_task(
 def test_lock_failure_listener_of_a_live_client(
     crash: Metastore, metastore_url: str, warehouse: Path
 ) -> None:
-    """The client process heartbeats every 5 s; a housekeeper with a 2 s timeout aborts its txn in between. The client's next heartbeat calls the listener; its commit then fails with
+    """The client process heartbeats every 5 s, with a 2 s txn timeout of its own: the housekeeper aborts its
+    txn in between. The client's next heartbeat calls the listener; its commit then fails with
     TransactionException and nothing of the txn is visible."""
     ms = crash
     before = rows(ms, CRASH)
-    proc = job("listener", metastore_url, str(warehouse), "5")
+    proc = job("listener", metastore_url, str(warehouse), "5", str(TXN_TIMEOUT))
     try:
         txn_id = int(wait_for(proc, "READY"))
         wait_aborted(metastore_url, warehouse, txn_id)

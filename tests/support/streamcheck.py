@@ -163,14 +163,16 @@ def start_writer(
     first_seq: int = 0,
     config: Mapping[str, Any] | None = None,
     faults: str | None = None,
+    txn_timeout: float = 300.0,
 ) -> subprocess.Popen[str]:
-    """``streaming_writer.py`` in a new process (its stdout: the ledger lines)."""
+    """``streaming_writer.py`` in a new process (its stdout: the ledger lines); its txns time out
+    ``txn_timeout`` s after its last heartbeat."""
     env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
     if faults:
         env[FAULTS_ENV] = faults
     args = [url, str(warehouse), table, str(batch), str(txns), str(per_txn), str(first_seq)]
     return subprocess.Popen(
-        [sys.executable, str(WRITER_PROGRAM), *args, json.dumps(dict(config or {}))],
+        [sys.executable, str(WRITER_PROGRAM), *args, json.dumps(dict(config or {})), str(txn_timeout)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

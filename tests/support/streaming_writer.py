@@ -1,6 +1,6 @@
 """A streaming writer process for the fault tests, to be killed at any point.
 
-    python streaming_writer.py URL WAREHOUSE TABLE BATCH_SIZE TXNS PER_TXN FIRST_SEQ CONFIG_JSON
+    python streaming_writer.py URL WAREHOUSE TABLE BATCH_SIZE TXNS PER_TXN FIRST_SEQ CONFIG_JSON TXN_TIMEOUT
 
 Transaction ``seq`` writes the records ``id = seq * 100000 + i`` (i < PER_TXN), ``msg = "s<seq>"``; the process
 prints ``BEGIN seq txn_id`` once the txn is open (before any of its records) and ``COMMITTED seq txn_id`` once
@@ -18,8 +18,8 @@ from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWrite
 
 
 def main(argv: list[str]) -> None:
-    url, warehouse, table, batch, txns, per_txn, first_seq, config = argv
-    with Metastore.connect(url, warehouse=warehouse) as ms:
+    url, warehouse, table, batch, txns, per_txn, first_seq, config, txn_timeout = argv
+    with Metastore.connect(url, warehouse=warehouse, txn_timeout=float(txn_timeout)) as ms:
         conn = (
             StreamingConnection.builder()
             .with_metastore(ms)

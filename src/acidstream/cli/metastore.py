@@ -217,10 +217,12 @@ def show_compactions(metastore: str, warehouse: str) -> None:
     type=click.FloatRange(min=0.1),
     default=300.0,
     show_default=True,
-    help="Abort txns silent for longer (s).",
+    help="Timeout of txns, txn-less locks and readers that recorded none of their own (s): each is otherwise "
+    "timed out by the timeout its client opened it with.",
 )
 def housekeeper(metastore: str, warehouse: str, once: bool, interval: float, txn_timeout: float) -> None:
-    """Abort timed-out transactions (normal metastore use does this too; this keeps idle metastores clean)."""
+    """Abort transactions silent for longer than their own timeout (normal metastore use does this too; this
+    keeps idle metastores clean)."""
     with open_metastore(metastore, warehouse, txn_timeout=txn_timeout) as ms:
         while True:
             aborted = ms.perform_timeouts()

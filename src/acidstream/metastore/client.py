@@ -125,6 +125,12 @@ class MetastoreClient:
         return self._db.url
 
     @property
+    def _timeout_ms(self) -> int:
+        """``txn_timeout`` as recorded with this client's txns, txn-less locks and reader registrations: each
+        is timed out by its own, whoever runs the housekeeping."""
+        return int(self.txn_timeout * 1000)
+
+    @property
     def dialect(self) -> str:
         return self._db.dialect
 
@@ -245,7 +251,10 @@ class MetastoreClient:
     ) -> list[int]:
         self._housekeep_if_due()
         user, host = _identify(user, host)
-        return self._write(lambda c: txns.open_txns(c, n, user=user, host=host, agent_info=agent_info))
+        timeout_ms = self._timeout_ms
+        return self._write(
+            lambda c: txns.open_txns(c, n, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms)
+        )
 
     def allocate_table_write_ids(self, txn_ids: Sequence[int], table_name: str) -> list[tuple[int, int]]:
         db, name = catalog.split_name(table_name)
@@ -264,9 +273,10 @@ class MetastoreClient:
         self._housekeep_if_due()
         db, name = catalog.split_name(table_name)
         user, host = _identify(user, host)
+        timeout_ms = self._timeout_ms
         return self._write(
             lambda c: txns.open_txns_with_write_ids(
-                c, n, db, name, user=user, host=host, agent_info=agent_info
+                c, n, db, name, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms
             )
         )
 
@@ -290,8 +300,12 @@ class MetastoreClient:
         db, name = catalog.split_name(table_name)
         user, host = _identify(user, host)
 
+        timeout_ms = self._timeout_ms
+
         def open_batch(c: Connection) -> list[tuple[int, int]]:
-            return txns.open_txns_with_write_ids(c, n, db, name, user=user, host=host, agent_info=agent_info)
+            return txns.open_txns_with_write_ids(
+                c, n, db, name, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms
+            )
 
         def lock_first(
             c: Connection, txn_id: int, opened_with: tuple[str, str, int] | None = None
@@ -413,9 +427,9 @@ class MetastoreClient:
         )
 
     def perform_timeouts(self) -> list[int]:
-        """One housekeeper pass: abort txns silent for longer than ``txn_timeout`` (returns their ids) and forget
-        reader registrations as silent."""
-        timeout_ms = int(self.txn_timeout * 1000)
+        """One housekeeper pass: abort txns silent for longer than their own timeout (returns their ids) and forget
+        reader registrations silent for longer than their lease; ``txn_timeout`` serves rows that recorded none."""
+        timeout_ms = self._timeout_ms
 
         def run(c: Connection) -> list[int]:
             readers.purge(c, timeout_ms)
@@ -444,8 +458,17 @@ class MetastoreClient:
         self._housekeep_if_due()
         user, host = _identify(user, host)
 
+        timeout_ms = self._timeout_ms
         lock_id, state, blocker = self._write(
-            lambda c: locks.request(c, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info)
+            lambda c: locks.request(
+                c,
+                components,
+                txn_id=txn_id,
+                user=user,
+                host=host,
+                agent_info=agent_info,
+                timeout_ms=timeout_ms,
+            )
         )
         if state is LockState.ACQUIRED or not wait:
             return LockResponse(lock_id, state)
@@ -546,7 +569,9 @@ class MetastoreClient:
         gets a compactor txn (``CompactionInfo.txn_id``) that the worker must heartbeat."""
         user, host = _identify(None, None)
         return self._write(
-            lambda c: compaction.claim(c, worker_id, cq_id=compaction_id, user=user, host=host)
+            lambda c: compaction.claim(
+                c, worker_id, cq_id=compaction_id, user=user, host=host, timeout_ms=self._timeout_ms
+            )
         )
 
     def update_compaction(
@@ -580,20 +605,16 @@ class MetastoreClient:
     def find_ready_to_clean(self, retention: float) -> list[CompactionInfo]:
         """Published compactions at least ``retention`` s old that no registered reader can still need."""
         return self._read(
-            lambda c: compaction.find_ready_to_clean(c, int(retention * 1000), int(self.txn_timeout * 1000))
+            lambda c: compaction.find_ready_to_clean(c, int(retention * 1000), self._timeout_ms)
         )
 
     def claim_cleaning(self, compaction_id: int) -> bool:
         """Take a ready request for cleaning (False: another cleaner has it); the claim lapses after
         ``txn_timeout``."""
-        return self._write(
-            lambda c: compaction.claim_cleaning(c, compaction_id, int(self.txn_timeout * 1000))
-        )
+        return self._write(lambda c: compaction.claim_cleaning(c, compaction_id, self._timeout_ms))
 
     def blocking_readers(self, compaction_id: int) -> list[int]:
-        return self._read(
-            lambda c: compaction.blocking_readers(c, compaction_id, int(self.txn_timeout * 1000))
-        )
+        return self._read(lambda c: compaction.blocking_readers(c, compaction_id, self._timeout_ms))
 
     def mark_cleaned(
         self, compaction_id: int, forget_write_ids: Sequence[int] = (), removed: Sequence[str] = ()
@@ -641,7 +662,9 @@ class MetastoreClient:
         user, host = _identify(None, None)
 
         def run(c: Connection) -> ReaderRegistration:
-            reader_id = readers.register(c, db, name, user=user, host=host, agent_info=agent_info)
+            reader_id = readers.register(
+                c, db, name, user=user, host=host, agent_info=agent_info, lease_ms=self._timeout_ms
+            )
             at = snapshot if snapshot is not None else txns.get_open_txns(c)
             return ReaderRegistration(reader_id, snapshots.valid_write_ids_at(c, db, name, at), at)
 

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, and_, delete, func, insert, or_, select, upda
 
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.errors import InvalidObjectException, InvalidPartition, NoSuchObjectException
-from acidstream.metastore import catalog, followers, notifications, txns
+from acidstream.metastore import catalog, followers, notifications, readers, txns
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms, take_ids
 from acidstream.metastore.models import (
@@ -206,8 +206,10 @@ def claim(
     cq_id: int | None = None,
     user: str | None = None,
     host: str | None = None,
+    timeout_ms: int | None = None,
 ) -> CompactionInfo | None:
-    """Claim the oldest initiated entry (or entry ``cq_id`` if still initiated) and open its compactor txn.
+    """Claim the oldest initiated entry (or entry ``cq_id`` if still initiated) and open its compactor txn
+    (which times out after ``timeout_ms`` without a heartbeat).
 
     Rows locked by another claimer are skipped (PostgreSQL), so concurrent workers never take the same entry.
     """
@@ -224,6 +226,7 @@ def claim(
         user=user,
         host=host,
         agent_info=f"compactor {worker_id}: {_KIND_NAMES[row.cq_type]} {target}",
+        timeout_ms=timeout_ms,
     )
     conn.execute(
         update(s.compaction_queue)
@@ -421,7 +424,7 @@ def find_ready_to_clean(conn: Connection, retention_ms: int, reader_timeout_ms: 
             SR.sr_database == CQ.cq_database,
             SR.sr_table == CQ.cq_table,
             SR.sr_id < CQ.cq_next_reader_id,
-            SR.sr_last_heartbeat >= now - reader_timeout_ms,
+            readers.alive(now, reader_timeout_ms),
         )
         .exists()
     )
@@ -470,7 +473,7 @@ def blocking_readers(conn: Connection, cq_id: int, reader_timeout_ms: int) -> li
                 SR.sr_database == row.cq_database,
                 SR.sr_table == row.cq_table,
                 SR.sr_id < row.cq_next_reader_id,
-                SR.sr_last_heartbeat >= now_ms() - reader_timeout_ms,
+                readers.alive(now_ms(), reader_timeout_ms),
             )
             .order_by(SR.sr_id)
         ).scalars()

@@ -72,12 +72,14 @@ def request(
     host: str | None,
     agent_info: str | None,
     opened_with: tuple[str, str, int] | None = None,
+    timeout_ms: int | None = None,
 ) -> tuple[int, LockState, str | None]:
     """Queue the request, recording the txn's write components, and try to acquire it at once (Hive's
     ``enqueueLock`` + ``checkLock``, in one database transaction); returns the lock id, state and blocker.
 
     ``opened_with`` (db, table, write id): the txn was opened in this same database transaction with that write
     id, so it is open and that table transactional without asking again (a streaming batch's open).
+    ``timeout_ms``: how long a txn-less lock may go without a heartbeat (a txn's locks live as long as it).
     """
     if not components:
         raise InvalidObjectException("a lock request needs at least one component")
@@ -117,6 +119,7 @@ def request(
                 "hl_user": user,
                 "hl_host": host,
                 "hl_agent_info": agent_info,
+                "hl_timeout_ms": None if txn_id else timeout_ms,
             }
             for i, ((db, table, partition), comp) in enumerate(zip(objects, components, strict=True))
         ],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, update
 
 from acidstream.metastore import catalog
 from acidstream.metastore import schema as s
@@ -20,8 +20,17 @@ SR = s.snapshot_readers.c
 
 
 def register(
-    conn: Connection, db: str, table: str, *, user: str | None, host: str | None, agent_info: str | None
+    conn: Connection,
+    db: str,
+    table: str,
+    *,
+    user: str | None,
+    host: str | None,
+    agent_info: str | None,
+    lease_ms: int | None = None,
 ) -> int:
+    """Register a reader of ``db.table``; ``lease_ms``: how long it may go without a heartbeat before it is no
+    longer waited for (None: the timeout of whoever asks)."""
     catalog.require_table_id(conn, db, table)
     reader_id = take_ids(conn, s.next_reader_id)
     now = now_ms()
@@ -35,6 +44,7 @@ def register(
             sr_user=user,
             sr_host=host,
             sr_agent_info=agent_info,
+            sr_lease_ms=lease_ms,
         )
     )
     return reader_id
@@ -55,11 +65,14 @@ def unregister(conn: Connection, reader_ids: Sequence[int]) -> None:
         conn.execute(delete(s.snapshot_readers).where(SR.sr_id.in_(list(reader_ids))))
 
 
+def alive(now: int, timeout_ms: int) -> ColumnElement[bool]:
+    """A registration heartbeated within its own lease (``timeout_ms`` for those that recorded none)."""
+    return SR.sr_last_heartbeat + func.coalesce(SR.sr_lease_ms, timeout_ms) >= now
+
+
 def purge(conn: Connection, timeout_ms: int) -> int:
-    """Forget registrations silent for longer than the timeout (their process is gone)."""
-    return int(
-        conn.execute(delete(s.snapshot_readers).where(SR.sr_last_heartbeat < now_ms() - timeout_ms)).rowcount
-    )
+    """Forget registrations silent for longer than their lease (their process is gone)."""
+    return int(conn.execute(delete(s.snapshot_readers).where(~alive(now_ms(), timeout_ms))).rowcount)
 
 
 def active(conn: Connection, db: str | None = None, table: str | None = None) -> list[tuple[int, str, str]]:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 from acidstream.errors import SchemaVersionError
 
 #: Bump when the schema changes and register the step in ``UPGRADES``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -136,6 +136,9 @@ txns = Table(
     Column("txn_host", String(NAME)),
     Column("txn_agent_info", Text),
     Column("txn_heartbeat_count", Integer, nullable=False, default=0),
+    # The opener's own timeout: a txn is aborted only for missing its own heartbeats (NULL: opened by an older
+    # release; the housekeeper's timeout applies). Hive's hive.txn.timeout is the server's; ours is per client.
+    Column("txn_timeout_ms", BigInteger),
     Index("ix_txns_state", "txn_state"),
 )
 
@@ -220,6 +223,7 @@ hive_locks = Table(
     Column("hl_agent_info", Text),
     Column("hl_blockedby_ext_id", BigInteger),
     Column("hl_blockedby_int_id", BigInteger),
+    Column("hl_timeout_ms", BigInteger),  # a txn-less lock's own timeout, as txn_timeout_ms
     PrimaryKeyConstraint("hl_lock_ext_id", "hl_lock_int_id"),
     Index("ix_hl_txnid", "hl_txnid"),
 )
@@ -298,6 +302,7 @@ snapshot_readers = Table(
     Column("sr_user", String(NAME)),
     Column("sr_host", String(NAME)),
     Column("sr_agent_info", Text),
+    Column("sr_lease_ms", BigInteger),  # the reader's own lease, as txn_timeout_ms
     Index("ix_sr_table", "sr_database", "sr_table"),
 )
 
@@ -418,12 +423,14 @@ def _upgrade_v2(conn: Connection) -> None:
     """v3 adds the compactor's columns, the reader registrations and their counter (each only if missing)."""
     inspector = inspect(conn)
     existing = set(inspector.get_table_names())
-    for table, prefix in ((compaction_queue, "cq"), (completed_compactions, "cc")):
-        have = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in _compaction_columns_v3(prefix):
-            if column.name not in have:
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
+    _add_missing_columns(
+        conn,
+        [
+            (table, column.name)
+            for table, prefix in ((compaction_queue, "cq"), (completed_compactions, "cc"))
+            for column in _compaction_columns_v3(prefix)
+        ],
+    )
     for index in (*compaction_queue.indexes, *completed_compactions.indexes):
         if index.name not in {i["name"] for i in inspector.get_indexes(index.table.name)}:  # type: ignore[union-attr]
             index.create(conn)
@@ -445,8 +452,30 @@ def _upgrade_v3(conn: Connection) -> None:
         _IX_NL_TXN.create(conn)
 
 
+def _upgrade_v4(conn: Connection) -> None:
+    """v5 records each txn's, txn-less lock's and reader's own timeout with it: one client's short timeout
+    no longer aborts another client's txns."""
+    _add_missing_columns(
+        conn,
+        [(txns, "txn_timeout_ms"), (hive_locks, "hl_timeout_ms"), (snapshot_readers, "sr_lease_ms")],
+    )
+
+
+def _add_missing_columns(conn: Connection, columns: list[tuple[Table, str]]) -> None:
+    inspector = inspect(conn)
+    for table, name in columns:
+        if name not in {c["name"] for c in inspector.get_columns(table.name)}:
+            kind = table.c[name].type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {name} {kind}")
+
+
 #: Upgrade steps: ``UPGRADES[v]`` migrates a version-``v`` database to ``v + 1`` inside the caller's transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_v1, 2: _upgrade_v2, 3: _upgrade_v3}
+UPGRADES: dict[int, Callable[[Connection], None]] = {
+    1: _upgrade_v1,
+    2: _upgrade_v2,
+    3: _upgrade_v3,
+    4: _upgrade_v4,
+}
 
 
 def ensure_schema(conn: Connection, now_ms: int) -> None:

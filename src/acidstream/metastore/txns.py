@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select, true, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, true, update
 
 from acidstream.acid.writeids import LONG_MAX, ValidTxnList, ValidWriteIdList, write_id_list_from_states
 from acidstream.errors import (
@@ -144,10 +144,18 @@ def get_txn_state(conn: Connection, txn_id: int) -> TxnState:
 
 
 def open_txns(
-    conn: Connection, n: int, *, user: str | None, host: str | None, agent_info: str | None
+    conn: Connection,
+    n: int,
+    *,
+    user: str | None,
+    host: str | None,
+    agent_info: str | None,
+    timeout_ms: int | None = None,
 ) -> list[int]:
+    """Open ``n`` txns; ``timeout_ms`` is how long each may go without a heartbeat before it is aborted (None:
+    the housekeeper's timeout, as for a replica's txns, which no timeout ends)."""
     ids = _take_txn_ids(conn, n)
-    notifications.emit_many(conn, [_insert_open(conn, ids, user, host, agent_info)])
+    notifications.emit_many(conn, [_insert_open(conn, ids, user, host, agent_info, timeout_ms)])
     return ids
 
 
@@ -159,7 +167,12 @@ def _take_txn_ids(conn: Connection, n: int) -> list[int]:
 
 
 def _insert_open(
-    conn: Connection, ids: list[int], user: str | None, host: str | None, agent_info: str | None
+    conn: Connection,
+    ids: list[int],
+    user: str | None,
+    host: str | None,
+    agent_info: str | None,
+    timeout_ms: int | None,
 ) -> dict[str, Any]:
     """Insert the TXNS rows of freshly taken ids; returns their OPEN_TXN event for the caller to emit."""
     now = now_ms()
@@ -175,6 +188,7 @@ def _insert_open(
                 "txn_host": host,
                 "txn_agent_info": agent_info,
                 "txn_heartbeat_count": 0,
+                "txn_timeout_ms": timeout_ms,
             }
             for i in ids
         ],
@@ -249,6 +263,7 @@ def open_txns_with_write_ids(
     user: str | None,
     host: str | None,
     agent_info: str | None,
+    timeout_ms: int | None = None,
 ) -> list[tuple[int, int]]:
     """``open_txns`` + ``allocate_table_write_ids`` in one DB transaction (Hive streaming's batch open).
 
@@ -259,7 +274,7 @@ def open_txns_with_write_ids(
         raise InvalidObjectException(f"Table {db}.{table} is not transactional: it has no write ids")
     ids = _take_txn_ids(conn, n)
     pairs = _take_write_ids(conn, ids, db, table)
-    opened = _insert_open(conn, ids, user, host, agent_info)
+    opened = _insert_open(conn, ids, user, host, agent_info, timeout_ms)
     notifications.emit_many(conn, [opened, _insert_write_ids(conn, pairs, db, table)])
     return pairs
 
@@ -667,14 +682,15 @@ def _write_event(
 
 
 def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
-    """Abort open txns not heartbeated within the timeout; drop stale txn-less locks and empty aborted txns."""
-    cutoff = now_ms() - txn_timeout_ms
+    """Abort open txns not heartbeated within their own timeout (``txn_timeout_ms`` for those that recorded
+    none); drop txn-less locks silent for their own timeout, and empty aborted txns."""
+    now = now_ms()
     stale = list(
         conn.execute(
             select(T.txn_id)
             .where(
                 T.txn_state == TxnState.OPEN.value,
-                T.txn_last_heartbeat < cutoff,
+                T.txn_last_heartbeat + func.coalesce(T.txn_timeout_ms, txn_timeout_ms) < now,
                 ~_REPLICATED,  # a replica's txns for source txns end when the source's do, never by timeout
             )
             .order_by(T.txn_id)
@@ -683,15 +699,18 @@ def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
     )
     _abort_open(conn, stale, "timeout")
     hl = s.hive_locks.c
-    conn.execute(delete(s.hive_locks).where(hl.hl_txnid == 0, hl.hl_last_heartbeat < cutoff))
+    conn.execute(
+        delete(s.hive_locks).where(
+            hl.hl_txnid == 0, hl.hl_last_heartbeat + func.coalesce(hl.hl_timeout_ms, txn_timeout_ms) < now
+        )
+    )
     # Hive's cleanEmptyAbortedTxns, delayed a further timeout so a late commit still hears "aborted".
-    forget = cutoff - txn_timeout_ms
     has_components = select(TC.tc_txnid).where(TC.tc_txnid == T.txn_id).exists()
     has_write_ids = select(T2W.t2w_txnid).where(T2W.t2w_txnid == T.txn_id).exists()
     conn.execute(
         delete(s.txns).where(
             T.txn_state == TxnState.ABORTED.value,
-            T.txn_last_heartbeat < forget,
+            T.txn_last_heartbeat + 2 * func.coalesce(T.txn_timeout_ms, txn_timeout_ms) < now,
             ~has_components,
             ~has_write_ids,
         )
