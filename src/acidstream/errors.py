@@ -233,6 +233,18 @@ class SideFileNotReadable(CorruptFileError):
     retryable = True
 
 
+# --- compaction ---------------------------------------------------------------------------------------------------
+
+
+class CompactionError(AcidStreamError):
+    """A compaction asked for and waited for was refused (nothing to compact) or failed; ``state`` says which.
+    The table is as it was."""
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 # --- replication -------------------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream.errors import CompactionError
 
 Run = Callable[..., tuple[int, str, str]]  # the ``run`` fixture (conftest.py)
 
@@ -102,3 +103,25 @@ def test_compactor_run_until_sigterm(ms: Metastore, warehouse: Path) -> None:
     assert daemon.returncode == 143, err  # interrupted, after the summary
     assert "compactor running with 1 worker(s)" in err and "interrupted by SIGTERM" in err
     assert out.startswith("summary: requested 2, compacted 2,") and "cleaned 2" in out
+
+
+def test_a_request_of_your_own_is_done_below_every_threshold(ms: Metastore, run: Run) -> None:
+    """Two deltas: far below the initiator's thresholds, and enough for a request of the user's."""
+    ms.execute("CREATE TABLE db.few (id int) TBLPROPERTIES ('transactional'='true')")
+    for i in range(2):
+        ms.table("db.few").merge(pa.table({"id": [i]}), on=["id"])
+    code, out, err = run("compact", "db.few", "--minor", "--wait")
+    assert code == 0 and out == "compaction 1 (minor db.few): ready for cleaning\n", err
+    assert sorted(ms.table("db.few").scan().to_arrow().column("id").to_pylist()) == [0, 1]
+
+
+def test_a_request_with_nothing_to_compact_is_an_error_saying_why(ms: Metastore, run: Run) -> None:
+    assert run("compactor", "run", "--once", "--retention", "0")[0] == 0  # db.t: one base and nothing else
+    code, out, err = run("compact", "db.t", "--major", "--wait")
+    assert code == 1 and out == ""
+    assert "error: CompactionError: compaction 3 (major db.t) refused: nothing to compact in " in err
+    assert err.rstrip().endswith("; it holds base_0000012") and "threshold" not in err
+    with pytest.raises(CompactionError, match=r"compaction 4 \(minor db.t\) refused: nothing to compact"):
+        ms.execute("ALTER TABLE db.t COMPACT 'minor' AND WAIT")
+    code, _, err = run("sql", "ALTER TABLE db.t COMPACT 'minor' AND WAIT")
+    assert code == 1 and "refused: nothing to compact" in err

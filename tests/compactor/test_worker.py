@@ -240,9 +240,10 @@ def test_not_enough_to_compact_is_refused(ms: Metastore, compactor: Compactor) -
     assert compactor.compact("db.t", kind="major").info.state == "ready for cleaning"
     compactor.clean()
     assert compactor.compact("db.t", kind="major").info.state == "refused"  # a base alone
+    assert "; it holds base_0000002" in (ms.show_compactions()[-1].error_message or "")
     create(ms, "empty", "id int")
     info = compactor.compact("db.empty", kind="major").info
-    assert info.state == "refused" and "thresholds" in (info.error_message or "")
+    assert info.state == "refused" and "nothing to compact: " in (info.error_message or "")
 
 
 def test_aborted_only_directories_are_cleaned_without_compacting(ms: Metastore, compactor: Compactor) -> None:

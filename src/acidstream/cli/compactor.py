@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -126,11 +125,8 @@ def compact(
         if not wait:
             click.echo(f"Compaction enqueued with id {cq}")
             return
-        info = ms.wait_for_compaction(cq)
-    detail = f": {info.error_message}" if info.error_message else ""
-    click.echo(f"compaction {cq} ({kind} {info.full_partition_name}): {info.state}{detail}")
-    if info.state == "failed":
-        sys.exit(1)
+        info = ms.wait_for_compaction(cq).finished()  # refused or failed: an error (exit 1)
+    click.echo(f"compaction {cq} ({kind} {info.full_partition_name}): {info.state}")
 
 
 def register(cli: click.Group) -> None:

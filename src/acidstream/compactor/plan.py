@@ -35,8 +35,6 @@ from acidstream.compactor.jobs import BucketJob
 from acidstream.metastore.models import Table
 from acidstream.read.planning import FileSlice, dir_slices, original_slice
 
-REFUSED = "None of the compaction thresholds met, compaction request is refused!"
-
 
 @dataclass(frozen=True)
 class PartitionPlan:
@@ -71,6 +69,24 @@ def is_enough_to_compact(kind: str, state: AcidState) -> bool:
 
 def needs_cleaning(state: AcidState) -> bool:
     """Obsolete or aborted directories the cleaner could remove (Hive's ``needsCleaning``)."""
+def nothing_to_compact(kind: str, path: str, state: AcidState | None = None) -> str:
+    """Why a request is refused (:func:`is_enough_to_compact` said no, or ``path`` holds no files): what the
+    partition holds against what a compaction of ``kind`` needs. No threshold is involved: those only decide
+    what the initiator requests."""
+    if state is None:
+        return f"nothing to compact: {path} holds no files"
+    need = (
+        "original files, or two directories (a base and a delta, or two deltas)"
+        if kind == "major"
+        else "two deltas (not only the insert and delete delta of one write)"
+    )
+    held = [d.name for d in ([state.base] if state.base is not None else []) + list(state.deltas)]
+    if state.original_files:
+        held.append(f"{len(state.original_files)} original file(s)")
+    holds = ", ".join(held) or "nothing"
+    return f"nothing to compact in {path}: a {kind} compaction needs {need}; it holds {holds}"
+
+
     return bool(state.obsolete or state.aborted)
 
 

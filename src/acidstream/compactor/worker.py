@@ -34,12 +34,12 @@ from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
 from acidstream.compactor.plan import (
-    REFUSED,
     PartitionPlan,
     after_runs,
     delta_runs,
     needs_cleaning,
     plan_partition,
+    nothing_to_compact,
     top_level_names,
 )
 from acidstream.compactor.publish import (
@@ -203,7 +203,7 @@ class Claimed:
         self._meta = {"location": target.location, "tmp": tmp}
         ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=self._meta)
         if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
-            ms.mark_refused(ci.id, f"{REFUSED} ({target.path} holds no files)", txn_id)
+            ms.mark_refused(ci.id, nothing_to_compact(ci.kind, target.path), txn_id)
             return None
         state = self._pre_pass(get_acid_state(target.fs, target.path, write_ids), write_ids, tmp, run_jobs)
         plan = plan_partition(
@@ -223,7 +223,7 @@ class Claimed:
                 ms.begin_publish(ci.id, txn_id, {**self._meta, "outputs": [], "inputs": list(obsolete)})
                 ms.mark_compacted(ci.id, txn_id)
             else:
-                ms.mark_refused(ci.id, REFUSED, txn_id)
+                ms.mark_refused(ci.id, nothing_to_compact(ci.kind, target.path, state), txn_id)
         return plan
 
     def _pre_pass(

@@ -360,7 +360,8 @@ def _alter(ms: Metastore, p: Parser) -> Result:
 
 
 def _compact(ms: Metastore, p: Parser, name: str) -> Result:
-    """``ALTER TABLE t [PARTITION (k='v', ...)] COMPACT 'major'|'minor' [AND WAIT]``: one row (id, state)."""
+    """``ALTER TABLE t [PARTITION (k='v', ...)] COMPACT 'major'|'minor' [AND WAIT]``: one row (id, state);
+    with ``AND WAIT``, :class:`CompactionError` when it was refused or failed."""
     partition: dict[str, str] | None = None
     if p.accept("partition"):
         p.expect_punct("(")
@@ -383,7 +384,10 @@ def _compact(ms: Metastore, p: Parser, name: str) -> Result:
     wait = p.accept("and", "wait")
     p.finish()
     cq_id = ms.compact(name, partition, kind, wait=wait)
-    return [(cq_id, ms.get_compaction(cq_id).state)]
+    info = ms.get_compaction(cq_id)
+    if wait:
+        info.finished()  # as Hive's AND WAIT: a refused or failed compaction is an error, not a row
+    return [(cq_id, info.state)]
 
 
 #: SHOW COMPACTIONS columns, Hive 4's (``ShowCompactionsOperation``); "Next TxnId" holds the publication's

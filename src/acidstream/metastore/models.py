@@ -9,6 +9,7 @@ from typing import Any
 
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
+from acidstream.errors import CompactionError
 
 #: The table property that makes every writer of the table fsync what it commits (see ``Table.fsync``).
 FSYNC_PROPERTY = "acidstream.fsync"
@@ -157,6 +158,15 @@ class CompactionInfo:
     @property
     def table_name(self) -> str:
         return f"{self.db}.{self.table}"
+
+    def finished(self) -> CompactionInfo:
+        """This request, waited for; :class:`CompactionError` when it was refused or failed."""
+        if self.state in ("refused", "failed"):
+            raise CompactionError(
+                f"compaction {self.id} ({self.kind} {self.full_partition_name}) {self.state}: {self.error_message}",
+                self.state,
+            )
+        return self
 
     @property
     def full_partition_name(self) -> str:
