@@ -187,3 +187,24 @@ def test_compaction_then_cleaning_consumes_the_candidates(ms: Metastore, compact
     assert summary.counts()["cleaned"] == 1
     assert ms.find_potential_compactions(1000) == []
     assert compactor.run_once().counts()["requested"] == 0
+
+
+def test_a_compaction_waiting_for_its_cleaner_is_not_requested_again(
+    ms: Metastore, compactor: Compactor, initiator: Initiator
+) -> None:
+    """Until its cleaner runs, a compacted target is a candidate again and its replaced base is still there:
+    a request then would compact nothing (0 rows written) and leave the cleaning to the same cleaner."""
+    create(ms, "t", "id int, msg string")
+    stream(ms, "t", txns(11))
+    assert compactor.run_once().counts()["cleaned"] == 1  # base_0000011
+    stream(ms, "t", txns(11, start=11))
+    assert (
+        compactor.compact("db.t", kind="major").info.state == "ready for cleaning"
+    )  # base_0000022, not cleaned
+    [decision] = initiator.run_once()
+    assert (
+        decision.kind is None and decision.reason == "nothing to compact; compaction 2 is ready for cleaning"
+    )
+    assert len(ms.show_compactions()) == 2
+    compactor.clean()
+    assert initiator.run_once() == []

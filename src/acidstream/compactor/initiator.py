@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.compactor.config import CompactorConfig, no_auto_compaction
+from acidstream.compactor.plan import is_enough_to_compact
 from acidstream.errors import AcidStreamError, NoSuchObjectException
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import PotentialCompaction
@@ -59,10 +60,12 @@ def determine_compaction_type(
     if not no_base:
         ratio = delta_size / base_size if base_size else 0.0
         multi_base = any(p.rsplit("/", 1)[-1].startswith("base_") for p in state.obsolete)
-        if ratio > config.delta_pct_threshold or (delta_size == 0 and multi_base):
+        if ratio > config.delta_pct_threshold:
             return "major", (
                 f"delta size {delta_size} is more than {config.delta_pct_threshold:g} of base size {base_size}"
             )
+        if delta_size == 0 and multi_base:
+            return "major", "no delta, and bases the current one replaced are left to clean"
     deltas = len(state.deltas)
     if deltas <= config.delta_num_threshold:
         return None, f"{deltas} deltas, threshold {config.delta_num_threshold}"
@@ -80,15 +83,15 @@ class Initiator:
 
     def run_once(self) -> list[Decision]:
         """One pass over the candidates; returns a decision for each."""
-        current = {
-            (c.db, c.table, c.partition)
-            for c in self.ms.show_compactions()
-            if c.state in ("initiated", "working")
+        compactions = self.ms.show_compactions()
+        current = {(c.db, c.table, c.partition) for c in compactions if c.state in ("initiated", "working")}
+        cleaning = {
+            (c.db, c.table, c.partition): c.id for c in compactions if c.state == "ready for cleaning"
         }
         decisions = []
         for candidate in self.ms.find_potential_compactions(self.config.aborted_txn_threshold):
             try:
-                decisions.append(self._consider(candidate, current))
+                decisions.append(self._consider(candidate, current, cleaning))
             except AcidStreamError as exc:
                 log.exception("cannot decide whether to compact %s", candidate)
                 message = f"{type(exc).__name__}: {exc}"
@@ -104,7 +107,14 @@ class Initiator:
     def _skip(self, c: PotentialCompaction, reason: str) -> Decision:
         return Decision(c.db, c.table, c.partition, None, reason)
 
-    def _consider(self, c: PotentialCompaction, current: set[tuple[str, str, str | None]]) -> Decision:
+    def _consider(
+        self,
+        c: PotentialCompaction,
+        current: set[tuple[str, str, str | None]],
+        cleaning: dict[tuple[str, str, str | None], int],
+    ) -> Decision:
+        """``current``: targets with a request initiated or working; ``cleaning``: the request ready for
+        cleaning of a target, if any."""
         try:
             table = self.ms.table(c.table_name)
         except NoSuchObjectException:
@@ -145,6 +155,11 @@ class Initiator:
             kind, why = determine_compaction_type(
                 state, base, deltas, self.config.for_table(table.properties)
             )
+            pending = cleaning.get((c.db, c.table, c.partition))
+            if kind is not None and pending is not None and not is_enough_to_compact(kind, state):
+                # the request would only publish nothing for the cleaner, which compaction `pending` has asked
+                # for already (the initiator sees its target again until it is cleaned)
+                return self._skip(c, f"nothing to compact; compaction {pending} is ready for cleaning")
         if kind is None:
             return self._skip(c, why)
         cq = self.ms.compact(c.table_name, c.partition, kind, initiator_id=self.initiator_id)
