@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, inspect
 
 from acidstream.cli import cli
-from acidstream.cli._options import CONFIG_FILE
+from acidstream.cli._options import CONFIG_FILE, LOCATION_RULE
 
 READ_ONLY = [
     ["show", "databases"],
@@ -119,3 +119,20 @@ def test_a_bad_acidstream_toml_is_a_usage_error_naming_it(
     monkeypatch.chdir(tmp_path)
     code, _, err = invoke("show", "databases")
     assert code == 2 and f"{tmp_path / CONFIG_FILE}: " in err and message in err
+
+
+def test_the_commands_said_to_create_a_metastore_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`acidstream --help` and the README name the same commands, and repl load / repl sync create the replica."""
+    said = "Only `metastore init`, `main-job` and, on the replica's side, `repl load` and `repl sync` create"
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert said in " ".join(readme.split()) and said in " ".join(LOCATION_RULE.split())
+    monkeypatch.chdir(tmp_path)
+    source = f"sqlite:///{tmp_path / 'src' / 'metastore.db'}"
+    assert invoke("metastore", "init", "--metastore", source, "--warehouse", "src", "--no-config")[0] == 0
+    assert invoke("repl", "dump", "--metastore", source, "--warehouse", "src", "--to", "dumps")[0] == 0
+    code, _, err = invoke("repl", "load", "--warehouse", "loaded", "dumps")
+    assert code == 0 and (tmp_path / "loaded" / "metastore.db").is_file(), err
+    code, _, err = invoke(
+        "repl", "sync", source, f"sqlite:///{tmp_path / 'synced.db'}", "--target-warehouse", "synced"
+    )
+    assert code == 0 and (tmp_path / "synced.db").is_file(), err

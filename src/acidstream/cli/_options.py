@@ -36,7 +36,8 @@ LOCATION_KEY = "acidstream.location"
 LOCATION_RULE = f"""Which metastore and warehouse: --metastore/--warehouse, else {ENV_METASTORE}/{ENV_WAREHOUSE};
 if neither names either, the nearest {CONFIG_FILE} in the current directory or a parent (`metastore init`
 writes one; keys `warehouse` and `metastore`, paths relative to the file); else ./wh. An unset metastore is
-the SQLite file metastore.db in the warehouse. Only `metastore init` and `main-job` create a metastore."""
+the SQLite file metastore.db in the warehouse. Only `metastore init`, `main-job` and, on the replica's side,
+`repl load` and `repl sync` create a metastore."""
 
 
 @dataclass(frozen=True)
