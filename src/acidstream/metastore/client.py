@@ -141,8 +141,9 @@ class MetastoreClient:
 
     # --- plumbing -------------------------------------------------------------------------------------------
 
-    def _write(self, fn: Callable[[Connection], R]) -> R:
-        return self._db.write(fn)
+    def _write(self, fn: Callable[[Connection], R], *, durable: bool = False) -> R:
+        """``durable``: on disk when this returns (a txn's commit), see ``Database.write``."""
+        return self._db.write(fn, durable=durable)
 
     def _read(self, fn: Callable[[Connection], R]) -> R:
         return self._db.read(fn)
@@ -348,7 +349,7 @@ class MetastoreClient:
         """Commit; ``writes`` (per table: partitions written with their operation, files written) are
         recorded first, in the same DB transaction, as ``add_dynamic_partitions``/``add_write_notification``
         would. A write conflict aborts the txn and raises :class:`WriteConflictException`."""
-        conflict = self._write(lambda c: txns.commit_txn(c, txn_id, key, value, writes=writes))
+        conflict = self._write(lambda c: txns.commit_txn(c, txn_id, key, value, writes=writes), durable=True)
         if conflict is not None:
             raise conflict
 
@@ -750,6 +751,12 @@ class MetastoreClient:
         if self._read(notifications.has_unpublished):
             self._write(notifications.publish)
         return self._read(notifications.current_event_id)
+
+    def recorded_lengths(self, table_name: str, partition: str | None, low: int, high: int) -> dict[str, int]:
+        """The lengths committed txns of write ids ``low..high`` recorded for their files in ``partition``, per
+        ``delta_x_y/bucket_n`` (see ``notifications.recorded_lengths``): a file has at least that many bytes."""
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: notifications.recorded_lengths(c, db, name, partition, low, high))
 
 
 def _partition_name(partition: str | Mapping[str, Any] | None) -> str | None:
