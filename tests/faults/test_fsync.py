@@ -7,7 +7,6 @@ metastore's commit is the ``metastore.commit`` point, so the order of the two is
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from sqlalchemy import event
 
 from acidstream import Metastore, StreamingConnection, faults
 from acidstream.compactor import Compactor, CompactorConfig
@@ -55,15 +55,29 @@ def _commit(conn: Any, ids: list[int], part: str | None = None) -> None:
     conn.commit_transaction()
 
 
-def test_the_metastore_commit_record_is_fsynced(ms: Metastore, tmp_path: Path) -> None:
-    """SQLite in WAL mode syncs its log at every commit only with ``synchronous=FULL`` (2); PostgreSQL does by
-    default. Asked on the connection the metastore's own engine opened."""
-    create(ms, "t", "id int, msg string")
+def test_the_metastore_commit_record_is_fsynced(ms: Metastore) -> None:
+    """SQLite in WAL mode syncs its log at a commit only under ``synchronous=FULL``: a txn's commit runs under
+    it, other writes (open, heartbeat, lock) under NORMAL, whose commits the next FULL one syncs too.
+    PostgreSQL syncs every commit by default. Seen in the statements the metastore's own connections run."""
+    statements: list[str] = []
     engine = ms._db.engine
-    with engine.connect() as conn:
-        raw = conn.connection.dbapi_connection
-        assert isinstance(raw, sqlite3.Connection)
-        assert raw.execute("PRAGMA synchronous").fetchone() == (2,)
+    engine.dispose()  # the next connections are new, and traced
+
+    @event.listens_for(engine, "connect")
+    def trace(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.set_trace_callback(statements.append)
+
+    [txn] = ms.open_txns(1)
+    opened = len(statements)
+    ms.commit_txn(txn)
+    assert "PRAGMA synchronous=FULL" not in statements[:opened]
+    commit = statements[opened:]
+    full = commit.index("PRAGMA synchronous=FULL")
+    assert commit[full + 1] == "BEGIN IMMEDIATE"
+    assert any("UPDATE txns SET txn_state" in q for q in commit[full:])
+    assert commit[-1] == "PRAGMA synchronous=NORMAL"  # back for the connection's next user
+    assert ms._db.write(lambda c: c.exec_driver_sql("PRAGMA synchronous").scalar()) == 1
+    assert ms._db.write(lambda c: c.exec_driver_sql("PRAGMA synchronous").scalar(), durable=True) == 2
 
 
 @pytest.mark.parametrize("batch", [1, 3])

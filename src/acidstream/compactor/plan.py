@@ -15,6 +15,7 @@ request's own outputs is ever published, and a failure or a crash leaves the par
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
@@ -32,6 +33,7 @@ from acidstream.acid.selection import AcidDir, AcidState
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob
+from acidstream.errors import CorruptFileError
 from acidstream.metastore.models import Table
 from acidstream.read.planning import FileSlice, dir_slices, original_slice
 
@@ -67,8 +69,6 @@ def is_enough_to_compact(kind: str, state: AcidState) -> bool:
     return len(deltas) > 1
 
 
-def needs_cleaning(state: AcidState) -> bool:
-    """Obsolete or aborted directories the cleaner could remove (Hive's ``needsCleaning``)."""
 def nothing_to_compact(kind: str, path: str, state: AcidState | None = None) -> str:
     """Why a request is refused (:func:`is_enough_to_compact` said no, or ``path`` holds no files): what the
     partition holds against what a compaction of ``kind`` needs. No threshold is involved: those only decide
@@ -87,6 +87,8 @@ def nothing_to_compact(kind: str, path: str, state: AcidState | None = None) -> 
     return f"nothing to compact in {path}: a {kind} compaction needs {need}; it holds {holds}"
 
 
+def needs_cleaning(state: AcidState) -> bool:
+    """Obsolete or aborted directories the cleaner could remove (Hive's ``needsCleaning``)."""
     return bool(state.obsolete or state.aborted)
 
 
@@ -153,6 +155,23 @@ def plan_partition(
     replaced = [d.path for d in dirs] + [f.path for f in originals] + list(state.obsolete)
     replaced = [p for p in replaced if not p.startswith(tmp_prefix)]  # a pre-pass's outputs go with _tmp
     return PartitionPlan(kind, outputs, top_level_names(path, replaced), jobs, top)
+
+
+def check_recorded(fs: pafs.FileSystem, deltas: Sequence[AcidDir], recorded: Mapping[str, int]) -> None:
+    """Refuse inputs that lost bytes their commits recorded (``recorded``: per ``delta_x_y/bucket_n``, the
+    length a commit named, see ``Metastore.recorded_lengths``): a file cut back to an earlier footer (as a
+    crash before its bytes reached the disk can leave it) reads as valid with fewer rows, and a compaction
+    would make that permanent. Files a commit did not describe are not checked."""
+    for d in deltas:
+        have = {piece.path.rsplit("/", 1)[-1]: piece.length for piece in dir_slices(fs, d)}
+        prefix = f"{d.name}/"
+        for name, length in recorded.items():
+            if not name.startswith(prefix):
+                continue
+            file = name[len(prefix) :]
+            if have.get(file, 0) < length:
+                found = f"{have[file]} bytes" if file in have else "no readable bytes"
+                raise CorruptFileError(f"{d.path}/{file}", f"{found}, but its commit recorded {length}")
 
 
 def delta_runs(state: AcidState, max_deltas: int) -> list[list[AcidDir]]:

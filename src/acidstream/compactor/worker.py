@@ -36,10 +36,11 @@ from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
 from acidstream.compactor.plan import (
     PartitionPlan,
     after_runs,
+    check_recorded,
     delta_runs,
     needs_cleaning,
-    plan_partition,
     nothing_to_compact,
+    plan_partition,
     top_level_names,
 )
 from acidstream.compactor.publish import (
@@ -205,7 +206,13 @@ class Claimed:
         if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
             ms.mark_refused(ci.id, nothing_to_compact(ci.kind, target.path), txn_id)
             return None
-        state = self._pre_pass(get_acid_state(target.fs, target.path, write_ids), write_ids, tmp, run_jobs)
+        state = get_acid_state(target.fs, target.path, write_ids)
+        if state.deltas:
+            low = min(d.min_write_id for d in state.deltas)
+            high = max(d.max_write_id for d in state.deltas)
+            recorded = ms.recorded_lengths(ci.table_name, ci.partition, low, high)
+            check_recorded(target.fs, state.deltas, recorded)
+        state = self._pre_pass(state, write_ids, tmp, run_jobs)
         plan = plan_partition(
             target.fs,
             target.location,

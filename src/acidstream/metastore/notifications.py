@@ -17,7 +17,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 
 from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
-from acidstream.metastore.models import NotificationEvent
+from acidstream.metastore.models import NotificationEvent, TxnState
 from acidstream.metastore.prepared import Prepared
 
 N = s.notification_log.c
@@ -122,6 +122,37 @@ def events(conn: Connection, after_event_id: int, limit: int) -> list[Notificati
         )
         for r in rows
     ]
+
+
+def recorded_lengths(
+    conn: Connection, db: str, table: str, partition: str | None, low: int, high: int
+) -> dict[str, int]:
+    """The lengths the commits of write ids ``low..high`` recorded for the files they wrote in ``partition``
+    (None: an unpartitioned table), in their ACID_WRITE events: per file, named by its directory and its own
+    name (``delta_x_y/bucket_n``), the longest one. A file keeps at least that many bytes: a batch's later
+    commits only add to it. Through the write ids' txns, so the log is read by its txn index."""
+    t2w, txns = s.txn_to_write_id.c, s.txns.c
+    messages = conn.execute(
+        select(N.message)
+        .join(s.txn_to_write_id, t2w.t2w_txnid == N.txn_id)
+        .join(s.txns, txns.txn_id == N.txn_id)
+        .where(
+            t2w.t2w_database == db,
+            t2w.t2w_table == table,
+            t2w.t2w_writeid.between(low, high),
+            txns.txn_state == TxnState.COMMITTED.value,
+            N.event_type == "ACID_WRITE",
+            N.db_name == db,
+            N.tbl_name == table,
+            N.partition.is_(None) if partition is None else N.partition == partition,
+        )
+    ).scalars()
+    lengths: dict[str, int] = {}
+    for message in messages:
+        for written in json.loads(message).get("written", ()):
+            name = "/".join(str(written["path"]).rsplit("/", 2)[-2:])
+            lengths[name] = max(lengths.get(name, 0), int(written["length"]))
+    return lengths
 
 
 def current_event_id(conn: Connection) -> int:
