@@ -8,7 +8,7 @@ Steady state: every case first writes one untimed transaction's worth of the dat
 fresh process pays once for faulting in its libraries' code and first buffers — about 0.3 s here, more than a
 tenth of a run); the first-transaction time of each case is reported beside the steady-state rate.
 
-    python bench/bench_streaming.py [--records 1000000] [--txns 100] [--rounds 3]
+    python bench/bench_streaming.py [--records 1000000] [--txns 100] [--rounds 3] [--dir D] [--match fsync]
 """
 
 from __future__ import annotations
@@ -212,17 +212,31 @@ def case_acidstream_write_batch_of_10(root: Path, n: int, txns: int) -> dict[str
     return case_acidstream_write(root, n, txns, batch_size=10)
 
 
+def case_acidstream_write_fsync(root: Path, n: int, txns: int) -> dict[str, float]:
+    """``fsync``: every commit first fsyncs the 5 bucket files, their directories and the table's (the
+    warehouse must be on a disk, not a tmpfs, for this to measure anything: see ``--dir``)."""
+    return case_acidstream_write(root, n, txns, config={"fsync": True})
+
+
+def case_acidstream_write_batch_of_10_fsync(root: Path, n: int, txns: int) -> dict[str, float]:
+    """The same with batches of 10: the side files too."""
+    return case_acidstream_write(root, n, txns, batch_size=10, config={"fsync": True})
+
+
 CASES = {
     "acidstream write() per record": case_acidstream_write,
+    "acidstream write(), fsync": case_acidstream_write_fsync,
     "acidstream write(), transaction batch size 10": case_acidstream_write_batch_of_10,
+    "acidstream write(), transaction batch size 10, fsync": case_acidstream_write_batch_of_10_fsync,
     "acidstream write_batch (Arrow)": case_acidstream_write_batch,
     "pyarrow CSV→ORC, no txns": case_pyarrow_csv_orc,
     "deltalake append": case_deltalake,
 }
 
 
-def run_case(name: str, records: int, txns: int) -> dict[str, float]:
-    return run_script(__file__, ["--case", name, "--records", str(records), "--txns", str(txns)])
+def run_case(name: str, records: int, txns: int, directory: str | None) -> dict[str, float]:
+    where = ["--dir", directory] if directory else []
+    return run_script(__file__, ["--case", name, "--records", str(records), "--txns", str(txns), *where])
 
 
 def main() -> None:
@@ -230,22 +244,27 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--txns", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
+    parser.add_argument("--dir", help="where the cases write (default: the system's temporary directory)")
+    parser.add_argument(
+        "--match", action="append", help="run only the cases whose name contains this (and the first case)"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
             print(json.dumps(CASES[args.case](Path(tmp), args.records, args.txns)))
         return
+    base_name = "acidstream write() per record"
+    names = [n for n in CASES if n == base_name or not args.match or any(m in n for m in args.match)]
     # This machine's speed drifts by tens of percent within minutes: every round runs each case once, so
     # the cases of one round share the machine's state, and ratios are medians of per-round ratios.
     rounds: list[dict[str, dict[str, float]]] = []
     for r in range(args.rounds):
-        rounds.append({name: run_case(name, args.records, args.txns) for name in CASES})
+        rounds.append({name: run_case(name, args.records, args.txns, args.dir) for name in names})
         print(
             f"round {r + 1}: " + ", ".join(f"{n} {v['records_per_s']:,.0f}/s" for n, v in rounds[-1].items()),
             file=sys.stderr,
         )
-    base_name = "acidstream write() per record"
     print(
         f"\n{args.records:,} records, {args.txns} txns, median of {args.rounds} interleaved rounds; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n"
@@ -255,7 +274,7 @@ def main() -> None:
         "| commit p50/p99 ms |"
     )
     print("|---|---:|---:|---:|---:|---:|---|")
-    for name in CASES:
+    for name in names:
         runs = [rnd[name] for rnd in rounds]
         med = {k: float(np.median([run[k] for run in runs])) for k in runs[0]}
         ratio = float(
