@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -82,4 +83,49 @@ def test_follower_gone_too_long_bootstraps_the_partition_again(
     assert view(replica, [table]) == view(source, [table])
     _stream(source, 10, 2)
     repl.sync(source, replica)
+    assert view(replica, [table]) == view(source, [table])
+
+
+def test_cleaner_waits_for_dump_followers(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    """A replica fed by dumps holds the source's cleaner back as a sync replica does: what the next dump copies
+    stays until a dump holds it."""
+    dumps = str(tmp_path / "dumps")
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps)
+    _stream(source, 0, 12)
+    source.compact(table, kind="major", wait=True)
+    assert _clean(source) == []  # the dump follower has not dumped the deltas yet
+    last = repl.dump(source, dumps, from_event=last).last_event_id
+    assert _clean(source)  # the dump holds them now
+    repl.load(replica, dumps)
+    assert view(replica, [table]) == view(source, [table])
+    _stream(source, 100, 2)
+    repl.dump(source, dumps, from_event=last)
+    repl.load(replica, dumps)
+    assert view(replica, [table]) == view(source, [table])
+
+
+def test_dump_of_cleaned_files_dumps_the_partition_whole(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Files cleaned before a dump follower existed (or after its lease ran out) are no dead end: the dump takes
+    their partition's current files, and the load bootstraps that partition again from them."""
+    dumps = str(tmp_path / "dumps")
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps)
+    _stream(source, 0, 12)
+    source.repl_follower_progress(repl.dump_follower_name(dumps), 0, lease=0)  # its lease runs out
+    source.compact(table, kind="major", wait=True)
+    assert _clean(source)  # the deltas the dumps never copied are gone
+    with caplog.at_level(logging.WARNING, logger="acidstream.repl"):
+        last = repl.dump(source, dumps, from_event=last).last_event_id
+        result = repl.load(replica, dumps)
+    assert any("is gone" in r.getMessage() for r in caplog.records)
+    assert result.rebootstrapped == [table]
+    assert view(replica, [table]) == view(source, [table])
+    _stream(source, 100, 2)
+    repl.dump(source, dumps, from_event=last)
+    repl.load(replica, dumps)
     assert view(replica, [table]) == view(source, [table])

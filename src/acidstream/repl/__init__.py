@@ -4,7 +4,7 @@
 same through a directory. A replica's readers see, after each applied event, what the source's saw at it.
 """
 
-from acidstream.repl.dump import DumpInfo, dump, load
+from acidstream.repl.dump import DumpInfo, dump, dump_follower_name, load
 from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
 from acidstream.repl.status import ReplStatus, status
 from acidstream.repl.sync import SyncResult, sync
@@ -17,6 +17,7 @@ __all__ = [
     "ReplStatus",
     "SyncResult",
     "dump",
+    "dump_follower_name",
     "load",
     "status",
     "sync",

@@ -28,7 +28,9 @@ from acidstream.acid.names import side_file_path
 from acidstream.acid.orc import prepare_directory
 from acidstream.acid.sidefile import read_flush_lengths
 from acidstream.errors import CorruptFileError, ReplicationError, StreamingIOFailure
-from acidstream.metastore.models import WrittenFile
+from acidstream.metastore.models import Table, WrittenFile
+from acidstream.repl.bootstrap import partition_files
+from acidstream.repl.plan import BootstrapFile
 from acidstream.storage import table_filesystem
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,13 @@ class SourceBytes(Protocol):
 
     def size(self, path: str, *, event_id: int | None = None) -> int:
         """How many bytes of ``path`` there are to copy (for files an event names without describing them)."""
+        ...
+
+    def current_files(
+        self, table: Table, directory: str, *, event_id: int | None = None
+    ) -> list[BootstrapFile]:
+        """Every file now in the source's partition ``directory`` of ``table``: what a replica copies again
+        when a file event ``event_id`` names is gone (cleaned before the replica copied it)."""
         ...
 
 
@@ -70,6 +79,11 @@ class LiveSource:
         for chunk in read_range(fs, inner, start, end):
             self.bytes_read += len(chunk)
             yield chunk
+
+    def current_files(
+        self, table: Table, directory: str, *, event_id: int | None = None
+    ) -> list[BootstrapFile]:
+        return partition_files(table, directory, None)
 
 
 def source_filesystem(warehouse: str) -> pafs.FileSystem:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,12 +21,20 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from acidstream.acid.checksum import crc32_of_chunks
-from acidstream.errors import ReplicationError
-from acidstream.metastore.models import WrittenFile
+from acidstream.errors import NoSuchObjectException, ReplicationError
+from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
 from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
 from acidstream.repl.copy import LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
-from acidstream.repl.plan import BootstrapPlan, event_from_json, event_to_json
+from acidstream.repl.plan import (
+    BootstrapFile,
+    BootstrapPlan,
+    event_from_json,
+    event_to_json,
+    source_partition_dir,
+    table_with_location,
+)
+from acidstream.repl.sync import DEFAULT_FOLLOWER_LEASE
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
@@ -55,15 +64,26 @@ def dump(
     max_events: int | None = None,
     open_txn_timeout: float = DEFAULT_OPEN_TXN_TIMEOUT,
     copy_files: FileCopyJob | None = None,
+    follower: str | None = None,
+    follower_lease: float = DEFAULT_FOLLOWER_LEASE,
 ) -> DumpInfo:
     """Dump ``source`` under directory ``to`` (local path or URI): a bootstrap without ``from_event``, else the
-    events after it (at most ``max_events``; none: nothing is written and the info's range is empty). ``copy_files`` copies a bootstrap's files (in parallel, e.g.
-    :func:`acidstream.spark.repl.spark_file_copier`); by default this process copies them one by one."""
+    events after it (at most ``max_events``; none: nothing is written and the info's range is empty).
+    ``copy_files`` copies a bootstrap's files (in parallel, e.g. :func:`acidstream.spark.repl.spark_file_copier`);
+    by default this process copies them one by one.
+
+    The replica the dumps feed is a follower of the source (``follower``, by default named after ``to``), as a
+    ``sync`` replica is: from its first dump on, the source's cleaner keeps what the next dump copies, for
+    ``follower_lease`` seconds of silence at most. A file gone all the same (cleaned before any dump, or after
+    the lease ran out) is not an error: its partition's current files are dumped whole, and loaded instead.
+    """
     fs, root = table_filesystem(to)
     fs.create_dir(root, recursive=True)
     live = LiveSource(source_filesystem(source.warehouse))
+    name = follower or dump_follower_name(to)
     if from_event is None:
         with bootstrap_plan(source, open_txn_timeout=open_txn_timeout) as plan:
+            source.repl_follower_progress(name, plan.event_id, follower_lease)
             path = f"{root}/bootstrap-{plan.event_id:012d}"
             blobs = {f.source_path: [f"data/{i}", 0, f.length] for i, f in enumerate(plan.files)}
             jobs = [(f.source_path, f"{path}/data/{i}", f.length) for i, f in enumerate(plan.files)]
@@ -77,16 +97,14 @@ def dump(
                 f"--from {from_event} is beyond the source's last event {current}: that replica follows "
                 "another source, or this source was recreated"
             )
+        source.repl_follower_progress(name, from_event, follower_lease)  # the cleaner waits from here on
         events = source.notifications(from_event, max_events or 1_000_000_000)
         if not events:
             return DumpInfo("", "incremental", from_event + 1, from_event, 0)
         last = events[-1].event_id
         path = f"{root}/events-{from_event + 1:012d}-{last:012d}"
-        lines = []
-        for event in events:
-            record = event_to_json(event)
-            record["blobs"] = _dump_ranges(fs, path, event.event_id, event.event_type, event.message, live)
-            lines.append(json.dumps(record, sort_keys=True))
+        writer = _EventBlobs(fs, path, live, source)
+        lines = [json.dumps(writer.record(event), sort_keys=True) for event in events]
         _write_blob(fs, f"{path}/events.jsonl", iter([("\n".join(lines) + "\n").encode()]))
         info = DumpInfo(path, "incremental", from_event + 1, last, live.bytes_read)
     _write_json(
@@ -101,7 +119,14 @@ def dump(
             "bytes": info.bytes,
         },
     )
+    # the dump holds every byte its events need: the cleaner may go on up to its last event
+    source.repl_follower_progress(name, info.last_event_id, follower_lease)
     return info
+
+
+def dump_follower_name(to: str) -> str:
+    """How a source knows the replica that dumps under ``to`` feed."""
+    return f"dump:{to if '://' in to else os.path.abspath(to)}"
 
 
 #: Copies files whole: (source path, destination path or URI, length) each; returns the bytes copied.
@@ -122,35 +147,87 @@ def copy_prefix(live: LiveSource, source: str, destination: str, length: int) ->
     return length
 
 
-def _dump_ranges(
-    fs: pafs.FileSystem, path: str, event_id: int, kind: str, message: dict[str, Any], live: LiveSource
-) -> dict[str, list[Any]]:
-    """The byte ranges an event names, as blobs: source path → [blob, first byte, end]."""
-    blobs: dict[str, list[Any]] = {}
-    files: list[WrittenFile] = []
-    if kind == "ACID_WRITE":
-        files = [WrittenFile.from_json(v) for v in message.get("written", ())]
-        known = {w.path for w in files}
-        for named in message.get("files", ()):  # named by path only (older writers): the file as it is now
-            if named not in known:
-                size = live.size(named)
-                files.append(WrittenFile(named, size, crc32_of_chunks(live.read(named, 0, size))))
-    elif kind == "COMPACTED":
-        location = message.get("location")
-        for name, described in message.get("files", {}).items():
-            for v in described:
-                w = WrittenFile.from_json(v)
-                files.append(WrittenFile(f"{location}/{name}/{w.path}", w.length, w.crc32))
-    for i, w in enumerate(files):
-        blob = f"data/{event_id}-{i}"
+class _EventBlobs:
+    """An incremental dump's blobs: the byte ranges each event names; where a file an event names is gone from
+    the source, the whole current files of its partition instead (listed once per dump)."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, live: LiveSource, source: Metastore) -> None:
+        self.fs, self.path, self.live, self.source = fs, path, live, source
+        self._dumped_dirs: set[str] = set()
+
+    def record(self, event: NotificationEvent) -> dict[str, Any]:
+        """The event as a line of ``events.jsonl``: ``blobs`` (source path → [blob, first byte, end]), and for
+        gone files ``gone`` (their paths) and ``current`` (partition directory → [[file, blob], ...])."""
+        record = event_to_json(event)
+        blobs: dict[str, list[Any]] = {}
+        gone: list[str] = []
+        current: dict[str, list[Any]] = {}
+        for i, w in enumerate(self._named_files(event, gone)):
+            try:
+                blobs[w.path] = self._range(f"data/{event.event_id}-{i}", w)
+            except FileNotFoundError:
+                gone.append(w.path)
+        for path in gone:
+            self._dump_current(event, path, current)
+        record["blobs"] = blobs
+        if gone:
+            record["gone"], record["current"] = gone, current
+        return record
+
+    def _named_files(self, event: NotificationEvent, gone: list[str]) -> list[WrittenFile]:
+        message = event.message
+        files: list[WrittenFile] = []
+        if event.event_type == "ACID_WRITE":
+            files = [WrittenFile.from_json(v) for v in message.get("written", ())]
+            known = {w.path for w in files}
+            for named in message.get(
+                "files", ()
+            ):  # named by path only (older writers): the file as it is now
+                if named in known:
+                    continue
+                try:
+                    size = self.live.size(named)
+                    files.append(WrittenFile(named, size, crc32_of_chunks(self.live.read(named, 0, size))))
+                except FileNotFoundError:
+                    gone.append(named)
+        elif event.event_type == "COMPACTED":
+            location = message.get("location")
+            for name, described in message.get("files", {}).items():
+                for v in described:
+                    w = WrittenFile.from_json(v)
+                    files.append(WrittenFile(f"{location}/{name}/{w.path}", w.length, w.crc32))
+        return files
+
+    def _range(self, blob: str, w: WrittenFile) -> list[Any]:
         start = w.start
-        value = crc32_of_chunks(live.read(w.path, start, w.length), w.start_crc32)
+        value = crc32_of_chunks(self.live.read(w.path, start, w.length), w.start_crc32)
         if value != w.crc32:  # the range does not continue the recorded checksum: dump the file whole
             log.warning("dump: %s's new range fails its CRC-32 check: dumping the file whole", w.path)
             start = 0
-        _write_blob(fs, f"{path}/{blob}", live.read(w.path, start, w.length))
-        blobs[w.path] = [blob, start, w.length]
-    return blobs
+        _write_blob(self.fs, f"{self.path}/{blob}", self.live.read(w.path, start, w.length))
+        return [blob, start, w.length]
+
+    def _dump_current(self, event: NotificationEvent, path: str, current: dict[str, list[Any]]) -> None:
+        """Dump the current files of the partition ``path`` was in (what a load copies in its place)."""
+        try:
+            table = self.source.table(f"{event.db}.{event.table}")
+        except NoSuchObjectException:
+            return  # dropped since: the drop follows in the stream
+        location, directory = source_partition_dir(path, len(table.partition_keys), event.partition)
+        if directory in self._dumped_dirs:
+            return  # dumped for an earlier event of this dump: it holds this file's rows too
+        self._dumped_dirs.add(directory)
+        log.warning(
+            "dump: source file %s is gone (cleaned before this replica copied it): dumping %s's current files",
+            path,
+            directory,
+        )
+        listed = []
+        for i, f in enumerate(self.live.current_files(table_with_location(table, location), directory)):
+            blob = f"data/{event.event_id}-current-{i}"
+            _write_blob(self.fs, f"{self.path}/{blob}", self.live.read(f.source_path, 0, f.length))
+            listed.append([f.to_json(), [blob, 0, f.length]])
+        current[directory] = listed
 
 
 def _write_blob(fs: pafs.FileSystem, path: str, chunks: Iterator[bytes]) -> None:
@@ -178,13 +255,45 @@ class DumpSource:
     def __init__(self, fs: pafs.FileSystem, path: str, source_warehouse: str | None) -> None:
         self.fs, self.path = fs, path
         self.blobs: dict[tuple[int | None, str], list[Any]] = {}
+        self.gone: set[tuple[int, str]] = set()  # files gone from the source when the dump was made
+        self.current: dict[tuple[int, str], list[tuple[BootstrapFile, list[Any]]]] = {}
+        self._current_blobs: dict[tuple[int, str], list[Any]] = {}
         self._live = LiveSource(source_filesystem(source_warehouse) if source_warehouse else None)
 
+    def add_event(self, record: dict[str, Any]) -> None:
+        """Take an ``events.jsonl`` record's blobs, gone files and current listings (removing them from it)."""
+        event_id = int(record["event_id"])
+        for p, b in record.pop("blobs", {}).items():
+            self.blobs[(event_id, p)] = b
+        self.gone.update((event_id, p) for p in record.pop("gone", ()))
+        for directory, listed in record.pop("current", {}).items():
+            files = [(BootstrapFile.from_json(f), b) for f, b in listed]
+            self.current[(event_id, directory)] = files
+            self._current_blobs.update(((event_id, f.source_path), b) for f, b in files)
+
+    def current_files(
+        self, table: Table, directory: str, *, event_id: int | None = None
+    ) -> list[BootstrapFile]:
+        if event_id is not None and (event_id, directory) in self.current:
+            return [f for f, _ in self.current[(event_id, directory)]]
+        return self._live.current_files(table, directory)
+
+    def _blob(self, path: str, start: int, end: int, event_id: int | None) -> list[Any] | None:
+        candidates = [self.blobs.get((event_id, path)), self.blobs.get((None, path))]
+        if event_id is not None:
+            candidates.append(self._current_blobs.get((event_id, path)))
+        return next((b for b in candidates if b is not None and b[1] <= start and end <= b[2]), None)
+
+    def _gone(self, path: str, event_id: int | None) -> None:
+        if event_id is not None and (event_id, path) in self.gone:
+            raise FileNotFoundError(f"{path} (gone from the source when the dump {self.path} was made)")
+
     def read(self, path: str, start: int, end: int, *, event_id: int | None = None) -> Iterator[bytes]:
-        found = self.blobs.get((event_id, path)) or self.blobs.get((None, path))
-        if found is not None and found[1] <= start and end <= found[2]:
+        found = self._blob(path, start, end, event_id)
+        if found is not None:
             blob, first = found[0], found[1]
             return _blob_range(self.fs, f"{self.path}/{blob}", start - first, end - first)
+        self._gone(path, event_id)
         try:
             fs, inner = table_filesystem(path) if "://" in path else (self._live.filesystem, path)
             if fs.get_file_info(inner).type != pafs.FileType.File:
@@ -198,7 +307,10 @@ class DumpSource:
 
     def size(self, path: str, *, event_id: int | None = None) -> int:
         found = self.blobs.get((event_id, path)) or self.blobs.get((None, path))
-        return int(found[2]) if found is not None else self._live.size(path)
+        if found is not None:
+            return int(found[2])
+        self._gone(path, event_id)
+        return self._live.size(path)
 
 
 def _blob_range(fs: pafs.FileSystem, path: str, start: int, end: int) -> Iterator[bytes]:
@@ -250,8 +362,7 @@ def load(
         with fs.open_input_stream(f"{path}/events.jsonl") as f:
             records = [json.loads(line) for line in f.read().decode().splitlines() if line]
         for record in records:
-            for p, b in record.pop("blobs", {}).items():
-                source_bytes.blobs[(record["event_id"], p)] = b
+            source_bytes.add_event(record)
         result = loader.apply_events(str(manifest["source"]), [event_from_json(r) for r in records])
         total.events_applied += result.events_applied
         total.rebootstrapped += result.rebootstrapped

@@ -13,7 +13,7 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
@@ -23,9 +23,8 @@ from acidstream.acid.writeids import RangeResponse
 from acidstream.errors import NoSuchObjectException, ReplicationError
 from acidstream.metastore import replication as r
 from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
-from acidstream.repl.bootstrap import partition_files
 from acidstream.repl.copy import Copied, FileCopier, SourceBytes, crash_window
-from acidstream.repl.plan import BootstrapPlan, relative_path
+from acidstream.repl.plan import BootstrapPlan, relative_path, source_partition_dir, table_with_location
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
@@ -85,9 +84,11 @@ class Loader:
         ops.append(r.FileStates(tuple((c.path, c.length, c.crc32) for c in states)))
         self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
 
-    def _copy_whole(self, fs: pafs.FileSystem, target: str, written: WrittenFile) -> Copied:
+    def _copy_whole(
+        self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None = None
+    ) -> Copied:
         """A file of the source's current state (no checksum recorded for it: copied as it is)."""
-        return self.copier.copy_whole(fs, target, written, verify=False)
+        return self.copier.copy_whole(fs, target, written, event_id=event_id, verify=False)
 
     # --- events --------------------------------------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class Loader:
         if kind == "ACID_WRITE" and e.db and e.table:
             return self._acid_write(e, result)
         if kind == "COMPACTED" and e.db and e.table:
-            return self._compacted(e)
+            return self._compacted(e, result)
         if kind == "CLEANED" and e.db and e.table:
             return self._cleaned(e)
         return []  # events a replica has nothing to do for
@@ -204,7 +205,7 @@ class Loader:
                 try:
                     described.append(WrittenFile(path, self.copier.source.size(path, event_id=e.event_id), 0))
                 except FileNotFoundError as exc:
-                    return self._file_states(self._rebootstrap(table, e.partition, path, exc, result))
+                    return self._file_states(self._rebootstrap(table, e, path, exc, result))
         for written in described:
             target = f"{root.rstrip('/')}/{relative_path(written.path, depth)}"
             have = self.target.repl_file_state(target)
@@ -216,7 +217,7 @@ class Loader:
                         self.copier.copy_whole(fs, target, written, event_id=e.event_id, verify=False)
                     )
             except FileNotFoundError as exc:
-                states.extend(self._rebootstrap(table, e.partition, written.path, exc, result))
+                states.extend(self._rebootstrap(table, e, written.path, exc, result))
                 break
         return self._file_states(states)
 
@@ -225,10 +226,11 @@ class Loader:
         return [r.FileStates(tuple((c.path, c.length, c.crc32) for c in states))] if states else []
 
     def _rebootstrap(
-        self, table: Table, partition: str | None, path: str, exc: Exception, result: LoadResult | None
+        self, table: Table, e: NotificationEvent, path: str, exc: Exception, result: LoadResult | None
     ) -> list[Copied]:
         """A source file is gone before this replica copied it (cleaned after a compaction while the follower was
         away): copy the partition's current files again. Rows stay invisible until their write ids commit here."""
+        partition = e.partition
         where = table.full_name + (f"/{partition}" if partition else "")
         if where in self._rebootstrapped:
             return []  # its current files, copied already, hold what this file held
@@ -242,19 +244,19 @@ class Loader:
         )
         if result is not None:
             result.rebootstrapped.append(where)
-        source_location = path.rsplit("/", 2 + len(table.partition_keys))[0]
-        source_table = _table_with_location(table, source_location)
-        source_dir = source_location.rstrip("/") + (f"/{partition}" if partition else "")
+        source_location, source_dir = source_partition_dir(path, len(table.partition_keys), partition)
+        source_table = table_with_location(table, source_location)
         fs, root = table_filesystem(table.location)
         copied = []
-        for f in partition_files(source_table, source_dir, None):
+        for f in self.copier.source.current_files(source_table, source_dir, event_id=e.event_id):
             target = f"{root.rstrip('/')}/{f.relative}"
             if self.target.repl_file_state(target) is not None and not f.open:
                 continue  # a closed file is never rewritten: the copy is complete
-            copied.append(self._copy_whole(fs, target, WrittenFile(f.source_path, f.length, 0, open=f.open)))
+            current = WrittenFile(f.source_path, f.length, 0, open=f.open)
+            copied.append(self._copy_whole(fs, target, current, e.event_id))
         return copied
 
-    def _compacted(self, e: NotificationEvent) -> list[r.ReplOp]:
+    def _compacted(self, e: NotificationEvent, result: LoadResult | None) -> list[r.ReplOp]:
         """Copy the compaction's output directories into a hidden directory, then rename each into place —
         delete deltas first, then deltas, then the base, so that a reader listing meanwhile never finds an
         output that hides inputs whose deletes it does not carry yet. The inputs stay for the replica's own
@@ -281,9 +283,16 @@ class Loader:
                     continue  # moved into place by an earlier attempt
                 for w in described:
                     source = WrittenFile(f"{source_dir}/{name}/{w.path}", w.length, w.crc32)
-                    self.copier.copy_whole(fs, f"{tmp}/{name}/{w.path}", source, event_id=e.event_id)
-                    states.append(Copied(f"{final}/{w.path}", w.length, w.crc32))
+                    try:
+                        self.copier.copy_whole(fs, f"{tmp}/{name}/{w.path}", source, event_id=e.event_id)
+                    except (
+                        FileNotFoundError
+                    ) as exc:  # cleaned after a later compaction: take what is there now
+                        return self._file_states(
+                            states + self._rebootstrap(table, e, source.path, exc, result)
+                        )
                 fs.move(f"{tmp}/{name}", final)
+                states.extend(Copied(f"{final}/{w.path}", w.length, w.crc32) for w in described)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 fs.delete_dir(tmp)
@@ -359,10 +368,3 @@ def _delete(fs: pafs.FileSystem, path: str) -> bool:
     except FileNotFoundError:
         return False
     return True
-
-
-def _table_with_location(table: Table, location: str) -> Table:
-    """``table``'s definition at another location (the source's, for listing its files)."""
-    fields: dict[str, Any] = {f: getattr(table, f) for f in Table.__dataclass_fields__}  # a handle has more
-    fields["location"] = location
-    return Table(**fields)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acidstream.metastore import replication as r
-from acidstream.metastore.models import NotificationEvent
+from acidstream.metastore.models import NotificationEvent, Table
 
 _OPS: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -104,6 +104,20 @@ def event_to_json(e: NotificationEvent) -> dict[str, Any]:
 
 def event_from_json(value: Mapping[str, Any]) -> NotificationEvent:
     return NotificationEvent(**value)
+
+
+def source_partition_dir(path: str, partition_keys: int, partition: str | None) -> tuple[str, str]:
+    """(table location, partition directory) on the source of a file ``path`` an event names: the partition
+    a replica copies again when that file is gone."""
+    location = path.rsplit("/", 2 + partition_keys)[0]
+    return location, location.rstrip("/") + (f"/{partition}" if partition else "")
+
+
+def table_with_location(table: Table, location: str) -> Table:
+    """``table``'s definition at another location (the source's, for listing its files)."""
+    fields: dict[str, Any] = {f: getattr(table, f) for f in Table.__dataclass_fields__}  # a handle has more
+    fields["location"] = location
+    return Table(**fields)
 
 
 def relative_path(path: str, depth: int) -> str:
