@@ -123,7 +123,8 @@ def test_table_class_is_pluggable(metastore_url: str, warehouse: Path) -> None:
         ("CREATE TABLE t (a int) TBLPROPERTIES (k='v')", "expected a property key", 38),
         ("SHOW TABLEZ", "expected DATABASES", 5),
         ("DROP TABLE t extra", "expected end of statement", 13),
-        ("SELECT 1 # x", "unexpected character '#'", 9),
+        ("SHOW # x", "unexpected character '#'", 5),
+        ("SELEC * FROM t", "unknown statement 'SELEC' (did you mean SELECT?): expected CREATE, DROP", 0),
     ],
 )
 def test_ddl_syntax_errors_point_at_the_token(ms: Metastore, sql: str, message: str, position: int) -> None:

@@ -76,7 +76,12 @@ def test_update_never_moves_rows(ms: Metastore, statement: str, message: str) ->
         ("DELETE FROM bank.accounts WHERE x.id = 1", "unknown table 'x'", "x.id"),
         ("DELETE FROM bank.accounts a WHERE accounts.id = 1", "unknown table 'accounts'", "accounts.id"),
         ("DELETE FROM bank.accounts WHERE id = 'one'", "cannot use 'one' as a value of type int64", "'one'"),
-        ("DELETE FROM bank.accounts WHERE id IN (SELECT id FROM bank.changes)", "a subquery", "id FROM"),
+        ("DELETE FROM bank.accounts WHERE id IN (SELECT id FROM bank.changes)", "a subquery", "(SELECT id"),
+        (
+            "UPDATE bank.accounts SET balance = 0 WHERE id = (select max(id) FROM (SELECT id FROM bank.changes) c)",
+            "a subquery",
+            "(select max",
+        ),
         ("DELETE FROM bank.accounts WHERE id = 1 LIMIT 1", "LIMIT in DELETE is not supported", "1\n"),
         (
             "UPDATE bank.accounts SET balance = 'lots'",

@@ -188,7 +188,7 @@ def test_arithmetic_is_hive_s(expression: str, target: pa.DataType, values: list
     [
         ("id = 'abc'", "cannot use 'abc' as a value of type int32", "'abc'"),
         ("id + name > 1", "cannot evaluate id + name", "id + name"),
-        ("id IN (SELECT 1)", "a subquery is not supported", "1)"),
+        ("id IN (SELECT 1)", "a subquery is not supported", "(SELECT 1)"),
         ("foo(id) = 1", "the function FOO is not supported", "foo("),
         ("id", "expected a condition, found a value of type int32", "id"),
         ("name LIKE name", "the pattern must be a string literal", "name"),

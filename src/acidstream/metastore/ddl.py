@@ -6,6 +6,7 @@ at a glance; column types are parsed by the shared Hive type parser.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -180,8 +181,32 @@ class Parser:
 Result = list[tuple[Any, ...]] | None
 
 
+#: First words of the statements run here, and of others a misspelling may be meant as (for the hint).
+_STATEMENTS = ("create", "drop", "show", "describe", "desc", "alter")
+_OTHER_STATEMENTS = ("select", "insert", "delete", "update", "merge", "with", "explain")
+
+
+def _check_kind(sql: str) -> None:
+    """An unknown first word is reported as such, before the rest is read (``SELEC * FROM t`` is not about
+    its ``*``)."""
+    first = _TOKEN.match(sql)
+    if first is None or first.lastgroup != "ident" or first.group("ident").startswith("`"):
+        return
+    word = first.group("ident")
+    if word.lower() in _STATEMENTS:
+        return
+    close = difflib.get_close_matches(word.lower(), _STATEMENTS + _OTHER_STATEMENTS, n=1)
+    hint = f" (did you mean {close[0].upper()}?)" if close else ""
+    raise DdlSyntaxError(
+        f"unknown statement {word!r}{hint}: expected CREATE, DROP, SHOW, DESCRIBE or ALTER",
+        sql,
+        first.start("ident"),
+    )
+
+
 def run(ms: Metastore, sql: str) -> Result:
     """Parse and execute one statement."""
+    _check_kind(sql)
     p = Parser(sql)
     if p.accept("create"):
         if p.accept("database") or p.accept("schema"):

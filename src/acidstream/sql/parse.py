@@ -90,10 +90,25 @@ def position(node: exp.Expr) -> int | None:
 
 def _offset(sql: str, node: exp.Expr) -> int:
     found = position(node)
+    if found is not None and isinstance(node, exp.Query | exp.Subquery):
+        return _query_start(sql, found)
     if found is not None:
         return found
     parent = node.parent
     return _offset(sql, parent) if parent is not None else 0
+
+
+def _query_start(sql: str, first_kept: int) -> int:
+    """Where a query (or a subquery, with its parenthesis) begins: sqlglot keeps no place for its SELECT, only
+    for the names after it, so the query starts at the last SELECT before the first of those."""
+    selects = [m.start() for m in _SELECT.finditer(sql, 0, first_kept)]
+    if not selects:
+        return first_kept
+    before = sql[: selects[-1]].rstrip()
+    return len(before) - 1 if before.endswith("(") else selects[-1]
+
+
+_SELECT = re.compile(r"\bselect\b", re.IGNORECASE)
 
 
 def unsupported(sql: str, node: exp.Expr, what: str | None = None) -> SqlSyntaxError:
