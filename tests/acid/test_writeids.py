@@ -122,6 +122,19 @@ def test_java_split_quirk_and_examples() -> None:
     assert tl.high_watermark == 5 and not tl.exceptions
 
 
+def test_txn_list_ranges_of_hive_4() -> None:
+    """Hive 4's ValidReadTxnList.writeToString writes runs of consecutive ids as ``first-last`` (open and
+    aborted alike); the string below is Hive 4.0.1's own output."""
+    tl = ValidTxnList.parse("30:7:8,9,10,14,15,16,20:2-7,12,13")
+    assert tl.open_ids == (8, 9, 10, 14, 15, 16, 20)
+    assert tl.aborted_ids == (2, 3, 4, 5, 6, 7, 12, 13)
+    assert tl.is_txn_aborted(4) and not tl.is_txn_valid(6) and tl.is_txn_valid(11)
+    assert ValidTxnList.parse("14:4:4,6-14:2").open_ids == (4, *range(6, 15))
+    for bad in ("9:1:1-:", "9:1:3-1:", "9:1:-3:", "9:1:1-2-3:"):
+        with pytest.raises(AcidFormatError):
+            ValidTxnList.parse(bad)
+
+
 def test_parse_keeps_written_min_open_like_hive() -> None:
     """Hive's readFromString keeps minOpenWriteId even without exceptions, and isValidBase uses it."""
     wl = ValidWriteIdList.parse("t:5:3::")

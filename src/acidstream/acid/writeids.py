@@ -3,6 +3,7 @@
 A reader takes one ``ValidWriteIdList`` per table from the metastore and decides, per directory and per row,
 what is visible. The string forms are byte-for-byte Hive's (``ValidReadTxnList`` /
 ``ValidReaderWriteIdList.writeToString``), so they can be handed to Hive's own classes and compared in tests.
+Hive 4 writes runs of consecutive txn ids as ``first-last``; ``ValidTxnList.parse`` reads both forms.
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ def _ids(text: str, what: str, source: str) -> list[int]:
         return [int(x) for x in text.split(",")]
     except ValueError:
         raise AcidFormatError(f"malformed {what} list {text!r} in {source!r}") from None
+
+
+def _txn_ids(text: str, what: str, source: str) -> list[int]:
+    """A txn id list as Hive 4's ``ValidReadTxnList`` writes it: runs of consecutive ids as ``first-last``."""
+    out: list[int] = []
+    for item in text.split(",") if text else ():
+        first, dash, last = item.partition("-")
+        if not dash:
+            out += _ids(item, what, source)
+            continue
+        [lo, hi] = _ids(f"{first},{last}", what, source)
+        if lo > hi:
+            raise AcidFormatError(f"malformed {what} list {text!r} in {source!r}")
+        out += range(lo, hi + 1)
+    return out
 
 
 def _split_java(source: str) -> list[str]:
@@ -120,8 +136,8 @@ class ValidTxnList(_ExceptionList):
             hwm, min_open = int(parts[0]), int(parts[1])
         except ValueError:
             raise AcidFormatError(f"malformed ValidTxnList {source!r}") from None
-        open_ids = _ids(parts[2], "open txn", source) if len(parts) > 2 else []
-        aborted = _ids(parts[3], "aborted txn", source) if len(parts) > 3 else []
+        open_ids = _txn_ids(parts[2], "open txn", source) if len(parts) > 2 else []
+        aborted = _txn_ids(parts[3], "aborted txn", source) if len(parts) > 3 else []
         return cls(hwm, tuple(open_ids), tuple(aborted), min_open_txn=min_open)
 
 
