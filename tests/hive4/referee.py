@@ -52,6 +52,10 @@ def java() -> str:
     return str(Path(home) / "bin" / "java") if home else "java"
 
 
+class HiveError(AssertionError):
+    """Hive refused a request: its Java stack trace."""
+
+
 class Referee:
     """Hive 4's reader and writer in a subprocess; one request at a time."""
 
@@ -116,6 +120,41 @@ class Referee:
         )
         return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
 
+    def write(
+        self,
+        location: str | Path,
+        columns: Sequence[tuple[str, str]],
+        ops: Sequence[Sequence[Any]],
+        *,
+        bucket: int,
+        min_write_id: int,
+        max_write_id: int,
+        statement_id: int | None = None,
+        flush: str = "close",
+        handle: str | None = None,
+    ) -> None:
+        """Write one bucket of a delta with Hive's ``OrcRecordUpdater`` (see ``acidstream.hive.AcidWriter``):
+        ops ``("insert", write_id, values)``, ``("delete", write_id, row_id)``,
+        ``("update", write_id, row_id, values)``; ``flush="open"`` keeps the updater open as ``handle``."""
+        self.call(
+            op="write",
+            dir=str(location),
+            columns=[c for c, _ in columns],
+            types=[t for _, t in columns],
+            ops=[list(op) for op in ops],
+            bucket=bucket,
+            min=min_write_id,
+            max=max_write_id,
+            statement=statement_id,
+            flush=flush,
+            handle=handle,
+        )
+
+    def metastore(self, uri: str, call: str, **request: Any) -> dict[str, Any]:
+        """One call of Hive's metastore client on the Hive Metastore at ``uri`` (see
+        ``acidstream.hive.Metastore``)."""
+        return self.call(op="metastore", uri=uri, call=call, **request)
+
     def close(self) -> None:
         assert self._proc.stdin is not None
         self._proc.stdin.close()
@@ -125,7 +164,3 @@ class Referee:
             self._proc.kill()
             self._proc.wait()
         self._log.close()
-
-
-class HiveError(AssertionError):
-    """Hive refused a request: its Java stack trace."""
