@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from acidstream.cli import cli, exit_code_for
 from acidstream.cli.metastore import LOCK_COLUMNS, TXN_COLUMNS
 from acidstream.errors import MetaException
 from acidstream.metastore import Metastore
+from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
 
 Run = Callable[..., tuple[int, str, str]]  # the ``run`` fixture (conftest.py)
 
@@ -114,3 +116,40 @@ def test_sql_runs_dml_and_prints_its_counts(run: Run, tmp_path: Path) -> None:
     assert err.splitlines()[-1].endswith("^") and "looked in" not in err
     assert sorted(run("cat", "db.t")[1].splitlines()) == ["1\tA", "2\tb"]
     assert run("sql", "DELETE FROM db.t") == (0, "inserted\tupdated\tdeleted\n0\t0\t2\n", "")
+
+
+def test_listings_of_sql_show_have_headers_and_utc_times(run: Run, warehouse: Path) -> None:
+    """``sql "SHOW ..."`` prints what ``show ...`` prints: a header, ISO-8601 UTC times, a word when empty."""
+    assert run("metastore", "init")[0] == 0
+    empty = "\t".join(SHOW_COMPACTIONS_COLUMNS) + "\n", "no compactions queued or recorded\n"
+    assert run("sql", "SHOW COMPACTIONS") == (0, *empty)
+    assert run("show", "compactions") == (0, *empty)
+    with Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse) as ms:
+        ms.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
+        ms.compact("t", kind="major")
+        ms.open_txns(agent_info="cli-test")
+        [txn] = ms.show_txns()
+        [request] = ms.show_compactions()
+
+    def utc(epoch_ms: int) -> str:
+        return (
+            datetime.datetime.fromtimestamp(epoch_ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[
+                :-3
+            ]
+            + "Z"
+        )
+
+    for args in (("sql", "SHOW TRANSACTIONS"), ("show", "txns")):
+        code, out, _ = run(*args)
+        header, row = out.splitlines()
+        assert code == 0 and header == "\t".join(TXN_COLUMNS)
+        assert row.split("\t")[2:4] == [utc(txn.started), utc(txn.last_heartbeat)]
+    for args in (("sql", "show compactions"), ("show", "compactions")):
+        code, out, _ = run(*args)
+        header, row = out.splitlines()
+        assert (
+            code == 0
+            and header == "\t".join(SHOW_COMPACTIONS_COLUMNS)
+            and len(row.split("\t")) == len(SHOW_COMPACTIONS_COLUMNS)
+        )
+        assert row.split("\t")[8] == utc(request.enqueue_time)

@@ -1,7 +1,9 @@
-"""Rows printed the way Hive's CLI prints them: tab separated, NULL for nulls, complex values as JSON."""
+"""Rows printed the way Hive's CLI prints them: tab separated, NULL for nulls, complex values as JSON; times
+as ISO-8601 in UTC."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -19,3 +21,9 @@ def hive_text(value: Any) -> str:
 
 def hive_row(values: Iterable[Any]) -> str:
     return "\t".join(hive_text(v) for v in values)
+
+
+def iso_utc(epoch_ms: int, timespec: str = "milliseconds") -> str:
+    """``2026-11-27T12:30:31.123Z``: a metastore time (epoch milliseconds) as a person reads it."""
+    when = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC)
+    return when.isoformat(timespec=timespec).replace("+00:00", "Z")

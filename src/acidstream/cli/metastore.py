@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json  # a JSON string is a TOML basic string
 import os
+import re
 import shlex
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -20,6 +22,8 @@ from acidstream.cli._options import (
     metastore_options,
     open_metastore,
 )
+from acidstream.cli._text import iso_utc
+from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
 
 #: First words of statements ``sql`` does not run, and where they go instead.
 _QUERY_WORDS = frozenset({"select", "with", "from", "values", "table", "explain"})
@@ -42,19 +46,40 @@ LOCK_COLUMNS = (
     "agent_info",
     "blocked_by",
 )
-COMPACTION_COLUMNS = ("id", "db", "table", "partition", "type", "state", "worker", "enqueued", "start", "end")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A state listing: its header line, its time columns (epoch ms, printed ISO-8601 UTC), what an empty one
+    says (on stderr, so that nobody wonders)."""
+
+    header: tuple[str, ...]
+    times: frozenset[str]
+    empty: str
+
+    def echo(self, rows: Sequence[Sequence[Any]], empty: str | None = None) -> None:
+        at = [i for i, name in enumerate(self.header) if name in self.times]
+        shown = [[iso_utc(v) if i in at and v else v for i, v in enumerate(row)] for row in rows]
+        _echo_rows([self.header, *shown])
+        if not rows:
+            click.echo(empty or self.empty, err=True)
+
+
+TXNS = Listing(TXN_COLUMNS, frozenset({"started", "last_heartbeat"}), "no open or aborted transactions")
+LOCKS = Listing(LOCK_COLUMNS, frozenset({"last_heartbeat", "acquired"}), "no locks")
+COMPACTIONS = Listing(
+    SHOW_COMPACTIONS_COLUMNS,
+    frozenset({"Enqueue Time", "Start Time", "Commit Time"}),
+    "no compactions queued or recorded",
+)
+#: ``SHOW <word>`` statements of ``sql`` printed as the listings above.
+_SHOW_LISTINGS = {"transactions": TXNS, "locks": LOCKS, "compactions": COMPACTIONS}
+_SHOW = re.compile(r"\s*show\s+(\w+)", re.IGNORECASE)
 
 
 def _echo_rows(rows: Sequence[Sequence[Any]]) -> None:
     for row in rows:
         click.echo("\t".join("" if v is None else str(v) for v in row))
-
-
-def _echo_listing(header: Sequence[str], rows: Sequence[Sequence[Any]], empty: str) -> None:
-    """A header line, then the rows; when there are none, ``empty`` on stderr so that nobody wonders."""
-    _echo_rows([header, *rows])
-    if not rows:
-        click.echo(empty, err=True)
 
 
 @click.group("metastore")
@@ -137,8 +162,12 @@ def sql(metastore: str, warehouse: str, statement: str) -> None:
         )
     with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute(statement)
+    show = _SHOW.match(statement)
+    listing = _SHOW_LISTINGS.get(show.group(1).lower()) if show else None
     if is_dml(statement):
         _echo_rows([DML_RESULT_COLUMNS, *(rows or [])])
+    elif listing is not None:
+        listing.echo(rows or [])
     elif rows is not None:
         _echo_rows(rows)
 
@@ -177,10 +206,10 @@ def show_partitions(metastore: str, warehouse: str, table: str) -> None:
 @show.command("txns")
 @metastore_options
 def show_txns(metastore: str, warehouse: str) -> None:
-    """Open and aborted transactions: id, state, started, last heartbeat (ms), user, host, agent."""
+    """Open and aborted transactions: id, state, started, last heartbeat (UTC), user, host, agent."""
     with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute("SHOW TRANSACTIONS")
-    _echo_listing(TXN_COLUMNS, rows or [], "no open or aborted transactions")
+    TXNS.echo(rows or [])
 
 
 @show.command("locks")
@@ -190,7 +219,7 @@ def show_locks(metastore: str, warehouse: str, table: str | None) -> None:
     """Locks (optionally of TABLE): id, db, table, partition, state, type, txn, heartbeat, acquired, user, host, agent, blocked by."""
     with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute(f"SHOW LOCKS {table}" if table else "SHOW LOCKS")
-    _echo_listing(LOCK_COLUMNS, rows or [], f"no locks{f' on {table}' if table else ''}")
+    LOCKS.echo(rows or [], f"no locks{f' on {table}' if table else ''}")
 
 
 @show.command("compactions")
@@ -199,7 +228,7 @@ def show_compactions(metastore: str, warehouse: str) -> None:
     """Compaction queue and history."""
     with open_metastore(metastore, warehouse) as ms:
         rows = ms.execute("SHOW COMPACTIONS")
-    _echo_listing(COMPACTION_COLUMNS, rows or [], "no compactions queued or recorded")
+    COMPACTIONS.echo(rows or [])
 
 
 @click.command("housekeeper")

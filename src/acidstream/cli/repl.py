@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -12,6 +11,7 @@ import click
 
 from acidstream.cli._interrupt import stopping_gracefully
 from acidstream.cli._options import metastore_options, open_metastore
+from acidstream.cli._text import iso_utc
 
 if TYPE_CHECKING:
     from acidstream.repl import SyncResult
@@ -207,9 +207,7 @@ def status_command(
 
 
 def _when(ms: int) -> str:
-    if not ms:
-        return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(timespec="seconds")
+    return iso_utc(ms, "seconds") if ms else "-"
 
 
 def register(cli: click.Group) -> None:
