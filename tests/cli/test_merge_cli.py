@@ -160,3 +160,18 @@ def test_help_names_the_options_and_exit_codes(run: Run) -> None:
         "Exit codes: 0 success",
     ):
         assert text in out
+
+
+def test_the_summary_is_one_line_in_a_log(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped (no terminal), the summary is not wrapped at 80 columns."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    long_name = "bank.accounts_of_the_northern_region_branches"
+    assert run("metastore", "init")[0] == 0 and run("sql", "CREATE DATABASE bank")[0] == 0
+    assert run("sql", f"CREATE TABLE {long_name} (id bigint) TBLPROPERTIES ('transactional'='true')")[0] == 0
+    pq.write_table(pa.table({"id": [1, 2, 3]}), tmp_path / "ids.parquet")
+    code, _, err = run("merge", long_name, "--source", str(tmp_path / "ids.parquet"), "--on", "id")
+    [line] = err.splitlines()
+    assert code == 0 and line.startswith(
+        f"{long_name}: 3 inserted, 0 updated, 0 deleted from 3 source rows in "
+    )
+    assert len(line) > 80

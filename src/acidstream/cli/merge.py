@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 import pyarrow as pa
-from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from acidstream.cli import EXIT_CODES_HELP
 from acidstream.cli._options import metastore_options, open_metastore
+from acidstream.cli._text import console as text_console
 from acidstream.errors import SerializationError
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def merge_command(
     from acidstream.mutate.merge import merge
 
     files = _source_files(source_path, fmt)
-    console = Console(stderr=True)
+    console = text_console(stderr=True)
     started = time.monotonic()
     with (
         open_metastore(metastore, warehouse) as ms,

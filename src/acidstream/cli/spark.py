@@ -6,14 +6,18 @@ pyspark is imported only by ``acidstream.spark``; this module calls its function
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from acidstream.cli._options import metastore_options, open_metastore
+from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
+
+if TYPE_CHECKING:
+    from acidstream.spark.main_job import JobReport
 
 _STARTING = "starting Spark (local, 2 cores)..."
 #: The job's defaults (``acidstream.spark.main_job``; importing it here would load pyspark for every command).
@@ -55,7 +59,7 @@ def main_job(
     from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, describe, run
     from acidstream.spark.shell import command_session
 
-    console = Console()
+    console = text_console()
     rows = rows or DEFAULT_ROWS
     cfg = JobConfig(
         rows=rows,
@@ -84,8 +88,20 @@ def main_job(
             lambda committed: progress.update(bar, completed=committed),
             lambda summary: progress.console.print(f"compactor: {describe(summary)}"),
         )
+    console.print(summary_table(report, cfg.warehouse, log_file))
+    console.print(
+        "Small micro-batches leave many snapshots to watch, but each costs Spark a few tenths of a second "
+        "beyond the writing, and the queries share the cores: with 1M-row micro-batches and no queries, the sink "
+        "writes about 500k records/s (docs/benchmarks.md; try --rows 5000000 --files 5)."
+    )
+
+
+def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Table:
+    """The job's closing summary; long values (the log's path) fold rather than being cut."""
     compaction = report.compaction
     summary = Table(title="acidstream main-job: testing.alerts", show_header=False)
+    summary.add_column(no_wrap=True)
+    summary.add_column(overflow="fold")  # a narrow terminal folds a long path instead of cutting it
     for label, value in [
         ("rows ingested (this run)", f"{report.rows:,}"),
         ("rows in table", f"{report.table_rows:,}"),
@@ -113,16 +129,11 @@ def main_job(
             f"{compaction['rows_written']:,} rows rewritten, {compaction['failed']} failed; "
             f"{compaction['cleaned']} cleaned (replaced files go once no query that may read them is left)",
         ),
-        ("warehouse", cfg.warehouse),
+        ("warehouse", warehouse),
         ("Spark log", log_file or "(session's stderr)"),
     ]:
         summary.add_row(label, value)
-    console.print(summary)
-    console.print(
-        "Small micro-batches leave many snapshots to watch, but each costs Spark a few tenths of a second "
-        "beyond the writing, and the queries share the cores: with 1M-row micro-batches and no queries, the sink "
-        "writes about 500k records/s (docs/benchmarks.md; try --rows 5000000 --files 5)."
-    )
+    return summary
 
 
 _SHELL_BANNER = """acidstream Spark shell: {n} table(s) as SQL views ({views}).
@@ -155,7 +166,7 @@ def spark_shell(
 
     with ExitStack() as stack:
         ms = stack.enter_context(open_metastore(metastore, warehouse))  # an existing one: never creates
-        with Console(stderr=True).status(_STARTING):
+        with text_console(stderr=True).status(_STARTING):
             spark, log_file = stack.enter_context(command_session("acidstream-shell", warehouse))
         views = register_views(spark, list(tables) or None, metastore=metastore, warehouse=warehouse)
         if query is not None:

@@ -14,6 +14,7 @@ import pyarrow as pa
 from rich.console import Console
 
 from acidstream.cli._options import metastore_options, open_metastore
+from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
 from acidstream.errors import SerializationError
 from acidstream.streaming.records import split_records
@@ -97,7 +98,7 @@ def stream_command(
     if not name:
         raise click.UsageError("TABLE must be db.table")
     writer = _record_writer(fmt, delimiter, regex)
-    console = Console(stderr=True)
+    console = text_console(stderr=True)
     with open_metastore(metastore, warehouse) as ms:
         builder = (
             StreamingConnection.builder()

@@ -1,0 +1,39 @@
+"""What ``main-job`` prints, without running Spark: its summary keeps long values whole."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from acidstream.cli._text import console
+from acidstream.cli.spark import summary_table
+from acidstream.spark.main_job import JobReport
+
+REPORT = JobReport(
+    rows=1_000_000,
+    seconds=60.0,
+    transactions=40,
+    table_rows=1_000_000,
+    partitions=10,
+    files=50,
+    snapshots=[0, 12, 40],
+    compaction={"compacted": 10, "requested": 10, "rows_written": 900_000, "failed": 0, "cleaned": 10},
+)
+LOG = "/srv/data/" + "a-rather-long-directory-name/" * 6 + "wh/_logs/spark.log"
+
+
+def test_piped_the_summary_keeps_the_log_path_on_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    console().print(summary_table(REPORT, "/srv/wh", LOG))
+    lines = capsys.readouterr().out.splitlines()
+    assert any(LOG in line and "Spark log" in line for line in lines)
+    assert any("(replaced files go once no query that may read them is left)" in line for line in lines)
+
+
+def test_a_narrow_terminal_folds_the_log_path_without_cutting_it() -> None:
+    narrow = Console(width=70, force_terminal=True, record=True)
+    narrow.print(summary_table(REPORT, "/srv/wh", LOG))
+    cells = [line.split("│")[2].strip() for line in narrow.export_text().splitlines() if line.count("│") == 3]
+    assert LOG in "".join(cells)
