@@ -16,9 +16,11 @@ from hive4.referee import HiveError, HiveRow, Referee
 NOT_ENOUGH_HISTORY = "Not enough history available for"
 
 
-def hive_rows(hive4: Referee, ms: Metastore, table_name: str, txns: ValidTxnList) -> list[HiveRow]:
-    """What Hive reads of every partition directory of the table at ``txns``; partition values follow the data
-    columns, as in our scans."""
+def hive_rows(
+    hive4: Referee, ms: Metastore, table_name: str, txns: ValidTxnList, *, vectorized: bool = False
+) -> list[HiveRow]:
+    """What Hive reads of every partition directory of the table at ``txns`` (see ``Referee.read``); partition
+    values follow the data columns, as in our scans."""
     table = ms.table(table_name)
     write_ids = ms.get_valid_write_ids(table_name, snapshot=txns)
     columns = [(c.name, str(c.type)) for c in table.columns]
@@ -30,7 +32,9 @@ def hive_rows(hive4: Referee, ms: Metastore, table_name: str, txns: ValidTxnList
     )
     rows = []
     for values, location in places:
-        for row_id, row in hive4.read(location, columns, write_ids, txns, buckets=buckets):
+        for row_id, row in hive4.read(
+            location, columns, write_ids, txns, buckets=buckets, vectorized=vectorized
+        ):
             rows.append((row_id, (*row, *values)))
     return sorted(rows)
 
@@ -51,7 +55,8 @@ def our_rows(
 
 
 def judge(hive4: Referee, ms: Metastore, table_name: str, txns: ValidTxnList | None = None) -> list[HiveRow]:
-    """Asserts that Hive 4 and we read the same rows and ROW__IDs at ``txns`` (now by default); returns them.
+    """Asserts that Hive 4's two readers (row-mode and vectorized) and ours read the same rows and ROW__IDs at
+    ``txns`` (now by default); returns them.
     Where Hive refuses a snapshot older than a compacted base (its history is gone), we must refuse it too:
     then it returns no rows."""
     txns = txns if txns is not None else ms.snapshot()
@@ -66,4 +71,7 @@ def judge(hive4: Referee, ms: Metastore, table_name: str, txns: ValidTxnList | N
         return []
     ours = our_rows(ms, table_name, txns)
     assert ours == theirs, f"{table_name} at {txns}"
+    assert hive_rows(hive4, ms, table_name, txns, vectorized=True) == theirs, (
+        f"vectorized: {table_name} at {txns}"
+    )
     return theirs

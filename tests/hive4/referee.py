@@ -106,9 +106,11 @@ class Referee:
         txns: ValidTxnList | str,
         *,
         buckets: int | None = None,
+        vectorized: bool = False,
     ) -> list[HiveRow]:
         """The rows of a table or partition directory at a snapshot, as a Hive query's table scan reads them
-        (``OrcInputFormat`` → ``OrcRawRecordMerger``), each with its ROW__ID, sorted by ROW__ID."""
+        (``OrcInputFormat`` → ``OrcRawRecordMerger``; ``vectorized``: ``VectorizedOrcAcidRowBatchReader``, as
+        with vectorization on), each with its ROW__ID, sorted by ROW__ID."""
         answer = self.call(
             op="read",
             dir=str(location),
@@ -117,6 +119,7 @@ class Referee:
             writeids=str(write_ids),
             txns=str(txns),
             buckets=buckets,
+            vectorized=vectorized,
         )
         return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
 

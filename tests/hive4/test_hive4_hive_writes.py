@@ -104,6 +104,7 @@ class HiveTable:
             theirs = self.hive4.read(location, COLUMNS, write_ids, txns)
             ours = read_directory(location, COLUMNS, txns, write_ids)
             assert ours == theirs, f"{part or self.name} at {txns} / {write_ids}"
+            assert self.hive4.read(location, COLUMNS, write_ids, txns, vectorized=True) == theirs
             assert {row for _, row in ours} == self.committed[part]
 
 

@@ -3,26 +3,40 @@ package acidstream.hive;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import java.lang.reflect.Constructor;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hive.common.ValidTxnList;
 import org.apache.hadoop.hive.common.ValidWriteIdList;
+import org.apache.hadoop.hive.common.type.DataTypePhysicalVariation;
 import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.metastore.api.hive_metastoreConstants;
+import org.apache.hadoop.hive.ql.exec.vector.ColumnVector;
+import org.apache.hadoop.hive.ql.exec.vector.LongColumnVector;
+import org.apache.hadoop.hive.ql.exec.vector.StructColumnVector;
+import org.apache.hadoop.hive.ql.exec.vector.VectorExtractRow;
+import org.apache.hadoop.hive.ql.exec.vector.VectorizedRowBatch;
+import org.apache.hadoop.hive.ql.exec.vector.VectorizedRowBatchCtx;
 import org.apache.hadoop.hive.ql.io.AcidInputFormat;
 import org.apache.hadoop.hive.ql.io.AcidUtils;
 import org.apache.hadoop.hive.ql.io.IOConstants;
 import org.apache.hadoop.hive.ql.io.RecordIdentifier;
 import org.apache.hadoop.hive.ql.io.orc.OrcInputFormat;
+import org.apache.hadoop.hive.ql.io.orc.OrcSplit;
 import org.apache.hadoop.hive.ql.io.orc.OrcStruct;
+import org.apache.hadoop.hive.ql.io.orc.VectorizedOrcAcidRowBatchReader;
+import org.apache.hadoop.hive.ql.metadata.VirtualColumn;
 import org.apache.hadoop.hive.serde.serdeConstants;
 import org.apache.hadoop.hive.serde2.ColumnProjectionUtils;
+import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspector;
 import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspectorUtils;
 import org.apache.hadoop.hive.serde2.objectinspector.StructField;
 import org.apache.hadoop.hive.serde2.objectinspector.StructObjectInspector;
+import org.apache.hadoop.hive.serde2.typeinfo.StructTypeInfo;
 import org.apache.hadoop.hive.serde2.typeinfo.TypeInfo;
 import org.apache.hadoop.hive.serde2.typeinfo.TypeInfoUtils;
 import org.apache.hadoop.io.NullWritable;
@@ -39,7 +53,8 @@ import org.apache.hadoop.mapred.Reporter;
  *
  * <p>Request: {@code dir}, {@code columns} and {@code types} (the table's data columns, Hive type names),
  * {@code writeids} ({@code ValidWriteIdList} string), {@code txns} ({@code ValidTxnList} string), optional
- * {@code buckets} (bucket count of a bucketed table). Each row answers
+ * {@code buckets} (bucket count of a bucketed table), optional {@code vectorized} (read through Hive's
+ * vectorized ACID reader instead). Each row answers
  * {@code [writeid, bucketid, rowid, [values...]]}.
  */
 final class AcidReader {
@@ -66,35 +81,116 @@ final class AcidReader {
     job.set(ValidWriteIdList.VALID_WRITEIDS_KEY, request.get("writeids").asText());
     job.set(ValidTxnList.VALID_TXNS_KEY, request.get("txns").asText());
 
-    TypeInfo rowType =
-        TypeInfoUtils.getTypeInfoFromTypeString(structType(columns, types));
-    StructObjectInspector inspector = (StructObjectInspector) OrcStruct.createObjectInspector(rowType);
-    List<? extends StructField> fields = inspector.getAllStructFieldRefs();
+    TypeInfo rowType = TypeInfoUtils.getTypeInfoFromTypeString(structType(columns, types));
     OrcInputFormat format = new OrcInputFormat();
     for (InputSplit split : format.getSplits(job, 1)) {
-      RecordReader<NullWritable, OrcStruct> reader = format.getRecordReader(split, job, Reporter.NULL);
-      @SuppressWarnings("unchecked")
-      AcidInputFormat.AcidRecordReader<NullWritable, OrcStruct> acid =
-          (AcidInputFormat.AcidRecordReader<NullWritable, OrcStruct>) reader;
-      NullWritable key = reader.createKey();
-      OrcStruct value = reader.createValue();
-      try {
-        while (reader.next(key, value)) {
-          RecordIdentifier id = acid.getRecordIdentifier();
-          ArrayNode row = rows.addArray();
-          row.add(id.getWriteId()).add(id.getBucketProperty()).add(id.getRowId());
-          ArrayNode values = row.addArray();
-          for (StructField field : fields) {
-            Object standard =
-                ObjectInspectorUtils.copyToStandardJavaObject(
-                    inspector.getStructFieldData(value, field), field.getFieldObjectInspector());
-            values.add(toJson(standard));
-          }
-        }
-      } finally {
-        reader.close();
+      if (request.path("vectorized").asBoolean(false)) {
+        readVectorized((OrcSplit) split, job, (StructTypeInfo) rowType, rows);
+      } else {
+        readRows(format, split, job, rowType, rows);
       }
     }
+  }
+
+  /** The row-mode path: {@code OrcInputFormat.getRecordReader}, an {@code OrcRawRecordMerger} underneath. */
+  private static void readRows(
+      OrcInputFormat format, InputSplit split, JobConf job, TypeInfo rowType, ArrayNode rows)
+      throws Exception {
+    StructObjectInspector inspector = (StructObjectInspector) OrcStruct.createObjectInspector(rowType);
+    List<? extends StructField> fields = inspector.getAllStructFieldRefs();
+    RecordReader<NullWritable, OrcStruct> reader = format.getRecordReader(split, job, Reporter.NULL);
+    @SuppressWarnings("unchecked")
+    AcidInputFormat.AcidRecordReader<NullWritable, OrcStruct> acid =
+        (AcidInputFormat.AcidRecordReader<NullWritable, OrcStruct>) reader;
+    NullWritable key = reader.createKey();
+    OrcStruct value = reader.createValue();
+    try {
+      while (reader.next(key, value)) {
+        RecordIdentifier id = acid.getRecordIdentifier();
+        ArrayNode values = addRow(rows, id.getWriteId(), id.getBucketProperty(), id.getRowId());
+        for (StructField field : fields) {
+          values.add(
+              toJson(
+                  ObjectInspectorUtils.copyToStandardJavaObject(
+                      inspector.getStructFieldData(value, field), field.getFieldObjectInspector())));
+        }
+      }
+    } finally {
+      reader.close();
+    }
+  }
+
+  /**
+   * The vectorized path of a Hive query with vectorization on: {@code VectorizedOrcAcidRowBatchReader} with
+   * ROW__ID projected (its delete-event registries, not the merger). Its constructor taking the batch context
+   * is package-private (Hive builds the context from a query plan), hence the reflection.
+   */
+  private static void readVectorized(OrcSplit split, JobConf job, StructTypeInfo rowType, ArrayNode rows)
+      throws Exception {
+    List<TypeInfo> dataTypes = rowType.getAllStructFieldTypeInfos();
+    int data = dataTypes.size();
+    List<String> names = new ArrayList<>(rowType.getAllStructFieldNames());
+    names.add(VirtualColumn.ROWID.getName());
+    List<TypeInfo> all = new ArrayList<>(dataTypes);
+    all.add(VirtualColumn.ROWID.getTypeInfo());
+    DataTypePhysicalVariation[] variations = new DataTypePhysicalVariation[all.size()];
+    Arrays.fill(variations, DataTypePhysicalVariation.NONE);
+    int[] dataColumnNums = new int[data];
+    Arrays.setAll(dataColumnNums, i -> i);
+    VectorizedRowBatchCtx context =
+        new VectorizedRowBatchCtx(
+            names.toArray(new String[0]),
+            all.toArray(new TypeInfo[0]),
+            variations,
+            dataColumnNums,
+            0,
+            1,
+            new VirtualColumn[] {VirtualColumn.ROWID},
+            new String[0],
+            new DataTypePhysicalVariation[0]);
+    Constructor<VectorizedOrcAcidRowBatchReader> make =
+        VectorizedOrcAcidRowBatchReader.class.getDeclaredConstructor(
+            OrcSplit.class, JobConf.class, Reporter.class, VectorizedRowBatchCtx.class);
+    make.setAccessible(true);
+    VectorizedOrcAcidRowBatchReader reader = make.newInstance(split, job, Reporter.NULL, context);
+    VectorExtractRow extract = new VectorExtractRow();
+    extract.init(dataTypes.toArray(new TypeInfo[0]));
+    List<ObjectInspector> inspectors = new ArrayList<>();
+    for (TypeInfo type : dataTypes) {
+      inspectors.add(TypeInfoUtils.getStandardWritableObjectInspectorFromTypeInfo(type));
+    }
+    VectorizedRowBatch batch = context.createVectorizedRowBatch();
+    Object[] values = new Object[data];
+    try {
+      while (reader.next(NullWritable.get(), batch)) {
+        StructColumnVector rowIds = (StructColumnVector) batch.cols[data];
+        for (int j = 0; j < batch.size; j++) {
+          int i = batch.selectedInUse ? batch.selected[j] : j;
+          ArrayNode out =
+              addRow(
+                  rows,
+                  element(rowIds.fields[0], i),
+                  element(rowIds.fields[1], i),
+                  element(rowIds.fields[2], i));
+          extract.extractRow(batch, i, values);
+          for (int c = 0; c < data; c++) {
+            out.add(toJson(ObjectInspectorUtils.copyToStandardJavaObject(values[c], inspectors.get(c))));
+          }
+        }
+      }
+    } finally {
+      reader.close();
+    }
+  }
+
+  private static long element(ColumnVector vector, int row) {
+    return ((LongColumnVector) vector).vector[vector.isRepeating ? 0 : row];
+  }
+
+  private static ArrayNode addRow(ArrayNode rows, long writeId, long bucketId, long rowId) {
+    ArrayNode row = rows.addArray();
+    row.add(writeId).add(bucketId).add(rowId);
+    return row.addArray();
   }
 
   static String structType(List<String> columns, List<String> types) {
