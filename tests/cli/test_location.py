@@ -4,6 +4,9 @@ creates one, and a command that finds nothing says where it looked."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, inspect
 
 from acidstream.cli import cli
-from acidstream.cli._options import CONFIG_FILE, LOCATION_RULE
+from acidstream.cli._options import CONFIG_FILE, LOCATION_RULE, Location
 
 READ_ONLY = [
     ["show", "databases"],
@@ -136,3 +139,26 @@ def test_the_commands_said_to_create_a_metastore_do(tmp_path: Path, monkeypatch:
         "repl", "sync", source, f"sqlite:///{tmp_path / 'synced.db'}", "--target-warehouse", "synced"
     )
     assert code == 0 and (tmp_path / "synced.db").is_file(), err
+
+
+def test_an_unreachable_metastore_is_said_to_be_waited_for(tmp_path: Path) -> None:
+    """Connecting retries until the wait timeout (seconds): the command says at once what it waits for."""
+    url = "postgresql://acid:secret@127.0.0.1:1/none"  # port 1: refused, and retried
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acidstream.cli", "show", "databases", "--metastore", url],
+        cwd=tmp_path,
+        env={**os.environ, **NO_ENV},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    started = time.monotonic()
+    first = proc.stderr.readline()
+    waited = time.monotonic() - started
+    still_waiting = proc.poll() is None
+    proc.terminate()
+    proc.communicate(timeout=60)
+    assert first == "waiting for the metastore at postgresql://acid:***@127.0.0.1:1/none to answer...\n"
+    assert still_waiting and waited < 10
+    location = Location(url, str(tmp_path), "--metastore")
+    assert "secret" not in location.describe() and "acid:***@127.0.0.1:1" in location.describe()

@@ -1,6 +1,13 @@
-"""What ``main-job`` prints, without running Spark: its summary keeps long values whole."""
+"""The Spark commands without Spark: main-job's summary keeps long values whole; spark-shell -e refuses an
+obviously wrong query before it starts Spark."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -37,3 +44,31 @@ def test_a_narrow_terminal_folds_the_log_path_without_cutting_it() -> None:
     narrow.print(summary_table(REPORT, "/srv/wh", LOG))
     cells = [line.split("│")[2].strip() for line in narrow.export_text().splitlines() if line.count("│") == 3]
     assert LOG in "".join(cells)
+
+
+@pytest.mark.parametrize(
+    ("query", "message", "at"),
+    [
+        ("SELEC 1", "unknown statement 'SELEC' (did you mean SELECT?)", 0),
+        ("SELECT count(*) FROM alerts WHERE msg = 'oops", "unterminated quote: no closing '", 40),
+        ("SELECT (1 + 2 FROM alerts", "'(' is never closed", 7),
+    ],
+)
+def test_an_obviously_wrong_query_is_refused_before_spark_starts(
+    warehouse: Path, query: str, message: str, at: int
+) -> None:
+    env = {**os.environ, "ACIDSTREAM_WAREHOUSE": str(warehouse), "ACIDSTREAM_METASTORE": ""}
+    subprocess.run(
+        [sys.executable, "-m", "acidstream.cli", "metastore", "init", "--no-config"], env=env, check=True
+    )
+    started = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "acidstream.cli", "spark-shell", "-e", query],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2 and f"SqlSyntaxError: {message} at position {at}" in res.stderr, res.stderr
+    assert not (warehouse / "_logs").exists()  # Spark never started: it would log there
+    assert time.monotonic() - started < 20

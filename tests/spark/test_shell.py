@@ -49,6 +49,8 @@ def test_execute_prints_rows_like_hives_cli_and_bad_queries_exit_2(
     assert limited.output.splitlines() == ["FR\t1\ta"]
     bad = CliRunner().invoke(cli, [*base, "-e", "SELECT nope FROM alerts"])
     assert bad.exit_code == 2 and "UNRESOLVED_COLUMN" in bad.output
-    garbled = CliRunner().invoke(cli, [*base, "-e", "SELEC 1"])
+    garbled = CliRunner().invoke(cli, [*base, "-e", "SELECT 1 +"])  # Spark's parser finds it
     assert garbled.exit_code == 2 and "PARSE_SYNTAX_ERROR" in garbled.output
+    typo = CliRunner().invoke(cli, [*base, "-e", "SELEC 1"])  # found before Spark is asked
+    assert typo.exit_code == 2 and "unknown statement 'SELEC' (did you mean SELECT?)" in typo.output
     assert acid_spark.sparkContext._jsc is not None  # the shared session survived the command

@@ -9,10 +9,13 @@ environment; if neither names either, the nearest ``acidstream.toml`` in the cur
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
+import threading
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,6 +33,8 @@ CONFIG_FILE = "acidstream.toml"
 DEFAULT_WAREHOUSE = "wh"
 ENV_METASTORE = "ACIDSTREAM_METASTORE"
 ENV_WAREHOUSE = "ACIDSTREAM_WAREHOUSE"
+#: Seconds a metastore may take to answer before the command says it is waiting for it.
+SLOW_CONNECT = 1.0
 #: Key of the resolved :class:`Location` in ``click.Context.meta`` (errors name it).
 LOCATION_KEY = "acidstream.location"
 
@@ -51,7 +56,15 @@ class Location:
     config_file: str | None = None
 
     def describe(self) -> str:
-        return f"metastore {self.metastore}, warehouse {self.warehouse} (from {self.source})"
+        return f"metastore {shown_url(self.metastore)}, warehouse {self.warehouse} (from {self.source})"
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password, if any, masked: messages and logs show where, never the secret."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+_PASSWORD = re.compile(r"(://[^/:@]*:)[^@/]*@")
 
 
 class ConfigFileError(click.ClickException):
@@ -169,9 +182,26 @@ def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kw
     """
     from acidstream.catalog import Metastore
 
-    if not create:
-        _require_existing(metastore)
-    return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
+    with _said_when_slow(metastore):
+        if not create:
+            _require_existing(metastore)
+        return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
+
+
+@contextlib.contextmanager
+def _said_when_slow(url: str) -> Iterator[None]:
+    """Connecting retries an unreachable database until its wait timeout, silently: after
+    :data:`SLOW_CONNECT` seconds, say on stderr what the command is waiting for."""
+    timer = threading.Timer(
+        SLOW_CONNECT,
+        lambda: click.echo(f"waiting for the metastore at {shown_url(url)} to answer...", err=True),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _require_existing(url: str) -> None:

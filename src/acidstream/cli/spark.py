@@ -161,8 +161,11 @@ def spark_shell(
     query's rows tab separated like Hive's CLI (a query that does not parse or resolve exits 2, another
     failure 1); otherwise opens a Python shell with spark, ms and opts.
     """
+    from acidstream.spark.shell import SparkQueryError, check_query, command_session, query_rows
+
+    if query is not None:
+        check_query(query)  # a typo is reported at once, not after Spark has started
     from acidstream.spark import register_views
-    from acidstream.spark.shell import SparkQueryError, command_session, query_rows
 
     with ExitStack() as stack:
         ms = stack.enter_context(open_metastore(metastore, warehouse))  # an existing one: never creates

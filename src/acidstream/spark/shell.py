@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from acidstream.errors import AcidStreamError
+from acidstream.errors import AcidStreamError, SqlSyntaxError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,6 +45,52 @@ def command_session(app_name: str, warehouse: str) -> Iterator[tuple[SparkSessio
     finally:
         if owns_session:
             spark.stop()
+
+
+#: First words of Spark SQL statements (a parenthesised query may come first); ``-e`` refuses a query starting
+#: with another word before Spark starts.
+SPARK_STATEMENTS = frozenset(
+    """select with from values table map reduce show describe desc explain set reset use cache uncache clear
+    refresh create drop alter insert load truncate msck analyze add list merge update delete repair comment
+    declare execute call grant revoke""".split()  # noqa: SIM905  # a list literal would take 40 lines
+)
+
+
+def check_query(query: str) -> None:
+    """Find a query's obvious mistakes before Spark starts (a session takes half a minute here), as a
+    :class:`SqlSyntaxError` pointing at them: a first word that starts no Spark SQL statement, a quote or comment
+    never closed, parentheses that do not pair. Spark's parser needs a session (a JVM), so everything subtler is
+    left to it."""
+    import difflib
+
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    from acidstream.sql.parse import token_error
+
+    tokenizer = Dialect.get_or_raise("spark").tokenizer_class()
+    try:
+        tokens = tokenizer.tokenize(query)
+    except TokenError as exc:
+        raise token_error(exc, tokenizer, query) from None
+    first = next((t for t in tokens if t.token_type != TokenType.L_PAREN), None)
+    if first is None:
+        raise SqlSyntaxError("no statement", query, 0)
+    if first.text.lower() not in SPARK_STATEMENTS:
+        close = difflib.get_close_matches(first.text.lower(), sorted(SPARK_STATEMENTS), n=1)
+        hint = f" (did you mean {close[0].upper()}?)" if close else ""
+        raise SqlSyntaxError(f"unknown statement {first.text!r}{hint}", query, first.start)
+    opened: list[int] = []
+    for token in tokens:
+        if token.token_type == TokenType.L_PAREN:
+            opened.append(token.start)
+        elif token.token_type == TokenType.R_PAREN:
+            if not opened:
+                raise SqlSyntaxError("')' without its '('", query, token.start)
+            opened.pop()
+    if opened:
+        raise SqlSyntaxError("'(' is never closed", query, opened[-1])
 
 
 def query_rows(spark: SparkSession, query: str, limit: int) -> list[tuple[Any, ...]]:

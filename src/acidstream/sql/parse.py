@@ -25,7 +25,7 @@ def parse_statement(sql: str) -> exp.Expr:
     try:
         tokens = tokenizer.tokenize(sql)
     except TokenError as exc:
-        raise _token_error(exc, tokenizer, sql) from None
+        raise token_error(exc, tokenizer, sql) from None
     try:
         statements = [s for s in DIALECT.parser().parse(tokens, sql) if s is not None]
     except ParseError as exc:
@@ -38,7 +38,7 @@ def parse_statement(sql: str) -> exp.Expr:
     return statements[0]
 
 
-def _token_error(exc: TokenError, tokenizer: Tokenizer, sql: str) -> SqlSyntaxError:
+def token_error(exc: TokenError, tokenizer: Tokenizer, sql: str) -> SqlSyntaxError:
     """The pure-Python tokenizer keeps the start of the token it failed in (an unterminated quote)."""
     start = getattr(getattr(tokenizer, "_core", tokenizer), "_start", None)
     missing = re.match(r"Missing (\S+) from", str(exc.__cause__ or ""))
