@@ -365,6 +365,24 @@ class MetastoreClient:
     def heartbeat_txn_range(self, lo: int, hi: int) -> HeartbeatTxnRangeResponse:
         return self._write(lambda c: txns.heartbeat_txn_range(c, lo, hi))
 
+    def get_latest_txnid_in_conflict(self, txn_id: int, table_name: str) -> int:
+        """The latest txn that committed an update or delete of ``table_name`` after ``txn_id`` started (0:
+        none): ``txn_id``'s own update or delete there would fail its commit with a write conflict."""
+        db, name = catalog.split_name(table_name)
+        return self._read(lambda c: txns.latest_txn_id_in_conflict(c, txn_id, db, name))
+
+    def replace_txn(self, txn_id: int, table_name: str, *, agent_info: str | None = None) -> tuple[int, int]:
+        """A new txn with a write id on ``table_name`` that holds open txn ``txn_id``'s locks, which is aborted
+        (see ``txns.replace_txn``): (txn id, write id)."""
+        db, name = catalog.split_name(table_name)
+        user, host = _identify(None, None)
+        timeout_ms = self._timeout_ms
+        return self._write(
+            lambda c: txns.replace_txn(
+                c, txn_id, db, name, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms
+            )
+        )
+
     def get_open_txns(self) -> ValidTxnList:
         return self._read(txns.get_open_txns)
 

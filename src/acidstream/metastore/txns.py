@@ -341,6 +341,50 @@ def _write_conflict(
     return None
 
 
+def latest_txn_id_in_conflict(conn: Connection, txn_id: int, db: str, table: str) -> int:
+    """The latest txn that updated or deleted rows of ``db.table`` and committed after ``txn_id`` started (0:
+    none), as Hive 4's ``get_latest_txnid_in_conflict``: a writer that waited for its lock finds out whether its
+    commit would lose to it, and can start over in a new txn before it writes anything."""
+    ws = s.write_set.c
+    found = conn.execute(
+        select(func.max(ws.ws_txnid)).where(
+            ws.ws_database == db,
+            ws.ws_table == table,
+            ws.ws_commit_id >= txn_id,
+            ws.ws_txnid != txn_id,
+            ws.ws_operation_type.in_([OperationType.UPDATE.value, OperationType.DELETE.value]),
+        )
+    ).scalar()
+    return int(found or 0)
+
+
+def replace_txn(
+    conn: Connection,
+    txn_id: int,
+    db: str,
+    table: str,
+    *,
+    user: str | None,
+    host: str | None,
+    agent_info: str | None,
+    timeout_ms: int | None = None,
+) -> tuple[int, int]:
+    """Open a txn with a write id on ``db.table`` that takes over open txn ``txn_id``'s locks, and abort
+    ``txn_id``, in one DB transaction: (new txn id, write id).
+
+    For a writer whose snapshot went stale while it waited for its lock: the new txn starts after every commit
+    so far, and the lock it inherits keeps its turn (a new request would queue behind every other waiter).
+    """
+    require_open(conn, txn_id, for_update=True)
+    pairs = open_txns_with_write_ids(
+        conn, 1, db, table, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms
+    )
+    new_id = pairs[0][0]
+    conn.execute(update(s.hive_locks).where(HL.hl_txnid == txn_id).values(hl_txnid=new_id))
+    _abort_open(conn, [txn_id], f"replaced by {txn_str(new_id)}")
+    return pairs[0]
+
+
 def _record_writes(
     conn: Connection, txn_id: int, writes: Sequence[TableWrite]
 ) -> tuple[Sequence[Any], list[dict[str, Any]]]:

@@ -9,6 +9,7 @@ update or delete of the same partition committed first makes the commit raise ``
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,7 +38,7 @@ from acidstream.mutate.changes import (
 )
 from acidstream.mutate.client import table_write
 from acidstream.mutate.coordinator import MutatorCoordinator
-from acidstream.mutate.forked import merge_forked, merge_workers
+from acidstream.mutate.forked import TxnProbe, merge_forked, merge_workers
 from acidstream.mutate.matching import Progress, match_keys, partition_coded, rows_at, write_changes
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
@@ -46,6 +47,8 @@ from acidstream.txn import Transaction, TxnHeartbeat
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore, Table
     from acidstream.read.scan import TableScan
+
+log = logging.getLogger(__name__)
 
 
 def merge(
@@ -69,7 +72,8 @@ def merge(
 
     ``workers``: processes merging side by side (None: one per core for a table of 16 MiB or more). They are
     used where matches stay within buckets (the table bucketed on key columns, unmatched target rows kept) on a
-    local filesystem: see :mod:`acidstream.mutate.forked`. ``workers=1`` merges in this process only.
+    local filesystem: see :mod:`acidstream.mutate.forked`. ``workers=1`` merges in this process only; None uses
+    workers only once the process's fork server has started (the first such merge starts it).
     """
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with TableMutation(metastore, table_name, progress) as m:
@@ -81,7 +85,8 @@ def merge(
                 count = merge_workers(workers, split, m.table.location)
                 if count > 1:
                     m.progress(f"merging {m.table.full_name} in {count} processes")
-                    summaries = merge_forked(split, m.acid_table, src, count, m.coordinator())
+                    txn = TxnProbe(metastore.url, metastore.db_wait_timeout, m.txn_id)
+                    summaries = merge_forked(split, m.acid_table, src, count, m.coordinator(), txn)
                     return m.commit(summaries)
             target, parts = m.read_scanned(scan)
         t_idx, s_idx = match_keys(target, src, on)
@@ -144,24 +149,9 @@ class TableMutation:
         self._existing: set[PartitionValues] = set()
 
     def __enter__(self) -> TableMutation:
-        user, host = client_identity()
+        txn = self._txn = self._locked_txn()
         name = self.table.full_name
-        txn = self._txn = Transaction.open(
-            self.metastore, [name], agent_info=f"acidstream-mutation:{user}@{host}"
-        )
         try:
-            txn.lock(
-                [
-                    LockComponent(
-                        LockType.SHARED_WRITE,
-                        LockLevel.TABLE,
-                        self.table.db,
-                        self.table.name,
-                        operation=OperationType.UPDATE,
-                        is_dynamic_partition_write=True,  # components per partition, from what is written
-                    )
-                ]
-            )
             txn.begin()
             txn.snapshot()  # after the lock: rows committed by the txn we waited for are read
             self._heartbeat = TxnHeartbeat(
@@ -180,6 +170,45 @@ class TableMutation:
             self._end()
             raise
         return self
+
+    def _locked_txn(self) -> Transaction:
+        """A txn holding the table's shared-write lock whose commit no txn that committed meanwhile dooms.
+
+        Writers of a table take turns through that lock. One that waited for it would lose its commit to the
+        writer it waited for (first committer wins: that writer committed after this txn started), although it
+        reads after it. So, as Hive 4 re-plans a statement whose snapshot went stale while it waited, it goes
+        on in a new txn that inherits the lock (and so its turn); the statement has read and written nothing yet.
+        """
+        user, host = client_identity()
+        name = self.table.full_name
+        agent_info = f"acidstream-mutation:{user}@{host}"
+        lock = LockComponent(
+            LockType.SHARED_WRITE,
+            LockLevel.TABLE,
+            self.table.db,
+            self.table.name,
+            operation=OperationType.UPDATE,
+            is_dynamic_partition_write=True,  # components per partition, from what is written
+        )
+        txn = Transaction.open(self.metastore, [name], agent_info=agent_info)
+        try:
+            txn.lock([lock])
+            winner = self.metastore.get_latest_txnid_in_conflict(txn.txn_id, name)
+            if not winner:
+                return txn
+            txn_id, write_id = self.metastore.replace_txn(txn.txn_id, name, agent_info=agent_info)
+        except BaseException:
+            with contextlib.suppress(AcidStreamError):
+                txn.abort()
+            raise
+        log.info(
+            "%s: txnid:%d committed while txnid:%d waited: going on as txnid:%d",
+            name,
+            winner,
+            txn.txn_id,
+            txn_id,
+        )
+        return Transaction(self.metastore, txn_id, agent_info=agent_info, write_ids={name: write_id})
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -201,6 +230,11 @@ class TableMutation:
         """The table with the txn's write id: what coordinators (here or on workers) write with."""
         assert self._acid is not None, "enter the TableMutation first"
         return self._acid
+
+    @property
+    def txn_id(self) -> int:
+        assert self._txn is not None, "enter the TableMutation first"
+        return self._txn.txn_id
 
     @property
     def snapshot(self) -> ValidTxnList:
