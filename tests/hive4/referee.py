@@ -123,6 +123,14 @@ class Referee:
         )
         return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
 
+    def select(
+        self, location: str | Path, write_ids: ValidWriteIdList | str, txns: ValidTxnList | str
+    ) -> tuple[str | None, list[str], list[str]]:
+        """Hive's ``AcidUtils.getAcidState`` of a directory: base name, chosen deltas in order, sorted obsolete
+        names."""
+        answer = self.call(op="select", dir=str(location), writeids=str(write_ids), txns=str(txns))
+        return answer["base"], answer["current"], answer["obsolete"]
+
     def write(
         self,
         location: str | Path,

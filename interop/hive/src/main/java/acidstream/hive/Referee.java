@@ -15,9 +15,9 @@ import java.nio.charset.StandardCharsets;
  * Hive 4 as a long-running subprocess: one JSON request a line on stdin, one JSON answer a line on stdout.
  * Everything else Hive prints goes to stderr, so the protocol stream stays clean.
  *
- * <p>Requests name an {@code op}: {@code read} (see {@link AcidReader}), {@code write} (see {@link
- * AcidWriter}), {@code metastore} (see {@link Metastore}) or {@code ping}. Answers are {@code {"ok": true,
- * ...}} or {@code {"ok": false, "error": "..."}}.
+ * <p>Requests name an {@code op}: {@code read} (see {@link AcidReader}), {@code select} (see {@link
+ * AcidSelection}), {@code write} (see {@link AcidWriter}), {@code metastore} (see {@link Metastore}) or
+ * {@code ping}. Answers are {@code {"ok": true, ...}} or {@code {"ok": false, "error": "..."}}.
  */
 public final class Referee {
   private Referee() {}
@@ -53,6 +53,9 @@ public final class Referee {
       case "read":
         ArrayNode rows = answer.putArray("rows");
         AcidReader.read(request, rows);
+        break;
+      case "select":
+        AcidSelection.select(request, answer);
         break;
       case "write":
         AcidWriter.write(request);
