@@ -150,3 +150,5 @@ def test_several_statements_in_one_transaction_and_an_aborted_one(hive4: Referee
     final = {r[0]: r[2] for _, r in judge(hive4, ms, "db.t")}
     assert sorted(final) == [2, 3, 6, 7, *range(10, 20), 100, 101, 102, 110, 111, 112]
     assert {final[i] for i in (2, 3, 6, 7)} == {"upd"}
+    names = {p.name for p in Path(ms.table("db.t").location).iterdir()}
+    assert {f"{kind}_0000003_0000003_000{s}" for kind in ("delta", "delete_delta") for s in (0, 1)} <= names
