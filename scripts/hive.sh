@@ -28,7 +28,6 @@ fingerprint() {
 }
 
 fetch() {
-    command -v mvn >/dev/null || die "Maven (mvn) is not installed"
     command -v "$java_bin" >/dev/null || die "no java at '$java_bin'"
     local want
     want="$(fingerprint)"
@@ -36,6 +35,7 @@ fetch() {
         echo "$home"
         return
     fi
+    command -v mvn >/dev/null || die "Maven (mvn) is not installed"
     local build
     build="$(mktemp -d)"
     trap 'rm -rf "$build"' RETURN
@@ -44,10 +44,10 @@ fetch() {
     mkdir -p "$home/lib"
     (
         cd "$build"
-        mvn -B -q package
-        mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
+        mvn -B -q -Dstyle.color=never package
+        mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
         # The schema scripts ship only in the metastore's binary distribution.
-        mvn -B -q dependency:copy -DoutputDirectory="$build/dist" \
+        mvn -B -q -Dstyle.color=never dependency:copy -DoutputDirectory="$build/dist" \
             -Dartifact="org.apache.hive:hive-standalone-metastore-server:$version:tar.gz:bin"
     ) >&2 || die "Maven could not build interop/hive (see above)"
     cp "$build"/target/acidstream-hive-referee-*.jar "$home/lib/"
