@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +117,42 @@ def test_default_landing_files_are_sized_by_rows() -> None:
     rows = [1, ROWS_PER_FILE, ROWS_PER_FILE + 1, 4 * ROWS_PER_FILE]
     assert [default_files(n) for n in rows] == [1, 1, 2, 4]
     assert (f"{DEFAULT_ROWS:,}", f"{ROWS_PER_FILE:,}") == (DEFAULT_ROWS_HELP, ROWS_PER_FILE_HELP)  # --help
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigterm_stops_the_ingest_aborts_its_micro_batch_and_says_what_was_committed(tmp_path: Path) -> None:
+    """A real process, a real SIGTERM while a micro-batch's transaction is open: the query stops, that
+    transaction is aborted (not left to time out), the summary says how far the ingest got, exit 143."""
+    warehouse = tmp_path / "wh"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "acidstream.cli", "main-job", "--rows", "40000", "--files", "40"],
+        env={
+            **os.environ,
+            "ACIDSTREAM_WAREHOUSE": str(warehouse),
+            "ACIDSTREAM_METASTORE": "",
+            "COLUMNS": "250",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 400
+    ms = None
+    while True:
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        if ms is None and (warehouse / "metastore.db").exists():
+            ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
+        if ms is not None and "alerts" in ms.list_tables("testing"):
+            committed = ms.get_valid_write_ids("testing.alerts").high_watermark
+            if committed >= 2 and any(t.state.name == "OPEN" for t in ms.show_txns()):
+                break
+        time.sleep(0.1)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 143, err
+    assert "interrupted by SIGTERM" in err
+    stopped = re.search(r"stopped\s*│ by a signal, after (\d+) of 40 landing files", out)
+    assert stopped, out
+    assert [t.state.name for t in ms.show_txns()].count("OPEN") == 0 and ms.show_locks() == []
+    assert ms.table("testing.alerts").scan().count() == 1000 * int(stopped[1])  # whole files only

@@ -5,6 +5,7 @@ pyspark is imported only by ``acidstream.spark``; this module calls its function
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from acidstream.cli._interrupt import stopping_gracefully
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
@@ -69,31 +71,35 @@ def main_job(
         reset=reset,
         query_interval=query_interval,
     )
+    stop = threading.Event()
     with ExitStack() as stack:
         with console.status(_STARTING):
             spark, log_file = stack.enter_context(command_session("acidstream-main-job", warehouse))
-        progress = stack.enter_context(
-            Progress(
-                TextColumn("[bold]ingesting[/] testing.alerts, rows committed"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console,
+        # From here SIGINT and SIGTERM stop the ingest at its next poll (a signal inside a call to Spark's JVM
+        # would break the connection to it); the summary then says what was committed, and the exit is 130/143.
+        stack.enter_context(stopping_gracefully(stop.set))
+        with Progress(
+            TextColumn("[bold]ingesting[/] testing.alerts, rows committed"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            bar = progress.add_task("rows", total=rows)
+            report = run(
+                cfg,
+                spark,
+                lambda committed: progress.update(bar, completed=committed),
+                lambda summary: progress.console.print(f"compactor: {describe(summary)}"),
+                stop,
             )
-        )
-        bar = progress.add_task("rows", total=rows)
-        report = run(
-            cfg,
-            spark,
-            lambda committed: progress.update(bar, completed=committed),
-            lambda summary: progress.console.print(f"compactor: {describe(summary)}"),
-        )
-    console.print(summary_table(report, cfg.warehouse, log_file))
-    console.print(
-        "Small micro-batches leave many snapshots to watch, but each costs Spark a few tenths of a second "
-        "beyond the writing, and the queries share the cores: with 1M-row micro-batches and no queries, the sink "
-        "writes about 500k records/s (docs/benchmarks.md; try --rows 5000000 --files 5)."
-    )
+        console.print(summary_table(report, cfg.warehouse, log_file))
+        if not report.stopped:
+            console.print(
+                "Small micro-batches leave many snapshots to watch, but each costs Spark a few tenths of a second "
+                "beyond the writing, and the queries share the cores: with 1M-row micro-batches and no queries, "
+                "the sink writes about 500k records/s (docs/benchmarks.md; try --rows 5000000 --files 5)."
+            )
 
 
 def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Table:
@@ -102,7 +108,15 @@ def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Ta
     summary = Table(title="acidstream main-job: testing.alerts", show_header=False)
     summary.add_column(no_wrap=True)
     summary.add_column(overflow="fold")  # a narrow terminal folds a long path instead of cutting it
+    stopped = [
+        (
+            "stopped",
+            f"by a signal, after {report.transactions} of {report.landing_files} landing files; the micro-batch "
+            "under way was aborted",
+        )
+    ]
     for label, value in [
+        *(stopped if report.stopped else []),
         ("rows ingested (this run)", f"{report.rows:,}"),
         ("rows in table", f"{report.table_rows:,}"),
         ("transactions committed", f"{report.transactions} (one per landing file and micro-batch)"),

@@ -106,6 +106,9 @@ class JobReport:
     first_batch_seconds: float = 0.0
     batch_seconds: float = 0.0
     write_seconds: float = 0.0
+    #: landing files of this run, and whether the job was stopped (``run(stop=...)``) before all were committed
+    landing_files: int = 0
+    stopped: bool = False
 
     @property
     def records_per_second(self) -> float:
@@ -291,13 +294,15 @@ def run(
     spark: SparkSession,
     on_progress: Callable[[int], None],
     on_compaction: Callable[[Summary], None] = lambda _: None,
+    stop: threading.Event | None = None,
 ) -> JobReport:
     """Land, stream and watch; ``on_progress(rows of this run committed so far)`` as the sink commits,
-    ``on_compaction(summary)`` after each compactor pass that did something."""
+    ``on_compaction(summary)`` after each compactor pass that did something. Once ``stop`` is set, the
+    streaming query stops and the micro-batch under way is aborted: the report says what was committed."""
     ms = prepare(cfg)
     pool_before = spark.sparkContext.getLocalProperty(POOL_PROPERTY)
     try:
-        return _run(cfg, spark, ms, on_progress, TableCompactor(ms, on_compaction))
+        return _run(cfg, spark, ms, on_progress, TableCompactor(ms, on_compaction), stop or threading.Event())
     finally:
         _in_pool(spark, pool_before)
 
@@ -308,6 +313,7 @@ def _run(
     ms: Metastore,
     on_progress: Callable[[int], None],
     compactor: TableCompactor,
+    stop: threading.Event,
 ) -> JobReport:
     first_id = ms.table(TABLE).scan(columns=["id"]).count()  # ids continue where earlier runs stopped
     write_ids_before = ms.get_valid_write_ids(TABLE).high_watermark
@@ -325,12 +331,15 @@ def _run(
     watcher.observe()  # before the ingest: none of this run's files (and Spark's workers warm)
     started = time.monotonic()
     _in_pool(spark, INGEST_POOL)  # the streaming query's thread inherits the pool
+    sink_options = {
+        "metastore": cfg.metastore,
+        "warehouse": cfg.warehouse,
+        "checkpointLocation": os.path.join(cfg.warehouse, "_checkpoints", TABLE),
+    }
     query = (
         source.writeStream.format("acidstream")
         .queryName("alerts_ingest")
-        .option("metastore", cfg.metastore)
-        .option("warehouse", cfg.warehouse)
-        .option("checkpointLocation", os.path.join(cfg.warehouse, "_checkpoints", TABLE))
+        .options(**sink_options)
         .trigger(availableNow=True)
         .start(TABLE)
     )
@@ -338,26 +347,29 @@ def _run(
     watcher.start()
     compactor.start()
     try:
-        while query.isActive:
+        while query.isActive and not stop.is_set():
             query.awaitTermination(PROGRESS_POLL)  # type: ignore[arg-type]  # float seconds work
             done = _committed_since(ms, write_ids_before)
             on_progress(committed_rows[min(done, len(sizes))])
+        if stop.is_set():
+            _stop_ingest(query, ms, sink_options)
         query.awaitTermination()  # raises the query's failure, if any
         seconds = time.monotonic() - started
     finally:
-        if query.isActive:  # interrupted (SIGINT/SIGTERM): stopping aborts the micro-batch's transaction
-            query.stop()
+        if query.isActive:  # a failure here: no micro-batch is left open
+            _stop_ingest(query, ms, sink_options)
         watcher.finish()
         compaction = compactor.finish()
     watcher.observe()  # after the ingest and the last compactor pass: every file visible
     transactions = _committed_since(ms, write_ids_before)
     on_progress(committed_rows[min(transactions, len(sizes))])
-    if watcher.snapshots[-1] != len(sizes):
-        raise TransactionError(f"ingest ended with {watcher.snapshots[-1]} of {len(sizes)} files visible")
+    expected = min(transactions, len(sizes)) if stop.is_set() else len(sizes)
+    if watcher.snapshots[-1] != expected:
+        raise TransactionError(f"ingest ended with {watcher.snapshots[-1]} of {expected} files visible")
     table = ms.table(TABLE)
     first_batch_seconds, batch_seconds, write_seconds = _batch_times(query.recentProgress)
     return JobReport(
-        rows=sum(sizes),
+        rows=committed_rows[min(transactions, len(sizes))],
         seconds=seconds,
         transactions=transactions,
         table_rows=table.scan(columns=["id"]).count(),
@@ -368,7 +380,20 @@ def _run(
         first_batch_seconds=first_batch_seconds,
         batch_seconds=batch_seconds,
         write_seconds=write_seconds,
+        landing_files=len(sizes),
+        stopped=stop.is_set(),
     )
+
+
+def _stop_ingest(query: Any, ms: Metastore, sink_options: dict[str, str]) -> None:
+    """Stop the streaming query, then abort the transaction of the micro-batch it was writing, if any (its
+    tasks elected it; with the query stopped, nobody commits it)."""
+    from acidstream.spark.stream_write import abort_open_batches, sink_id_from
+
+    query.stop()
+    aborted = abort_open_batches(ms, sink_id_from(sink_options))
+    if aborted:
+        log.info("stopped the ingest; aborted the open micro-batch transactions %s", aborted)
 
 
 def _committed_since(ms: Metastore, write_id: int) -> int:

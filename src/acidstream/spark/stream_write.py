@@ -124,6 +124,15 @@ def elect_batch_txn(ms: Metastore, table: str, tag: str) -> tuple[int, int]:
     return leader, write_id
 
 
+def abort_open_batches(ms: Metastore, sink_id: str) -> list[int]:
+    """Abort the sink's transactions still open, for a query's owner once the query has stopped (its tasks
+    will commit none of them); the ids aborted."""
+    open_txns = _tagged_open_txns(ms, f"{TAG_PREFIX}{sink_id}/")
+    if open_txns:
+        ms.abort_txns(open_txns)
+    return open_txns
+
+
 def _tagged_open_txns(ms: Metastore, prefix: str) -> list[int]:
     return [
         t.txn_id
