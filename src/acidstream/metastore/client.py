@@ -27,6 +27,7 @@ from acidstream.metastore import (
     followers,
     locks,
     notifications,
+    once,
     readers,
     replication,
     snapshots,
@@ -148,6 +149,18 @@ class MetastoreClient:
     def _read(self, fn: Callable[[Connection], R]) -> R:
         return self._db.read(fn)
 
+    def _write_once(
+        self,
+        fn: Callable[[Connection], R],
+        encode: Callable[[R], Any] = lambda value: value,
+        decode: Callable[[Connection, Any], R] = lambda _conn, value: value,
+    ) -> R:
+        """``_write`` of a change that must happen once although the answer to its commit may be lost: see
+        :mod:`acidstream.metastore.once` (a JSON-able result needs no ``encode``/``decode``)."""
+        if self.dialect == "sqlite":  # answers in-process: none is ever lost
+            return self._write(fn)
+        return self._write(once.once(fn, encode, decode))
+
     def _housekeep_if_due(self) -> None:
         """Abort timed-out txns as a side effect of normal use, so no daemon is needed for correctness."""
         if time.monotonic() < self._next_housekeeping:
@@ -253,7 +266,7 @@ class MetastoreClient:
         self._housekeep_if_due()
         user, host = _identify(user, host)
         timeout_ms = self._timeout_ms
-        return self._write(
+        return self._write_once(
             lambda c: txns.open_txns(c, n, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms)
         )
 
@@ -275,10 +288,11 @@ class MetastoreClient:
         db, name = catalog.split_name(table_name)
         user, host = _identify(user, host)
         timeout_ms = self._timeout_ms
-        return self._write(
+        return self._write_once(
             lambda c: txns.open_txns_with_write_ids(
                 c, n, db, name, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms
-            )
+            ),
+            decode=_pairs,
         )
 
     def open_txns_with_write_ids_and_lock(
@@ -329,7 +343,7 @@ class MetastoreClient:
 
             pairs, (lock_id, state, _blocker) = self._write(both)
         else:
-            pairs = self._write(open_batch)
+            pairs = self._write_once(open_batch, decode=_pairs)
             try:
                 lock_id, state, _blocker = self._write(lambda c: lock_first(c, pairs[0][0]))
             except BaseException:
@@ -377,10 +391,11 @@ class MetastoreClient:
         db, name = catalog.split_name(table_name)
         user, host = _identify(None, None)
         timeout_ms = self._timeout_ms
-        return self._write(
+        return self._write_once(
             lambda c: txns.replace_txn(
                 c, txn_id, db, name, user=user, host=host, agent_info=agent_info, timeout_ms=timeout_ms
-            )
+            ),
+            decode=lambda _c, pair: (pair[0], pair[1]),
         )
 
     def get_open_txns(self) -> ValidTxnList:
@@ -452,6 +467,7 @@ class MetastoreClient:
 
         def run(c: Connection) -> list[int]:
             readers.purge(c, timeout_ms)
+            once.purge(c)
             return txns.perform_timeouts(c, timeout_ms)
 
         return self._write(run)
@@ -478,7 +494,7 @@ class MetastoreClient:
         user, host = _identify(user, host)
 
         timeout_ms = self._timeout_ms
-        lock_id, state, blocker = self._write(
+        lock_id, state, blocker = self._write_once(
             lambda c: locks.request(
                 c,
                 components,
@@ -487,7 +503,9 @@ class MetastoreClient:
                 host=host,
                 agent_info=agent_info,
                 timeout_ms=timeout_ms,
-            )
+            ),
+            encode=lambda got: [got[0], got[1].value, got[2]],
+            decode=lambda _c, got: (got[0], LockState(got[1]), got[2]),
         )
         if state is LockState.ACQUIRED or not wait:
             return LockResponse(lock_id, state)
@@ -587,10 +605,12 @@ class MetastoreClient:
         """Claim the oldest initiated request (or ``compaction_id``) for ``worker_id``: it becomes working and
         gets a compactor txn (``CompactionInfo.txn_id``) that the worker must heartbeat."""
         user, host = _identify(None, None)
-        return self._write(
+        return self._write_once(
             lambda c: compaction.claim(
                 c, worker_id, cq_id=compaction_id, user=user, host=host, timeout_ms=self._timeout_ms
-            )
+            ),
+            encode=lambda info: None if info is None else info.id,
+            decode=lambda c, cq_id: None if cq_id is None else compaction.get(c, cq_id),
         )
 
     def update_compaction(
@@ -680,14 +700,18 @@ class MetastoreClient:
         db, name = catalog.split_name(table_name)
         user, host = _identify(None, None)
 
+        def registered(c: Connection, reader_id: int) -> ReaderRegistration:
+            at = snapshot if snapshot is not None else txns.get_open_txns(c)
+            return ReaderRegistration(reader_id, snapshots.valid_write_ids_at(c, db, name, at), at)
+
         def run(c: Connection) -> ReaderRegistration:
             reader_id = readers.register(
                 c, db, name, user=user, host=host, agent_info=agent_info, lease_ms=self._timeout_ms
             )
-            at = snapshot if snapshot is not None else txns.get_open_txns(c)
-            return ReaderRegistration(reader_id, snapshots.valid_write_ids_at(c, db, name, at), at)
+            return registered(c, reader_id)
 
-        return self._write(run)
+        # a replay takes its snapshot anew: later than the registration, which is what a reader needs
+        return self._write_once(run, encode=lambda registration: registration.reader_id, decode=registered)
 
     def heartbeat_readers(self, reader_ids: Sequence[int]) -> list[int]:
         """Keep registrations alive; returns those that had already expired."""
@@ -788,3 +812,8 @@ def _partition_name(partition: str | Mapping[str, Any] | None) -> str | None:
 def _identify(user: str | None, host: str | None) -> tuple[str | None, str]:
     default_user, default_host = client_identity()
     return (user if user is not None else default_user), (host if host is not None else default_host)
+
+
+def _pairs(_conn: Connection, value: Any) -> list[tuple[int, int]]:
+    """(txn id, write id) pairs back from JSON."""
+    return [(t, w) for t, w in value]

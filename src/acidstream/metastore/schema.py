@@ -388,6 +388,16 @@ repl_followers = Table(
     Column("rfl_lease_ms", BigInteger, nullable=False),
 )
 
+#: Results of changes that must happen once although the answer to their commit may be lost (see ``once``).
+request_results = Table(
+    "request_results",
+    metadata,
+    Column("rq_id", String(32), primary_key=True),
+    Column("rq_result", Text, nullable=False),
+    Column("rq_time", BigInteger, nullable=False),
+    Index("ix_rq_time", "rq_time"),
+)
+
 #: The compactor's cleaner finds a compaction's COMPACTED event by the compactor txn.
 _IX_NL_TXN = Index("ix_nl_txn", notification_log.c.txn_id)
 
@@ -454,7 +464,9 @@ def _upgrade_v3(conn: Connection) -> None:
 
 def _upgrade_v4(conn: Connection) -> None:
     """v5 records each txn's, txn-less lock's and reader's own timeout with it: one client's short timeout
-    no longer aborts another client's txns."""
+    no longer aborts another client's txns; and the results of changes that must happen once."""
+    if request_results.name not in set(inspect(conn).get_table_names()):
+        request_results.create(conn)
     _add_missing_columns(
         conn,
         [(txns, "txn_timeout_ms"), (hive_locks, "hl_timeout_ms"), (snapshot_readers, "sr_lease_ms")],
