@@ -129,3 +129,15 @@ def test_dump_of_cleaned_files_dumps_the_partition_whole(
     repl.dump(source, dumps, from_event=last)
     repl.load(replica, dumps)
     assert view(replica, [table]) == view(source, [table])
+
+
+def test_a_newer_bootstrap_dump_is_not_loaded_silently(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    dumps = str(tmp_path / "dumps")
+    repl.dump(source, dumps)
+    repl.load(replica, dumps)
+    _stream(source, 0, 2)
+    newer = repl.dump(source, dumps)
+    result = repl.load(replica, dumps)
+    assert result.skipped == [newer.path]

@@ -99,6 +99,12 @@ def load_command(metastore: str, warehouse: str, policy: str, directory: str) ->
     click.echo(f"{what}{result.events_applied} events applied; last event {result.last_event_id}")
     for where in result.rebootstrapped:
         click.echo(f"bootstrapped again: {where}", err=True)
+    for path in result.skipped:
+        click.echo(
+            f"skipped bootstrap dump {path}: this replica replicates already (load the incremental dumps "
+            "after its last event, or load the bootstrap into a new replica)",
+            err=True,
+        )
 
 
 @repl_group.command("sync")

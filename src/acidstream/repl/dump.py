@@ -349,8 +349,17 @@ def load(
         loader = Loader(target, source_bytes, policy=policy)
         last = loader.last_event_id
         if manifest["kind"] == "bootstrap":
-            if last:
-                continue  # bootstrapped already; its incremental dumps follow
+            if last:  # bootstrapped already; its incremental dumps follow
+                if int(manifest["last_event_id"]) > last:
+                    log.warning(
+                        "load: skipping bootstrap dump %s (event %d): the replica already replicates up to "
+                        "event %d; load the incremental dumps after it, or bootstrap a new replica",
+                        path,
+                        manifest["last_event_id"],
+                        last,
+                    )
+                    total.skipped.append(path)
+                continue
             content = _read_json(fs, f"{path}/plan.json")
             source_bytes.blobs = {(None, p): b for p, b in content["blobs"].items()}
             loader.bootstrap(BootstrapPlan.from_json(content["plan"]))

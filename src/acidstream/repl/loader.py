@@ -43,6 +43,7 @@ class LoadResult:
     last_event_id: int = 0
     bootstrapped: bool = False
     rebootstrapped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # newer bootstrap dumps of a replica that replicates already
 
 
 class Loader:
