@@ -1,5 +1,6 @@
 """Every process-wide setting acidstream makes, in one module: the interpreter's switch interval, malloc's
-thresholds, the open-files limit and the thread pools shared by all connections.
+thresholds, the open-files limit, the thread pools shared by all connections, and the parent-death signal of
+the processes acidstream starts to work for another.
 
 The packages below the entry points (``acid/``, ``metastore/``, ``read/``, ``streaming/``) set nothing for the
 process themselves: the entry points (``acidstream.Metastore``, ``StreamingConnection``, ``TableScan``, the
@@ -32,6 +33,7 @@ import functools
 import os
 import platform
 import resource
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -186,6 +188,25 @@ def raise_open_file_limit() -> int:
         except (ValueError, OSError):
             pass
     return soft
+
+
+# --- parent death ------------------------------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> bool:
+    """Have the kernel SIGKILL this process when its parent ends (Linux; False elsewhere). For a process that
+    works for its parent only (a merge worker): killed with it, it must not live on and write files."""
+    if sys.platform != "linux":
+        return False
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
 
 
 # --- thread pools ------------------------------------------------------------------------------------------

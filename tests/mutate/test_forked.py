@@ -4,7 +4,9 @@ in one process, and a worker's failure or death failing the whole merge with not
 from __future__ import annotations
 
 import os
-import signal
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,14 +15,14 @@ from mutatehelpers import each_split_action
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.catalog import Metastore
-from acidstream.errors import BucketIdException, InvalidObjectException, WorkerException
+from acidstream.errors import InvalidObjectException, StreamingIOFailure, TxnAbortedException, WorkerException
+from acidstream.faults import FAULTS_ENV
 from acidstream.metastore import TxnState
 from acidstream.mutate import forked
 from acidstream.mutate.bucket_merge import BucketMerge
 from acidstream.mutate.changes import MergeActions
-from acidstream.mutate.coordinator import MutatorCoordinator
+from acidstream.mutate.forkserver import fork_server
 from acidstream.mutate.merge import TableMutation, merge
-from acidstream.mutate.table import MutationSummary
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 
@@ -61,38 +63,22 @@ def test_a_merge_in_forked_workers_equals_the_merge_in_one_process(
     )
 
 
-def _fail_in_worker(monkeypatch: pytest.MonkeyPatch, fail: object) -> None:
-    """Make the coordinator of statement 1 (a forked worker) fail when it closes; the patch is in the memory
-    the worker is forked with."""
-    close = MutatorCoordinator.close
-
-    def failing(self: MutatorCoordinator) -> MutationSummary:
-        if self.statement_id == 1:
-            fail()  # type: ignore[operator]
-        return close(self)
-
-    monkeypatch.setattr(MutatorCoordinator, "close", failing)
-
-
-def _raise() -> None:
-    raise BucketIdException("worker 1 refused a row")
-
-
-def _die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 @pytest.mark.parametrize(
-    ("fail", "raised", "words"),
-    [(_raise, BucketIdException, "worker 1 refused a row"), (_die, WorkerException, "killed by signal 9")],
+    ("fault", "raised", "words"),
+    [
+        ("oserror:EIO", StreamingIOFailure, r"Input/output error \(injected\)"),
+        ("kill", WorkerException, "killed by signal 9"),
+    ],
     ids=["raises", "killed"],
 )
 def test_a_worker_that_fails_or_dies_fails_the_merge_and_nothing_commits(
-    ms: Metastore, monkeypatch: pytest.MonkeyPatch, fail: object, raised: type[Exception], words: str
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch, fault: str, raised: type[Exception], words: str
 ) -> None:
+    """The fault fires in the workers only: they take their faults from the merging process's environment at
+    each merge, and this process read its own at import."""
     table = loaded(ms, "failing")
     before = table_frame(ms, table)
-    _fail_in_worker(monkeypatch, fail)
+    monkeypatch.setenv(FAULTS_ENV, f"orc.flush.tail={fault}")
     with pytest.raises(raised, match=words):
         merge(ms, table, changes(), ["id"], workers=2)
     pd.testing.assert_frame_equal(table_frame(ms, table), before)
@@ -122,7 +108,65 @@ def test_how_many_workers(ms: Metastore, monkeypatch: pytest.MonkeyPatch) -> Non
         assert forked.merge_workers(3, split, location) == 3
         assert forked.merge_workers(16, split, location) == 4  # never more workers than buckets
         monkeypatch.setattr(forked, "FORK_MIN_BYTES", 0)
+        fork_server().ready(wait=True)  # a merge asking for no number uses workers once the server is up
         assert forked.merge_workers(None, split, location) == min(os.cpu_count() or 1, 4)
         assert forked.merge_workers(1, split, location) == 1
         with pytest.raises(ValueError, match="at least 1"):
             forked.merge_workers(0, split, location)
+
+
+def _statement_dirs(ms: Metastore, table: str, statement: int) -> list[str]:
+    """Delta and delete-delta directories of ``statement`` in the table's partitions."""
+    root = Path(ms.table(table).location)
+    return sorted(str(d.relative_to(root)) for d in root.glob(f"*/*delta_*_{statement:04d}"))
+
+
+def test_a_worker_whose_txn_is_aborted_stops_and_deletes_what_it_wrote(
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Aborted while the worker closes its files (an operator, or a txn timeout): the cleaner may have removed
+    the txn's directories already, so the worker removes its own instead of leaving them to be read."""
+    table = loaded(ms, "aborted")
+    before = table_frame(ms, table)
+    monkeypatch.setenv(FAULTS_ENV, "orc.flush.tail=sleep:2@1")  # the worker's first file, then the rest
+    failure: list[BaseException] = []
+
+    def merging() -> None:
+        try:
+            merge(ms, table, changes(), ["id"], workers=2)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=merging)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not _statement_dirs(ms, table, 1) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _statement_dirs(ms, table, 1), "the worker wrote nothing"
+    ms.abort_txns([t.txn_id for t in ms.show_txns() if t.state is TxnState.OPEN])
+    thread.join(30)
+    assert len(failure) == 1 and isinstance(failure[0], TxnAbortedException), failure
+    assert "its merge worker stopped" in str(failure[0])
+    assert _statement_dirs(ms, table, 1) == []
+    pd.testing.assert_frame_equal(table_frame(ms, table), before)
+    monkeypatch.undo()
+    assert sum(merge(ms, table, changes(), ["id"], workers=2).values()) > 0
+
+
+def test_workers_are_never_forks_of_this_threaded_process(
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers' parent is the fork server, which runs no thread: a lock held by another thread of this
+    process (the heartbeat, the pools) at a fork would stay held in the worker forever."""
+    table = loaded(ms, "server")
+    server = fork_server()
+    server.ready(wait=True)
+    assert os.listdir(f"/proc/{server.pid}/task") == [str(server.pid)]
+
+    def refuse() -> int:
+        raise AssertionError("os.fork of the merging process")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    assert sum(merge(ms, table, changes(), ["id"], workers=2).values()) > 0
+    assert statements(ms, table) == {0, 1}
+    assert fork_server() is server

@@ -11,7 +11,7 @@ not the source has rows there, so it is not split this way.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +56,16 @@ def spread_buckets(sizes: Mapping[int, int], num_buckets: int, tasks: int) -> tu
     return tuple(task_of)
 
 
+def by_bucket(source: pa.Table, buckets: npt.NDArray[np.int32]) -> Iterator[tuple[int, pa.Table]]:
+    """Each bucket of ``buckets`` (each row's) with its rows of ``source``, in bucket order."""
+    if not len(buckets):
+        return
+    order = np.argsort(buckets, kind="stable")
+    source, buckets = source.take(pa.array(order)), buckets[order]
+    for start, end in runs(buckets):
+        yield int(buckets[start]), source.slice(start, end - start)
+
+
 @dataclass(frozen=True)
 class BucketMerge:
     """One merge's plan for its workers (it pickles): the table's definition, the actions, the target's files
@@ -93,12 +103,8 @@ class BucketMerge:
         self, coordinator: MutatorCoordinator, source: pa.Table, buckets: npt.NDArray[np.int32]
     ) -> None:
         """Merge ``source`` (aligned rows of several buckets; ``buckets``: each row's) bucket by bucket."""
-        if not len(buckets):
-            return
-        order = np.argsort(buckets, kind="stable")
-        source, buckets = source.take(pa.array(order)), buckets[order]
-        for start, end in runs(buckets):
-            self.write(coordinator, int(buckets[start]), source.slice(start, end - start))
+        for bucket, rows in by_bucket(source, buckets):
+            self.write(coordinator, bucket, rows)
 
     def write(self, coordinator: MutatorCoordinator, bucket: int, source: pa.Table) -> None:
         """Merge ``source`` (aligned rows, all of ``bucket``) into the bucket's target rows; the mutations go

@@ -1,25 +1,27 @@
-"""A merge split by bucket over forked worker processes: a machine's cores, without Spark.
+"""A merge split by bucket over worker processes: a machine's cores, without Spark.
 
 Most of a merge's work holds the GIL (opening each ORC file, the glue around every batch), so threads of one
 process take turns; processes do not. The txn's process plans the merge (:class:`BucketMerge`), spreads the
-buckets over the workers by their bytes, forks one process per extra worker and merges its own share meanwhile.
+buckets over the workers by their bytes, starts one process per extra worker and merges its own share meanwhile.
 Each worker writes its buckets' mutations through a coordinator of its own (statement id = its index) and hands
 back its summary; the txn's process commits them all, or, if any worker failed, raises that worker's error and
 the txn aborts (files written by a txn that aborts are never read).
 
-A worker only reads files, computes and writes files: it uses no metastore (partitions lie where Hive's layout
-puts them, as the metastore records them), no thread or connection of its parent, and leaves with
-``os._exit``. Forking is used only where that holds: a local filesystem (object-store clients do not survive a
+Workers are forks of this process's :class:`~acidstream.mutate.forkserver.ForkServer`, never of this threaded
+process, and they die with it. A worker reads files, computes and writes files, and reads one thing of the
+metastore: its txn's state, before each bucket and after its last file. A txn found aborted or gone (its merging
+process stalled past the txn timeout, or an operator aborted it) stops the worker, which deletes what it wrote:
+files written after the cleaner removed the txn's directories would be read once the cleaner forgot its write
+id. Workers are used only where that all holds: a local filesystem (object-store clients do not survive a
 fork), a platform that forks, and a table bucketed on the merge keys (:func:`splits_by_bucket`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
-import pickle
-import signal
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,20 +29,26 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from acidstream.errors import WorkerException
-from acidstream.mutate.bucket_merge import BucketMerge, spread_buckets
+from acidstream.acid.names import delete_delta_dir, delta_dir
+from acidstream.errors import NoSuchTxnException, TxnAbortedException
+from acidstream.metastore import txns
+from acidstream.metastore.engine import Database
+from acidstream.metastore.models import TxnState
+from acidstream.mutate.bucket_merge import BucketMerge, by_bucket, spread_buckets
 from acidstream.mutate.coordinator import MutatorCoordinator
+from acidstream.mutate.forkserver import Worker, fork_server
 from acidstream.mutate.table import AcidTable, MutationSummary
 from acidstream.storage import table_filesystem
 
-#: Below this many bytes of target files a merge asked for no number of workers stays in one process: a fork
+#: Below this many bytes of target files a merge asked for no number of workers stays in one process: a worker
 #: and a second set of files cost more than the share of the work a worker would take.
 FORK_MIN_BYTES = 16 << 20
 
 
 def merge_workers(requested: int | None, split: BucketMerge, location: str) -> int:
     """How many processes merge: ``requested`` (None: one per core if the target holds at least
-    :data:`FORK_MIN_BYTES`), never more than buckets, and 1 where forking is not safe."""
+    :data:`FORK_MIN_BYTES` and the fork server is up: a merge asking for none does not wait for it to start),
+    never more than buckets, and 1 where forking is not safe."""
     if requested is not None and requested < 1:
         raise ValueError(f"workers must be at least 1, got {requested}")
     sizes = split.bucket_bytes()
@@ -49,7 +57,32 @@ def merge_workers(requested: int | None, split: BucketMerge, location: str) -> i
     workers = min(requested or os.cpu_count() or 1, split.changes.table.num_buckets)
     forks = "fork" in multiprocessing.get_all_start_methods()
     local = isinstance(table_filesystem(location)[0], pafs.LocalFileSystem)
-    return workers if workers > 1 and forks and local else 1
+    if workers < 2 or not forks or not local:
+        return 1
+    return workers if requested is not None or fork_server().ready(wait=False) else 1
+
+
+@dataclass(frozen=True)
+class TxnProbe:
+    """How a worker reads its txn's state: the metastore database's URL, its wait timeout, the txn."""
+
+    url: str
+    wait_timeout: float
+    txn_id: int
+
+    def check_open(self) -> None:
+        """Raise unless the txn is still open."""
+        state = _database(self.url, self.wait_timeout).read(lambda c: txns.get_txn_state(c, self.txn_id))
+        if state is TxnState.OPEN:
+            return
+        if state is TxnState.UNKNOWN:
+            raise NoSuchTxnException(f"txn {self.txn_id} is gone: its merge worker stopped")
+        raise TxnAbortedException(f"txn {self.txn_id} is {state.name.lower()}: its merge worker stopped")
+
+
+@functools.cache
+def _database(url: str, wait_timeout: float) -> Database:
+    return Database(url, wait_timeout)
 
 
 def merge_forked(
@@ -58,96 +91,57 @@ def merge_forked(
     source: pa.Table,
     workers: int,
     coordinator: MutatorCoordinator,
+    txn: TxnProbe,
 ) -> list[MutationSummary]:
     """Merge ``source`` (aligned rows) with ``workers`` processes: this one through ``coordinator`` (its summary
-    comes from its close, at the commit) and ``workers - 1`` forked ones; returns the forked ones' summaries."""
+    comes from its close, at the commit) and ``workers - 1`` forks of the fork server; returns their summaries."""
     buckets = split.bucket_ids(source)
     task = np.asarray(spread_buckets(split.bucket_bytes(), table.table.num_buckets, workers))[buckets]
-    children: list[_Worker] = []
+    server = fork_server()
+    started: list[Worker] = []
     try:
         for index in range(1, workers):
             share = task == index
-            children.append(_fork(index, split, table, source.filter(pa.array(share)), buckets[share]))
+            rows = source.filter(pa.array(share))
+            started.append(server.start(merge_share, index, split, table, rows, buckets[share], txn))
         mine = task == 0
         split.write_buckets(coordinator, source.filter(pa.array(mine)), buckets[mine])
-        return [child.summary() for child in children]
+        return [MutationSummary.from_json(worker.result()) for worker in started]
     finally:
-        for child in children:
-            child.reap()
+        for worker in started:
+            worker.stop()
 
 
-@dataclass
-class _Worker:
-    pid: int
-    results: int  # the read end of the pipe the worker writes its outcome to
-    status: int | None = None
-
-    def summary(self) -> MutationSummary:
-        """The worker's summary once it has finished; raises the worker's error if it failed."""
-        with os.fdopen(self.results, "rb") as results:
-            self.results = -1
-            payload = results.read()
-        _, self.status = os.waitpid(self.pid, 0)
-        if not payload:
-            raise WorkerException(
-                f"merge worker {self.pid} ended without a result ({_describe(self.status)})"
-            )
-        ok, value = pickle.loads(payload)
-        if not ok:
-            raise value
-        return MutationSummary.from_json(value)
-
-    def reap(self) -> None:
-        """Make sure the worker is gone (killed if still working: its files are the aborting txn's)."""
-        if self.status is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            _, self.status = os.waitpid(self.pid, 0)
-        if self.results >= 0:
-            os.close(self.results)
-            self.results = -1
-
-
-def _fork(
+def merge_share(
     index: int,
     split: BucketMerge,
     table: AcidTable,
     source: pa.Table,
     buckets: npt.NDArray[np.int32],
-) -> _Worker:
-    results, out = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(out)
-        return _Worker(pid, results)
-    os.close(results)  # the worker, from here on: it never returns
-    status = 1
+    txn: TxnProbe,
+) -> str:
+    """A worker's part: merge its buckets' rows through a coordinator with statement id ``index``; its summary
+    as JSON. If anything fails (its txn found gone included) it deletes what it wrote."""
+    coordinator = MutatorCoordinator(table, statement_id=index)  # partitions in Hive's layout, as listed
     try:
-        coordinator = MutatorCoordinator(table, statement_id=index)  # partitions in Hive's layout, as listed
-        split.write_buckets(coordinator, source, buckets)
-        payload = pickle.dumps((True, coordinator.close().to_json()))
-        status = 0
-    except BaseException as exc:  # handed to the txn's process, which raises it
-        payload = pickle.dumps((False, _portable(exc)))
-    try:
-        with os.fdopen(out, "wb") as pipe:
-            pipe.write(payload)
-    finally:
-        os._exit(status)
+        for bucket, rows in by_bucket(source, buckets):
+            txn.check_open()
+            split.write(coordinator, bucket, rows)
+        summary = coordinator.close()
+        txn.check_open()  # after the files: an abort from now on finds them for its cleaner
+    except BaseException:
+        coordinator.abort()
+        _delete_statement(table, coordinator)
+        raise
+    return summary.to_json()
 
 
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling as it is, else a WorkerException saying what it was."""
-    try:
-        back = pickle.loads(pickle.dumps(exc))
-        if type(back) is type(exc) and str(back) == str(exc):
-            return exc
-    except Exception:
-        pass
-    return WorkerException(f"merge worker failed: {type(exc).__name__}: {exc}")
-
-
-def _describe(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"killed by signal {os.WTERMSIG(status)}"
-    return f"exit status {os.WEXITSTATUS(status)}"
+def _delete_statement(table: AcidTable, coordinator: MutatorCoordinator) -> None:
+    """Delete the directories of ``coordinator``'s statement in every partition it wrote to (its own)."""
+    fs, _ = table_filesystem(table.table.location)
+    write_id, statement = coordinator.write_id, coordinator.statement_id
+    names = (delta_dir(write_id, write_id, statement), delete_delta_dir(write_id, write_id, statement))
+    for partition in coordinator.summary.partitions.values():
+        for name in names:
+            with contextlib.suppress(OSError):
+                fs.delete_dir(f"{partition.location}/{name}")
