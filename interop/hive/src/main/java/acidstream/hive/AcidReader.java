@@ -15,6 +15,7 @@ import org.apache.hadoop.hive.common.ValidWriteIdList;
 import org.apache.hadoop.hive.common.type.DataTypePhysicalVariation;
 import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.metastore.api.hive_metastoreConstants;
+import org.apache.hadoop.hive.ql.exec.Utilities;
 import org.apache.hadoop.hive.ql.exec.vector.ColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.LongColumnVector;
 import org.apache.hadoop.hive.ql.exec.vector.StructColumnVector;
@@ -30,6 +31,7 @@ import org.apache.hadoop.hive.ql.io.orc.OrcSplit;
 import org.apache.hadoop.hive.ql.io.orc.OrcStruct;
 import org.apache.hadoop.hive.ql.io.orc.VectorizedOrcAcidRowBatchReader;
 import org.apache.hadoop.hive.ql.metadata.VirtualColumn;
+import org.apache.hadoop.hive.ql.plan.MapWork;
 import org.apache.hadoop.hive.serde.serdeConstants;
 import org.apache.hadoop.hive.serde2.ColumnProjectionUtils;
 import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspector;
@@ -82,10 +84,20 @@ final class AcidReader {
     job.set(ValidTxnList.VALID_TXNS_KEY, request.get("txns").asText());
 
     TypeInfo rowType = TypeInfoUtils.getTypeInfoFromTypeString(structType(columns, types));
+    VectorizedRowBatchCtx context = null;
+    if (request.path("vectorized").asBoolean(false)) {
+      context = batchContext((StructTypeInfo) rowType);
+      // As a vectorized query's plan: split generation then numbers original files' rows for ROW__ID.
+      MapWork plan = new MapWork();
+      plan.setVectorMode(true);
+      plan.setVectorizedRowBatchCtx(context);
+      HiveConf.setVar(job, HiveConf.ConfVars.PLAN, "//acidstream-referee");
+      Utilities.setMapWork(job, plan);
+    }
     OrcInputFormat format = new OrcInputFormat();
     for (InputSplit split : format.getSplits(job, 1)) {
-      if (request.path("vectorized").asBoolean(false)) {
-        readVectorized((OrcSplit) split, job, (StructTypeInfo) rowType, rows);
+      if (context != null) {
+        readVectorized((OrcSplit) split, job, context, rows);
       } else {
         readRows(format, split, job, rowType, rows);
       }
@@ -125,29 +137,10 @@ final class AcidReader {
    * ROW__ID projected (its delete-event registries, not the merger). Its constructor taking the batch context
    * is package-private (Hive builds the context from a query plan), hence the reflection.
    */
-  private static void readVectorized(OrcSplit split, JobConf job, StructTypeInfo rowType, ArrayNode rows)
-      throws Exception {
-    List<TypeInfo> dataTypes = rowType.getAllStructFieldTypeInfos();
-    int data = dataTypes.size();
-    List<String> names = new ArrayList<>(rowType.getAllStructFieldNames());
-    names.add(VirtualColumn.ROWID.getName());
-    List<TypeInfo> all = new ArrayList<>(dataTypes);
-    all.add(VirtualColumn.ROWID.getTypeInfo());
-    DataTypePhysicalVariation[] variations = new DataTypePhysicalVariation[all.size()];
-    Arrays.fill(variations, DataTypePhysicalVariation.NONE);
-    int[] dataColumnNums = new int[data];
-    Arrays.setAll(dataColumnNums, i -> i);
-    VectorizedRowBatchCtx context =
-        new VectorizedRowBatchCtx(
-            names.toArray(new String[0]),
-            all.toArray(new TypeInfo[0]),
-            variations,
-            dataColumnNums,
-            0,
-            1,
-            new VirtualColumn[] {VirtualColumn.ROWID},
-            new String[0],
-            new DataTypePhysicalVariation[0]);
+  private static void readVectorized(
+      OrcSplit split, JobConf job, VectorizedRowBatchCtx context, ArrayNode rows) throws Exception {
+    int data = context.getDataColumnCount();
+    List<TypeInfo> dataTypes = Arrays.asList(context.getRowColumnTypeInfos()).subList(0, data);
     Constructor<VectorizedOrcAcidRowBatchReader> make =
         VectorizedOrcAcidRowBatchReader.class.getDeclaredConstructor(
             OrcSplit.class, JobConf.class, Reporter.class, VectorizedRowBatchCtx.class);
@@ -181,6 +174,29 @@ final class AcidReader {
     } finally {
       reader.close();
     }
+  }
+
+  /** The batch layout of a scan of the data columns with ROW__ID projected after them. */
+  private static VectorizedRowBatchCtx batchContext(StructTypeInfo rowType) {
+    List<TypeInfo> dataTypes = rowType.getAllStructFieldTypeInfos();
+    List<String> names = new ArrayList<>(rowType.getAllStructFieldNames());
+    names.add(VirtualColumn.ROWID.getName());
+    List<TypeInfo> all = new ArrayList<>(dataTypes);
+    all.add(VirtualColumn.ROWID.getTypeInfo());
+    DataTypePhysicalVariation[] variations = new DataTypePhysicalVariation[all.size()];
+    Arrays.fill(variations, DataTypePhysicalVariation.NONE);
+    int[] dataColumnNums = new int[dataTypes.size()];
+    Arrays.setAll(dataColumnNums, i -> i);
+    return new VectorizedRowBatchCtx(
+        names.toArray(new String[0]),
+        all.toArray(new TypeInfo[0]),
+        variations,
+        dataColumnNums,
+        0,
+        1,
+        new VirtualColumn[] {VirtualColumn.ROWID},
+        new String[0],
+        new DataTypePhysicalVariation[0]);
   }
 
   private static long element(ColumnVector vector, int row) {
