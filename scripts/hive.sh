@@ -68,6 +68,8 @@ free_port() {
 
 site_xml() { # dir port
     local dir="$1" port="$2"
+    # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
+    # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
     local -a props=(
         metastore.thrift.bind.host 127.0.0.1
         metastore.thrift.port "$port"
