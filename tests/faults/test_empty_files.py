@@ -104,38 +104,41 @@ def test_a_compaction_over_an_emptied_file_fails_and_nothing_is_cleaned(
     assert sorted(ms.table("db.t").scan().to_arrow().to_pylist(), key=repr) == rows
 
 
+@pytest.mark.parametrize("partitioned", [False, True], ids=["table", "partition"])
 @pytest.mark.parametrize("compaction", ["major", "minor"])
 def test_a_batch_file_cut_back_to_an_earlier_footer_fails_the_compaction(
-    ms: Metastore, compaction: str
+    ms: Metastore, compaction: str, partitioned: bool
 ) -> None:
     """Cut at a footer of an earlier commit, the file is valid ORC with fewer rows: only the length its last
     commit recorded (in the metastore) tells. The compactor checks it; a scan, which does not ask the
     metastore for it, reads the rows that are left."""
-    create(ms, "t", "id int, msg string")
-    with connect(ms, "t", batch=3) as conn:
+    create(ms, "t", "id int, msg string", "PARTITIONED BY (p string)" if partitioned else "")
+    where = {"static": ["a"]} if partitioned else {}
+    location = Path(ms.table("db.t").location) / ("p=a" if partitioned else "")
+    with connect(ms, "t", batch=3, **where) as conn:
         for t in range(3):
             conn.begin_transaction()
             conn.write_batch(pa.table({"id": [t * 10 + i for i in range(10)], "msg": ["m"] * 10}))
             conn.commit_transaction()
             if t == 0:
-                [victim] = Path(ms.table("db.t").location).glob("delta_*/bucket_00000")
+                [victim] = location.glob("delta_*/bucket_00000")
                 [_, first_footer] = struct.unpack(">qq", Path(f"{victim}_flush_length").read_bytes())
-    stream(ms, "t", [({"id": [100], "msg": ["n"]}, True)])
-    location = Path(ms.table("db.t").location)
+    stream(ms, "t", [({"id": [100], "msg": ["n"]}, True)], **where)
     children = _children(location)
     data = victim.read_bytes()
     victim.write_bytes(data[:first_footer])
     assert ms.table("db.t").scan().count() == 11  # the first txn's rows and the other delta's
     compactor = Compactor(ms, CompactorConfig(retention=0.0))
-    info = compactor.compact("db.t", kind=compaction).info
+    partition = "p=a" if partitioned else None
+    info = compactor.compact("db.t", partition, kind=compaction).info
     assert info.state == "failed", info
     message = info.error_message or ""
     assert f"{victim}: {first_footer} bytes, but its commit recorded {len(data)}" in message
     compactor.clean()
     assert _children(location) == children
     victim.unlink()  # gone altogether: the same
-    info = compactor.compact("db.t", kind=compaction).info
+    info = compactor.compact("db.t", partition, kind=compaction).info
     assert info.state == "failed" and f"{victim}: no readable bytes" in (info.error_message or "")
     victim.write_bytes(data)
-    assert compactor.compact("db.t", kind=compaction).info.state == "ready for cleaning"
+    assert compactor.compact("db.t", partition, kind=compaction).info.state == "ready for cleaning"
     assert ms.table("db.t").scan().count() == 31
