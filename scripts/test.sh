@@ -7,6 +7,16 @@ cd "$root"
 bash scripts/bootstrap.sh
 # shellcheck source=env.sh
 source scripts/env.sh
+# Hive 4 from Maven Central, the referee of the hive4 tests: a JDK and Maven where missing, then its jars and
+# our driver classes (scripts/hive.sh fetch: minutes on a new machine, cached after that).
+if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "== installing a JDK and Maven with apt-get (for Hive 4)"
+    $sudo apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
+fi
+echo "== Hive 4 (bash scripts/hive.sh fetch)"
+bash scripts/hive.sh fetch >/dev/null
 # PostgreSQL for the tests: a private cluster started (and installed where missing) by scripts/postgres.sh,
 # unless the caller names a server of its own.
 if [ -z "${ACIDSTREAM_TEST_PG_URL:-}" ]; then
