@@ -1,6 +1,7 @@
 """The house rules of the package's layout: each package imports only from its own layer or the layers below,
-pyspark only under ``acidstream/spark/`` (and the command line starts without it), and only
-``acidstream/runtime.py`` changes process-wide settings."""
+pyspark only under ``acidstream/spark/`` (and the command line starts without it), only
+``acidstream/runtime.py`` changes process-wide settings (signal handlers also the command line), and nothing
+forks the process it runs in (a library's caller runs threads: only the merge workers' fork server forks)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,34 @@ UPWARD = {
     ("mutate", "catalog"): "the mutation builders connect the catalog's Metastore when given a URL",
     ("sql", "catalog"): "DELETE/UPDATE/MERGE run on the catalog's tables, whose handles scan",
 }
-#: Calls that change the whole process: the interpreter, the C library, resource limits.
-PROCESS_WIDE = {"setswitchinterval", "setrlimit", "mallopt"}
+#: Calls that change the whole process: the interpreter, the C library, resource limits, the kernel's view of it.
+PROCESS_WIDE = {
+    "setswitchinterval",
+    "setrecursionlimit",
+    "setrlimit",
+    "mallopt",
+    "prctl",
+    "umask",
+    "setlocale",
+    "putenv",
+    "set_wakeup_fd",
+    "setitimer",
+    "siginterrupt",
+}
+#: Units that may install signal handlers (``signal.signal``): the command line owns its process.
+SIGNAL_HANDLERS = {"runtime", "cli"}
+#: Known process-wide changes outside runtime.py, each with its reason; the test fails if one disappears.
+PROCESS_WIDE_ELSEWHERE = {
+    (
+        "spark/session.py",
+        "os.environ",
+    ): "Spark's Python workers must run this interpreter: PYSPARK_PYTHON and "
+    "PYSPARK_DRIVER_PYTHON are set (if unset) in the environment the JVM and its workers inherit",
+}
+#: What forks the calling process: os.fork and multiprocessing's processes (which fork by default on Linux).
+FORKS = {"fork", "forkpty", "Process", "Pool", "ProcessPoolExecutor"}
+#: The one module that forks: the merge workers' server, a process of acidstream's own that runs no thread.
+FORKING_MODULES = {"mutate/forkserver.py"}
 
 
 def _unit(module: str) -> str:
@@ -85,30 +112,129 @@ def test_packages_import_only_their_own_layer_or_below() -> None:
     assert set(upward) == set(UPWARD), {k: v for k, v in upward.items() if k not in UPWARD}
 
 
-def test_acid_and_metastore_never_change_process_wide_settings() -> None:
-    offenders = []
-    for unit, path, tree in _sources():
-        for node in ast.walk(tree):
-            name = (
-                node.attr
-                if isinstance(node, ast.Attribute)
-                else node.id
-                if isinstance(node, ast.Name)
-                else None
+def _name(node: ast.AST) -> str | None:
+    """The name an attribute or a bare name refers to (``signal`` of ``signal.signal``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _is_os_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ" and _name(node.value) == "os"
+
+
+def _process_wide(unit: str, tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of each process-wide change in ``tree``: a call in :data:`PROCESS_WIDE`, a signal handler
+    outside :data:`SIGNAL_HANDLERS`, a change of ``os.environ``."""
+    found = []
+    for node in ast.walk(tree):
+        name = _name(node)
+        if name in PROCESS_WIDE:
+            found.append((node.lineno, name))  # type: ignore[attr-defined]
+        if isinstance(node, ast.ImportFrom) and node.module in ("sys", "resource", "signal", "locale", "os"):
+            found += [(node.lineno, a.name) for a in node.names if a.name in PROCESS_WIDE | {"signal"}]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "signal"
+            and _name(node.func.value) == "signal"
+            and unit not in SIGNAL_HANDLERS
+        ):
+            found.append((node.lineno, "signal.signal"))
+        changed = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("setdefault", "update", "pop", "popitem", "clear")
+            and _is_os_environ(node.func.value)
+        ) or (
+            isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete))
+            and any(
+                isinstance(t, ast.Subscript) and _is_os_environ(t.value)
+                for t in (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target])
             )
-            if name in PROCESS_WIDE and unit != "runtime":
-                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
+        )
+        if changed:
+            found.append((node.lineno, "os.environ"))  # type: ignore[attr-defined]
+    return found
+
+
+def test_only_runtime_changes_process_wide_settings() -> None:
+    offenders, elsewhere = [], set()
+    for unit, path, tree in _sources():
+        rel = str(path.relative_to(PACKAGE))
+        for line, what in _process_wide(unit, tree) if unit != "runtime" else []:
+            if (rel, what) in PROCESS_WIDE_ELSEWHERE:
+                elsewhere.add((rel, what))
+            else:
+                offenders.append(f"{rel}:{line} {what}")
         if unit in ("acid", "metastore"):
             offenders += [
-                f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+                f"{rel}:{line} imports {module}"
                 for module, line in _imported(tree)
                 if module.split(".")[0] in ("resource", "ctypes")
             ]
     assert offenders == []
+    assert elsewhere == set(PROCESS_WIDE_ELSEWHERE)
     runtime = ast.parse((PACKAGE / "runtime.py").read_text())
-    assert {
-        n.attr for n in ast.walk(runtime) if isinstance(n, ast.Attribute)
-    } >= PROCESS_WIDE  # the check sees them
+    assert {what for _, what in _process_wide("elsewhere", runtime)} >= {
+        "setswitchinterval",
+        "setrlimit",
+        "mallopt",
+        "prctl",
+    }  # the check sees them
+
+
+def test_the_check_sees_each_kind_of_process_wide_change() -> None:
+    code = """
+import signal, sys, os
+from resource import setrlimit
+sys.setswitchinterval(1)
+signal.signal(signal.SIGINT, None)
+os.environ["A"] = "1"
+os.environ.setdefault("B", "2")
+del os.environ["A"]
+libc.prctl(1, 9)
+"""
+    assert sorted(what for _, what in _process_wide("mutate", ast.parse(code))) == sorted(
+        ["setrlimit", "setswitchinterval", "signal.signal", "prctl", *["os.environ"] * 3]
+    )
+    assert _process_wide("cli", ast.parse("import signal\nsignal.signal(2, None)")) == []
+
+
+def _forks(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of each use of :data:`FORKS` from ``os``, ``multiprocessing`` or ``concurrent.futures``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in FORKS:
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            "os",
+            "multiprocessing",
+            "concurrent",
+        ):
+            found += [(node.lineno, a.name) for a in node.names if a.name in FORKS]
+    return found
+
+
+def test_nothing_forks_the_calling_process() -> None:
+    """A fork of a threaded process keeps every lock another thread held at the fork held in the child."""
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{line} {what}"
+        for _, path, tree in _sources()
+        if str(path.relative_to(PACKAGE)) not in FORKING_MODULES
+        for line, what in _forks(tree)
+    ]
+    assert offenders == []
+    for module in FORKING_MODULES:
+        assert _forks(ast.parse((PACKAGE / module).read_text()))  # the check sees what is there
+    sample = "import os, multiprocessing\nfrom concurrent.futures import ProcessPoolExecutor\nos.fork()\n"
+    assert sorted(what for _, what in _forks(ast.parse(sample + "multiprocessing.Process()"))) == [
+        "ProcessPoolExecutor",
+        "multiprocessing.Process",
+        "os.fork",
+    ]
 
 
 def pyspark_imports(path: Path) -> list[int]:
