@@ -3,9 +3,9 @@
 Hive prunes bucketed reads and joins by bucket number, so a row stored in any other bucket than the one Hive
 would choose is silently lost to those queries. This module transcribes ``ObjectInspectorUtils`` (Hive 3):
 ``hashCodeMurmur`` for ``bucketing_version=2`` and the legacy ``hashCode`` for version 1, including their
-quirks (hive-acid-format.md §7). Values are hashed as the Hive writables the streaming writer would build
-from them: timestamps as wall-clock (``TimestampWritableV2``), decimals normalised without trailing zeros
-(``HiveDecimalWritable``), char without trailing spaces.
+quirks (docs/format.md, Bucket ids and bucketing). Values are hashed as the Hive writables the streaming
+writer would build from them: timestamps as wall-clock (``TimestampWritableV2``), decimals normalised without
+trailing zeros (``HiveDecimalWritable``), char without trailing spaces.
 
 Two behaviours follow Hive's common case rather than every possible JVM state, see ``field_hashes``.
 """

@@ -1,6 +1,7 @@
-"""``BucketCodec`` (§3): the ``bucket`` field of every event packs codec version, writer id and statement id.
+"""``BucketCodec``: the ``bucket`` field of every event packs codec version, writer id and statement id.
 
-Delete events match rows on the full 32-bit value, so encoding must be bit-exact with Hive's.
+Delete events match rows on the full 32-bit value, so encoding must be bit-exact with Hive's (docs/format.md,
+Bucket ids and bucketing).
 """
 
 from __future__ import annotations

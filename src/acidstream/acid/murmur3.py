@@ -1,8 +1,9 @@
 """Hive's ``Murmur3.hash32`` (storage-api ``org.apache.hive.common.util.Murmur3``), scalar and vectorised.
 
 Hive's port differs from reference MurmurHash3 x86_32 in one place that matters for bucketing: the 1–3 tail
-bytes are *sign-extended* Java bytes, not masked (hive-acid-format.md §7.2). The vectorised kernels work on
-numpy arrays so a million rows hash without a per-row Python loop; all arithmetic is uint32 with wraparound.
+bytes are *sign-extended* Java bytes, not masked (docs/format.md, Bucket ids and bucketing). The vectorised
+kernels work on numpy arrays so a million rows hash without a per-row Python loop; all arithmetic is uint32
+with wraparound.
 """
 
 from __future__ import annotations

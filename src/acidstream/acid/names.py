@@ -1,4 +1,4 @@
-"""Names of ACID directories and files (hive-acid-format.md §1.2–1.8): build them, parse them, order them.
+"""Names of ACID directories and files (docs/format.md, Directory layout): build them, parse them, order them.
 
 Every other module derives meaning from names only through this one, so Hive's grammar lives in one place.
 """

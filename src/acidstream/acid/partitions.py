@@ -1,4 +1,5 @@
-"""Partition directory names exactly as Hive's ``FileUtils.escapePathName``/``makePartName`` build them (§8).
+"""Partition directory names exactly as Hive's ``FileUtils.escapePathName``/``makePartName`` build them
+(docs/format.md, Directory layout).
 
 Writers and readers must agree byte for byte with Hive on these names, or a partition written by one is
 invisible to the other.

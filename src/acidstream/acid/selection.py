@@ -1,9 +1,9 @@
-"""Directory selection for one table/partition snapshot: Hive's ``AcidUtils.getAcidState`` (§6.3–6.4).
+"""Directory selection for one table/partition snapshot: Hive's ``AcidUtils.getAcidState``.
 
 Given the children of a partition directory and a snapshot, choose the one base and the minimal ordered set
 of deltas whose union holds every visible event exactly once, and say which directories are obsolete
 (shadowed by a compacted result) or aborted, so the cleaner may delete them. Row-level filtering by write
-id is the reader's job; this module only picks directories.
+id is the reader's job; this module only picks directories. The rules: docs/format.md, Directory selection.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The ``bucket_N_flush_length`` side file of open streaming files (§1.5): write it, read it, trust it.
+"""The ``bucket_N_flush_length`` side file of open streaming files: write it, read it, trust it.
 
 A streaming batch keeps one ORC file per bucket open across many commits; the side file lists the offsets of
 the readable footers written at each commit, so readers use the committed prefix of a file still being
-written. Content: 8-byte big-endian signed longs, no header (Java ``DataOutputStream.writeLong``).
+written. Content: 8-byte big-endian signed longs, no header (Java ``DataOutputStream.writeLong``); see
+docs/format.md, Side files.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ORC ACID event files: the writer (stitched pyarrow stripes + our own tails) and the reader.
 
-See hive-acid-format.md §2 (event schema), §4 (user metadata, writer settings) and §5.4–5.5 (intermediate
+See docs/format.md: Event files (event schema, user metadata, writer settings) and Side files (intermediate
 footers, side files, close).
 """
 

@@ -1,4 +1,4 @@
-"""The ACID event schema (§2.1) and the two user-metadata values Hive keeps per file (§4.1, §4.2)."""
+"""The ACID event schema and the user-metadata values Hive keeps per file (docs/format.md, Event files)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ ROW_INDEX_STRIDE = 10000
 
 @dataclass(frozen=True)
 class WriterOptions:
-    """Encoding settings (§4.4). ``None`` sizes take the delta or base (``is_base``) defaults.
+    """Encoding settings (docs/format.md, Event files). ``None`` sizes take the delta or base (``is_base``)
+    defaults.
 
     Deltas: 8 MiB stripes, 64 KiB blocks; with ``streaming_optimizations`` no dictionary and (nearly) no row
     index. Bases (compactor output): 64 MiB stripes, 256 KiB blocks, dictionary threshold 0.8, index stride
@@ -568,8 +569,8 @@ class AcidWriter:
             raise failure from exc
 
     def abort_close(self) -> None:
-        """``close(abort=true)`` (§5.5), and the close after a failed write: buffered events are discarded and
-        the file is left as readers were last told it is.
+        """``close(abort=true)`` (docs/format.md, Side files), and the close after a failed write: buffered
+        events are discarded and the file is left as readers were last told it is.
 
         Without a side file nothing in the file can be committed (its only transaction ends after the file's
         close), so it is deleted. With one, the last length published in the side file is what readers use and
