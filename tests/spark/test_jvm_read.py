@@ -7,15 +7,20 @@ pyarrow (valid inserts minus valid delete events, keyed per partition), and the 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow.orc as po
 import pytest
 from pyspark.sql import Row
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.acid.writeids import LONG_MAX, ValidWriteIdList
+from acidstream.catalog import Metastore
 from acidstream.spark.jvm_read import (
     HIVE_ORC_FORMAT,
     EventFile,
@@ -290,3 +295,28 @@ def test_from_scan_plan_reads_shared_deletes_once_and_refuses_originals() -> Non
     original = BucketTask((), "", 0, (FileSlice("/t/000000_0", 9, 0, 0, 0, None, original=True),), ())
     with pytest.raises(ValueError, match="original"):
         SnapshotPlan.from_scan_plan(ScanPlan("default.t", COLUMNS, (), write_ids, (original,)))
+
+
+DRIVER = """
+import sys
+from acidstream.spark import read_table
+from acidstream.spark.session import session
+spark = session("acidstream-exit-test", master="local[1]")
+print(read_table(spark, "default.t", metastore=sys.argv[1], warehouse=sys.argv[2]).count(), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_read_tables_registration_ends_with_its_driver(tmp_path: Path) -> None:
+    """JVM tasks do not heartbeat, so read_table's registration has a txn timeout's lease; the driver's exit
+    ends it at once (a finished spark-shell query no longer holds the cleaner back for minutes)."""
+    url = f"sqlite:///{tmp_path / 'ms.db'}"
+    with Metastore.connect(url, warehouse=tmp_path) as ms:
+        ms.execute("CREATE TABLE t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+        ms.table("t").merge(pd.DataFrame({"id": [1, 2, 3]}), on=["id"])
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, url, str(tmp_path)], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["3"]
+        assert ms.active_readers("default.t") == []

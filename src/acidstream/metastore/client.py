@@ -60,6 +60,8 @@ from acidstream.metastore.models import (
 
 R = TypeVar("R")
 
+#: Seconds a reader registration outlives its last heartbeat (see ``MetastoreClient.reader_lease``).
+READER_LEASE = 30.0
 #: Housekeeping piggy-backed on normal calls runs at most this often (and at least 4x per txn timeout).
 MAX_HOUSEKEEPING_INTERVAL = 60.0
 
@@ -124,6 +126,12 @@ class MetastoreClient:
     @property
     def url(self) -> str:
         return self._db.url
+
+    @property
+    def reader_lease(self) -> float:
+        """How long a reader registration of this client outlives its last heartbeat: ``READER_LEASE``, or the
+        txn timeout when that is shorter. Short, so that a crashed reader holds the cleaner back briefly."""
+        return min(READER_LEASE, self.txn_timeout)
 
     @property
     def _timeout_ms(self) -> int:
@@ -706,16 +714,24 @@ class MetastoreClient:
 
         def run(c: Connection) -> ReaderRegistration:
             reader_id = readers.register(
-                c, db, name, user=user, host=host, agent_info=agent_info, lease_ms=self._timeout_ms
+                c,
+                db,
+                name,
+                user=user,
+                host=host,
+                agent_info=agent_info,
+                lease_ms=int(self.reader_lease * 1000),
             )
             return registered(c, reader_id)
 
         # a replay takes its snapshot anew: later than the registration, which is what a reader needs
         return self._write_once(run, encode=lambda registration: registration.reader_id, decode=registered)
 
-    def heartbeat_readers(self, reader_ids: Sequence[int]) -> list[int]:
-        """Keep registrations alive; returns those that had already expired."""
-        return self._write(lambda c: readers.heartbeat(c, reader_ids))
+    def heartbeat_readers(self, reader_ids: Sequence[int], *, lease: float | None = None) -> list[int]:
+        """Keep registrations alive (for ``lease`` seconds from now on, if given, else their own lease);
+        returns those that had already expired."""
+        lease_ms = None if lease is None else int(lease * 1000)
+        return self._write(lambda c: readers.heartbeat(c, reader_ids, lease_ms))
 
     def unregister_reader(self, reader_id: int) -> None:
         self._write(lambda c: readers.unregister(c, [reader_id]))

@@ -50,12 +50,16 @@ def register(
     return reader_id
 
 
-def heartbeat(conn: Connection, reader_ids: Sequence[int]) -> list[int]:
-    """Refresh registrations; returns the ids that no longer exist (expired and purged, or unregistered)."""
+def heartbeat(conn: Connection, reader_ids: Sequence[int], lease_ms: int | None = None) -> list[int]:
+    """Refresh registrations (giving them lease ``lease_ms`` from now on, if not None); returns the ids that no
+    longer exist (expired and purged, or unregistered)."""
     ids = sorted(set(reader_ids))
     if not ids:
         return []
-    conn.execute(update(s.snapshot_readers).where(SR.sr_id.in_(ids)).values(sr_last_heartbeat=now_ms()))
+    values: dict[str, int] = {"sr_last_heartbeat": now_ms()}
+    if lease_ms is not None:
+        values["sr_lease_ms"] = lease_ms
+    conn.execute(update(s.snapshot_readers).where(SR.sr_id.in_(ids)).values(values))
     alive = set(conn.execute(select(SR.sr_id).where(SR.sr_id.in_(ids))).scalars())
     return [i for i in ids if i not in alive]
 

@@ -27,11 +27,11 @@ T = TypeVar("T")
 
 
 class _KeepAlive:
-    """Heartbeats the held registrations of one metastore client every third of its txn timeout."""
+    """Heartbeats the held registrations of one metastore client every third of their lease."""
 
     def __init__(self, ms: Metastore) -> None:
         self._ms = weakref.ref(ms)
-        self._interval = max(ms.txn_timeout / 3, 0.05)
+        self._interval = max(ms.reader_lease / 3, 0.05)
         self._ids: set[int] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -123,11 +123,14 @@ class ScanRegistration:
         """The scan reads no more of what it listed: the cleaner need not wait for it (idempotent)."""
         self._finalizer()
 
-    def detach(self) -> None:
+    def detach(self, lease: float | None = None) -> None:
         """Stop heartbeating here and leave the registration to whoever reads the listed files: it expires
-        once they stop calling ``Metastore.heartbeat_readers`` for longer than the txn timeout."""
+        once they stop calling ``Metastore.heartbeat_readers`` for longer than its lease (``lease`` seconds
+        from now on, if given: readers that heartbeat rarely or never need a longer one)."""
         if self._finalizer.detach() is not None:
             _keepalive(self._ms).drop(self.reader_id)
+            if lease is not None:
+                self._ms.heartbeat_readers([self.reader_id], lease=lease)
 
     def ignored_outputs(self, partitions: Collection[str]) -> dict[str, frozenset[str]]:
         """Per listed partition ("" for an unpartitioned table), the directories of compactions that may have
@@ -141,12 +144,12 @@ class ScanRegistration:
 
 
 def heartbeating(ms: Metastore, reader_id: int | None, items: Iterator[T]) -> Iterator[T]:
-    """``items``, heartbeating a detached registration first and then at most every third of the txn timeout
+    """``items``, heartbeating a detached registration first and then at most every third of its lease
     (the reads of a Spark task keep their scan's registration alive)."""
     if reader_id is None:
         yield from items
         return
-    interval = ms.txn_timeout / 3
+    interval = ms.reader_lease / 3
     ms.heartbeat_readers([reader_id])
     due = time.monotonic() + interval
     for item in items:

@@ -137,12 +137,13 @@ class TableScan:
         if self._registration is not None:
             self._registration.release()
 
-    def detach_registration(self) -> ScanPlan:
+    def detach_registration(self, lease: float | None = None) -> ScanPlan:
         """The plan, and its registration handed to whoever reads its tasks (a Spark job): they heartbeat
-        ``plan.reader_id``; it expires once they stop for longer than the metastore's txn timeout."""
+        ``plan.reader_id``; it expires once they stop for longer than its lease (the metastore client's
+        ``reader_lease``, or ``lease`` seconds)."""
         plan = self.plan_files()
         assert self._registration is not None
-        self._registration.detach()
+        self._registration.detach(lease)
         self._registration = None
         self._plan = None
         return plan

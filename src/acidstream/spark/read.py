@@ -23,7 +23,9 @@ Two paths (numbers from bench/bench_spark.py on 2 busy cores, same data, best of
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import pickle
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from acidstream.acid.types import Column
+    from acidstream.metastore import Metastore
 
 #: Internal option: read exactly these tasks (base64 pickle), at their snapshot, instead of planning.
 TASKS_OPTION = "_acidstream_tasks"
@@ -291,11 +294,15 @@ def read_table(
 
     options = _location_options(metastore, warehouse)
     url, wh = metastore_location(options)
-    handle = client(url, wh).table(table)
+    ms = client(url, wh)
+    handle = ms.table(table)
     scan = handle.scan(
         columns=columns, partition_filter=partition_filter, with_row_id=with_row_id, snapshot=snapshot
     )
-    plan = scan.detach_registration()  # expires txn_timeout after the Python-side tasks' last heartbeat
+    # JVM tasks do not heartbeat: the registration lives a txn timeout, or until this driver process ends
+    plan = scan.detach_registration(lease=ms.txn_timeout)
+    if plan.reader_id is not None:
+        atexit.register(_forget_reader, ms, plan.reader_id)
     closed, still_open = split_for_jvm(plan)
     frame = read_plan(spark, closed, columns=scan.columns, with_row_id=with_row_id)
     if not still_open:
@@ -309,6 +316,12 @@ def read_table(
         .load(handle.full_name)
     )
     return frame.unionByName(side)
+
+
+def _forget_reader(ms: Metastore, reader_id: int) -> None:
+    """At the driver's exit: its DataFrames read no more, so the cleaner need not wait for them."""
+    with contextlib.suppress(Exception):  # a closed client or a metastore gone: the lease ends it
+        ms.unregister_reader(reader_id)
 
 
 def register_views(
