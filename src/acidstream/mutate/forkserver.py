@@ -221,15 +221,18 @@ def serve(control_fd: int) -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     control = socket.socket(fileno=control_fd)
-    control.sendall(_READY)
     running: dict[int, tuple[int, int]] = {}  # the end of a pipe a worker holds -> (its pid, its results)
-    while True:
-        readable, _, _ = select.select([control_fd, *running], [], [])
-        for ready in readable:
-            if ready != control_fd:
-                _report(ready, *running.pop(ready))
-            elif not _fork(control, running):
-                return
+    try:
+        control.sendall(_READY)
+        while True:
+            readable, _, _ = select.select([control_fd, *running], [], [])
+            for ready in readable:
+                if ready != control_fd:
+                    _report(ready, *running.pop(ready))
+                elif not _fork(control, running):
+                    return
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the merging process ended (with what this server sent it unread)
 
 
 def _fork(control: socket.socket, running: dict[int, tuple[int, int]]) -> bool:
