@@ -61,13 +61,9 @@ def tree_cpu_seconds() -> float:
     return total / ticks
 
 
-def children_cpu_seconds() -> float:
-    """CPU time (user + system) of this process's children that have ended and been waited for: a merge's
-    forked workers."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def children_peak_rss_mib() -> float:
-    """The peak RSS of the largest child waited for (pages it shares with its parent included)."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by process ``pid`` and its children that ended and were waited for:
+    a fork server and the merge workers it forked."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime
