@@ -1,4 +1,4 @@
-"""Compaction: the initiator, minor and major workers and the cleaner (hive-acid-format.md §9).
+"""Compaction: the initiator, minor and major workers and the cleaner (docs/format.md, Compaction).
 
 ``Compactor(ms).run_once()`` runs one pass of each in this process; ``CompactorDaemon`` keeps doing so (the
 ``acidstream compactor run`` command); ``acidstream.spark.compact`` runs a worker's bucket jobs on a cluster.

@@ -1,4 +1,4 @@
-"""The compactor's settings, named and defaulted after Hive's (hive-acid-format.md §9.1)."""
+"""The compactor's settings, named and defaulted after Hive's (docs/format.md, Compaction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The compaction queue (Hive's COMPACTION_QUEUE / COMPLETED_COMPACTIONS, §9.4) and the initiator's queries.
+"""The compaction queue (Hive's COMPACTION_QUEUE / COMPLETED_COMPACTIONS) and the initiator's queries.
 
 initiated → working (a worker claims the entry and opens its compactor txn) → working with ``publish_id`` set
 (its output is being moved into place) → ready for cleaning (``mark_compacted``: only after a publication, so

@@ -1,4 +1,4 @@
-"""A partition's mutations as one Arrow table, put in the seed's order and handed to a coordinator run by run.
+"""A partition's mutations as one Arrow table in the Mutation API's order, handed to a coordinator run by run.
 
 Merge, update and delete (in Python and in Spark tasks) compute mutations as tables with an operation column;
 this is the one place that orders them — by bucket, then updates and deletes by ROW__ID, inserts last — and

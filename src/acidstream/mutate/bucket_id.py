@@ -1,8 +1,8 @@
 """``BucketIdResolver``: the bucket a row belongs to, from its bucketed columns, exactly as Hive buckets it.
 
-New records get it attached as their ``ROW__ID`` before grouping (the seed's "slightly unintuitive trick"): it
-spreads inserts over workers as Hive's bucketing would, and coordinators check updates against it, since a row
-never moves between buckets.
+New records get it attached as their ``ROW__ID`` before grouping (the Mutation API's "slightly unintuitive
+trick"): it spreads inserts over workers as Hive's bucketing would, and coordinators check updates against it,
+since a row never moves between buckets.
 """
 
 from __future__ import annotations

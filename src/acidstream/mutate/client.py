@@ -1,5 +1,5 @@
-"""``MutatorClient`` and its ``Transaction``: the driver side of the Mutation API (seed, Hive's
-``org.apache.hive.hcatalog.streaming.mutate.client``).
+"""``MutatorClient`` and its ``Transaction``: the driver side of Hive's Streaming Mutation API
+(``org.apache.hive.hcatalog.streaming.mutate.client``).
 
 The client checks its tables, opens one long transaction with a write id per sink table, locks every table
 (shared-write for sinks, shared-read for sources) and heartbeats it until it commits or aborts. Coordinators —

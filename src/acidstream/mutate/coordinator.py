@@ -1,7 +1,7 @@
 """``MutatorCoordinator``: applies ordered inserts, updates and deletes to one table inside a mutation txn.
 
 Mutations arrive grouped by (partition, bucket) and, within a group, updates and deletes ascend by ROW__ID
-(the seed's MUSTs; validated here, failing fast with Hive's exceptions). Each group gets one insert file
+(Mutation API rules, validated here, failing fast with Hive's exceptions). Each group gets one insert file
 ``delta_W_W_SSSS/bucket_B`` and one delete file ``delete_delta_W_W_SSSS/bucket_B``, written as it goes; files of
 groups left are closed together, up to ``CLOSE_TOGETHER`` at a time (a change set touches many buckets with a
 few rows each, and encoding their rows in one go shares pyarrow's set-up between files), so memory stays

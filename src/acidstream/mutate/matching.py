@@ -40,7 +40,7 @@ def write_changes(
     progress: Progress | None = None,
 ) -> None:
     """Mutations (:class:`Changes`' pieces, ``__part`` codes into ``parts``) through ``coordinator``,
-    partition by partition, each partition's in the seed's order."""
+    partition by partition, each partition's in the Mutation API's order."""
     if not pieces:
         return
     schema = pieces[0].schema

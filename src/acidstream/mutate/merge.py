@@ -2,7 +2,7 @@
 
 Each operation locks the table (shared-write), reads the rows it needs with their ROW__IDs at the txn's own
 snapshot, computes the mutations in Arrow (a hash join on the keys for merge), and writes them through one
-:class:`MutatorCoordinator` in the seed's order. Conflicts are detected per partition: a concurrent
+:class:`MutatorCoordinator` in the Mutation API's order. Conflicts are detected per partition: a concurrent
 update or delete of the same partition committed first makes the commit raise ``WriteConflictException``.
 """
 

@@ -1,4 +1,4 @@
-"""The seed's ordering rules, checked as mutations arrive (Hive's ``SequenceValidator`` and ``GroupingValidator``).
+"""Hive's Mutation API ordering rules, checked as mutations arrive (``SequenceValidator``, ``GroupingValidator``).
 
 Within a (partition, bucket) group, updates and deletes must come in ascending ROW__ID order — ACID files sort
 events by (writeid, bucketid, rowid), and a delete delta written out of order silently misses rows. Groups

@@ -1,6 +1,6 @@
 """``AcidTable`` (what a coordinator needs to write a table inside a txn) and ``MutationSummary`` (what it wrote).
 
-Both travel from the driver to workers and back — pickled (Spark) or as JSON (the seed's
+Both travel from the driver to workers and back — pickled (Spark) or as JSON (Hive's
 ``AcidTableSerializer``, e.g. in a job's configuration) — so they carry plain values only.
 """
 

@@ -1,4 +1,6 @@
-"""The committed delete events of one bucket, and the anti-join of insert events against them (§6.5).
+"""The committed delete events of one bucket, and the anti-join of insert events against them.
+
+See docs/format.md, Reading a snapshot.
 
 A delete event applies iff its own ``currentTransaction`` is valid in the snapshot and its
 ``(originalTransaction, bucket, rowId)`` equals the row's, comparing the full signed bucket property. Like

@@ -1,11 +1,11 @@
 """Read one bucket of one partition at a snapshot: valid insert events minus committed delete events.
 
-Semantics of Hive's vectorised ACID reader (hive-acid-format.md §6.5): an insert event is visible iff its
-``currentTransaction`` is valid; a delete event (see :mod:`acidstream.read.deletes`) hides the row with the
-same ``(originalTransaction, bucket, rowId)``. Insert files stream batch by batch, and only the event columns
-a batch needs are decoded: ``currentTransaction`` only when the file's write-id range is not wholly valid, the
-key columns only when deletes or ROW__IDs are wanted, ``row`` only when a data column is. Memory stays
-bounded by one bucket's delete keys plus one stripe.
+Semantics of Hive's vectorised ACID reader: an insert event is visible iff its ``currentTransaction`` is
+valid; a delete event (see :mod:`acidstream.read.deletes`) hides the row with the same
+``(originalTransaction, bucket, rowId)`` (docs/format.md, Reading a snapshot). Insert files stream batch by
+batch, and only the event columns a batch needs are decoded: ``currentTransaction`` only when the file's
+write-id range is not wholly valid, the key columns only when deletes or ROW__IDs are wanted, ``row`` only
+when a data column is. Memory stays bounded by one bucket's delete keys plus one stripe.
 """
 
 from __future__ import annotations

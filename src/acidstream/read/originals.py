@@ -1,8 +1,9 @@
-"""Original (non-ACID) files as insert events with Hive's synthetic ROW__IDs (hive-acid-format.md §2.5).
+"""Original (non-ACID) files as insert events with Hive's synthetic ROW__IDs.
 
 A file written before the table became transactional holds plain rows. Hive reads them as events of write id
 0 whose ``bucket`` is ``BucketCodec.V1.encode(bucket id of the file name, 0)`` and whose ``rowId`` counts rows
-across all original files of the bucket in path order, so deletes written against those ids apply.
+across all original files of the bucket in path order, so deletes written against those ids apply
+(docs/format.md, Reading a snapshot).
 """
 
 from __future__ import annotations

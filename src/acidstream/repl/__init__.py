@@ -1,4 +1,4 @@
-"""Replication between warehouses, open transaction batches included (issue 18; Hive's REPL DUMP/LOAD).
+"""Replication between warehouses, open transaction batches included (Hive's REPL DUMP/LOAD).
 
 ``sync(source, target)`` bootstraps a replica and then applies the source's events; ``dump``/``load`` do the
 same through a directory. A replica's readers see, after each applied event, what the source's saw at it.

@@ -1,5 +1,5 @@
-"""Copying a replicated file's new bytes to the replica, verified by continuing its CRC-32 (the seed's approach 2,
-with approach 1 — copy the whole file — as the fallback when checksums disagree).
+"""Copying a replicated file's new bytes to the replica, verified by continuing its CRC-32, with a copy of the
+whole file as the fallback when checksums disagree (docs/format.md, Replication).
 
 Order on the replica, so that no reader ever sees bytes a commit has not vouched for: a new open batch file gets
 its side file (one long 0) first, then the data bytes are appended, then the side file is extended; a closed
@@ -193,7 +193,7 @@ class FileCopier:
     def _whole(
         self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None, why: str | None
     ) -> Copied:
-        """A new file, or (``why``) the seed's approach 1 when a range copy cannot be trusted."""
+        """A new file, or (``why``) a whole-file copy when a range copy cannot be trusted."""
         if why is not None:
             log.warning("replication: copying %s whole (%s)", written.path, why)
             self.stats.files_recopied += 1

@@ -1,4 +1,4 @@
-"""``StreamingConnection``: Hive Streaming Data Ingest V2 for Python (hive-acid-format.md §5).
+"""``StreamingConnection``: Hive Streaming Data Ingest V2 for Python.
 
 A connection writes into one table (or one static partition) through transaction batches: ``n`` txns opened
 with their write ids in one go, all writing into the same file per (partition, bucket), each committed or

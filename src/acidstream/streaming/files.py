@@ -1,7 +1,7 @@
 """The files of one transaction batch: one ORC event writer per (partition, bucket).
 
 All transactions of a batch go to the same ``delta_min_max[_stmt]/bucket_N`` file per partition and bucket
-(hive-acid-format.md §5.3). Buffered rows are bounded per batch: past ``max_buffered_bytes`` every writer is
+(docs/format.md, Side files). Buffered rows are bounded per batch: past ``max_buffered_bytes`` every writer is
 flushed (Hive's auto-flush), which is safe because readers filter rows by write id.
 """
 

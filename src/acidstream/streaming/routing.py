@@ -48,7 +48,8 @@ class RowRouter:
         self.dynamic = num_partition_keys > 0 and static_values is None
         self.num_partition_keys = num_partition_keys
         wanted = {b.lower() for b in bucket_columns}
-        # Hive's streaming writer takes bucket columns in table-schema order (hive-acid-format.md §7.1).
+        # Hive's streaming writer takes bucket columns in table-schema order (docs/format.md, Bucket ids and
+        # bucketing).
         self._bucket_indexes = [i for i, c in enumerate(self.columns) if c.name in wanted]
         self._bucket_types = [self.columns[i].type for i in self._bucket_indexes]
         self._data_schema = pa.schema([c.to_arrow() for c in self.columns])

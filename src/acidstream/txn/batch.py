@@ -1,4 +1,4 @@
-"""Transaction batches: the txns a streaming connection writes through, one at a time (hive-acid-format.md §5).
+"""Transaction batches: the txns a streaming connection writes through, one at a time.
 
 A :class:`TransactionBatch` opens ``n`` txns with their write ids on one table (and the first txn's lock) in one
 metastore call; each txn then begins, commits or aborts on its own. An :class:`UnmanagedTransaction` is one txn

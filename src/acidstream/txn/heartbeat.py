@@ -1,4 +1,4 @@
-"""Keeps a transaction batch's txns alive while the client writes (hive-acid-format.md §5.7)."""
+"""Keeps a transaction batch's txns alive while the client writes (as Hive's ``TransactionBatch`` does)."""
 
 from __future__ import annotations
 
