@@ -70,6 +70,23 @@ def test_a_signal_aborts_the_open_txn_of_stream_and_says_what_was_committed(
     assert ms.table("testing.alerts").scan().count() == 2
 
 
+def test_a_commit_under_way_finishes_before_the_signal_is_acted_on(ms: Metastore, warehouse: Path) -> None:
+    """The signal waits for the commit and its count, so what the command says is committed is."""
+    proc = start(
+        warehouse, "stream", "testing.alerts", "--records-per-txn", "2", faults="metastore.commit=sleep:3"
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(b"1,a\n2,b\n")  # the second record commits: it sleeps inside the commit
+    proc.stdin.flush()
+    wait_for(lambda: len(open_txns(ms)) == 1, "the transaction")
+    time.sleep(1)  # in the commit's sleep
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err.decode()
+    assert "committed: input records 1-2 (1 transaction)" in err.decode()
+    assert ms.table("testing.alerts").scan().count() == 2 and open_txns(ms) == []
+
+
 def test_sigterm_stops_repl_sync_follow_with_its_summary(
     ms: Metastore, warehouse: Path, tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ import sys
 import click
 
 from acidstream.cli._interrupt import exit_code as interrupted_exit_code
-from acidstream.cli._interrupt import raise_on_sigterm, signal_of
+from acidstream.cli._interrupt import raise_on_signals, signal_of
 from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location
 from acidstream.errors import (
     AcidStreamError,
@@ -84,7 +84,7 @@ class _Root(click.Group):
             ):
                 click.echo(f"  looked in: {location.describe()}", err=True)
             sys.exit(code)
-        except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (raise_on_sigterm)
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (raise_on_signals)
             click.echo(f"interrupted by {signal.Signals(signal_of(exc)).name}", err=True)
             for note in getattr(exc, "__notes__", ()):
                 click.echo(f"  {note}", err=True)
@@ -117,5 +117,5 @@ _register_commands()
 
 
 def main() -> None:
-    raise_on_sigterm()  # the command's own process only: the library leaves signals to its user
+    raise_on_signals()  # the command's own process only: the library leaves signals to its user
     cli(prog_name="acidstream")

@@ -1,10 +1,11 @@
 """SIGINT and SIGTERM end a command the same way: what is open is aborted, what was committed is said.
 
-Python turns SIGINT into ``KeyboardInterrupt``; :func:`raise_on_sigterm` makes SIGTERM (``timeout``, ``kill``,
+Python turns SIGINT into ``KeyboardInterrupt``; :func:`raise_on_signals` makes SIGTERM (``timeout``, ``kill``,
 a supervisor stopping a service) take that same path, as :class:`Interrupted`, so every ``with`` that aborts
 an open transaction on an exception aborts it on SIGTERM too. Only the ``acidstream`` command installs it: the
 library leaves process-wide signal handling to its user. The command then exits with ``128 + signal``
-(130 for SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended.
+(130 for SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended. Inside
+:func:`deferred_interrupts` (a commit and the count of what it committed) the signal waits for the block's end.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import FrameType
 
 
@@ -32,13 +34,45 @@ def exit_code(exc: KeyboardInterrupt) -> int:
     return 128 + signal_of(exc)
 
 
+@dataclass
+class _Held:
+    """Signals received inside :func:`deferred_interrupts`, raised when the outermost such block ends."""
+
+    depth: int = 0
+    signals: list[int] = field(default_factory=list)
+
+
+_HELD = _Held()
+
+
 def _raise(signum: int, _frame: FrameType | None) -> None:
+    if _HELD.depth:
+        _HELD.signals.append(signum)
+        return
     raise Interrupted(signum)
 
 
-def raise_on_sigterm() -> None:
-    """SIGTERM raises :class:`Interrupted` in the main thread, as SIGINT raises ``KeyboardInterrupt``."""
-    signal.signal(signal.SIGTERM, _raise)
+def raise_on_signals() -> None:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (held inside
+    :func:`deferred_interrupts`)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _raise)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, so that it is never cut in the middle (a commit, then
+    the count of what is committed: the command then says exactly what is in the table)."""
+    _HELD.depth += 1
+    try:
+        yield
+    finally:
+        _HELD.depth -= 1
+        held = [] if _HELD.depth else _HELD.signals[:1]
+        if not _HELD.depth:
+            _HELD.signals.clear()  # also when the block failed: its error ends the command
+    if held:
+        raise Interrupted(held[0])
 
 
 @contextmanager

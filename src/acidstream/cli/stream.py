@@ -13,6 +13,7 @@ import click
 import pyarrow as pa
 from rich.console import Console
 
+from acidstream.cli._interrupt import deferred_interrupts
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
@@ -176,11 +177,12 @@ class _Ingest:
                 report()
 
     def _commit(self, conn: StreamingConnection) -> None:
-        conn.commit_transaction()
-        self.committed_records += self.in_txn
-        self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
-        self.committed_txns += 1
-        self.in_txn = 0
+        with deferred_interrupts():  # a signal waits for the count: the notes then say what is committed
+            conn.commit_transaction()
+            self.committed_records += self.in_txn
+            self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
+            self.committed_txns += 1
+            self.in_txn = 0
 
     def note_committed(self, exc: BaseException) -> None:
         """Notes on ``exc``: which input records are committed and which are not (the open txn is aborted)."""
