@@ -1,4 +1,4 @@
-"""Hive's Mutation API ordering rules, checked as mutations arrive (``SequenceValidator``, ``GroupingValidator``).
+"""Hive's Mutation API ordering rules (``SequenceValidator``, ``GroupingValidator``), checked on arrival.
 
 Within a (partition, bucket) group, updates and deletes must come in ascending ROW__ID order — ACID files sort
 events by (writeid, bucketid, rowid), and a delete delta written out of order silently misses rows. Groups

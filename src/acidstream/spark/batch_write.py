@@ -1,7 +1,7 @@
 """``df.write.format("acidstream").mode("append").save("db.t")``: the whole job is one transaction.
 
 Spark calls ``DataSource.writer()`` once, in a planner worker on the driver host, and pickles the writer to
-the tasks and to the commit worker (pyspark-notes.md §1). So the writer opens the transaction and allocates
+the tasks and to the commit worker. So the writer opens the transaction and allocates
 the write id in ``__init__``; every task writes under it with its partition id as statement id and heartbeats
 the txn while it runs; ``commit`` registers partitions and commits, ``abort`` aborts. A job killed outright
 leaves an open txn that the metastore's housekeeping aborts after ``txn_timeout``: nothing becomes visible.

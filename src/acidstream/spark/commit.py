@@ -1,6 +1,6 @@
 """The committing half of every Spark write: register what the tasks wrote, then commit the transaction.
 
-Runs in Spark's commit worker (a Python process on the driver host, pyspark-notes.md §1), with only the
+Runs in Spark's commit worker (a Python process on the driver host), with only the
 task messages to go on. Partitions are created and reported before the commit, as Hive's streaming commit
 does; a partition created for a transaction that then fails is empty, which readers handle.
 """

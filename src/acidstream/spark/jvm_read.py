@@ -2,11 +2,12 @@
 
 The driver has already chosen the files (``acidstream.read.planning``); here they become one DataFrame:
 insert events from every insert-side file, kept when their ``currentTransaction`` is valid in the snapshot,
-minus the rows hit by a valid delete event (left anti-join on ``originalTransaction, bucket, rowId``,
-hive-acid-format.md §6.5), flattened to ``row.*`` plus partition columns and an optional ``ROW__ID``.
+minus the rows hit by a valid delete event (left anti-join on ``originalTransaction, bucket, rowId``; see
+docs/format.md, Reading a snapshot), flattened to ``row.*`` plus partition columns and an optional
+``ROW__ID``.
 
 Files are read with Spark's Hive ORC implementation (named by class, so the session's ``spark.sql.orc.impl``
-does not matter): the native one mis-maps column ids of files with the ACID event schema (pyspark-notes §2).
+does not matter): the native one mis-maps column ids of files with the ACID event schema.
 That implementation prunes top-level event columns but decodes the whole ``row`` struct; it also reads a
 file's physical length, so files of still-open streaming batches (logical length from a side file) must go
 through the Python reader instead (``EventFile.open_batch``; ``read_plan`` refuses them).

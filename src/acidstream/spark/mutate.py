@@ -15,7 +15,7 @@ one of two ways:
   keys may match: the target is never shipped to Spark whole), and Spark joins them with the source. A Python
   stage turns each joined batch into mutation rows with the Python merge's code
   (:class:`~acidstream.mutate.changes.Changes`: updates keep their ROW__ID, inserts get their bucket attached).
-  Spark then repartitions the mutations by (partition, bucket) and sorts each task's rows as the seed prescribes
+  Spark then repartitions the mutations by (partition, bucket) and sorts each task's rows as Hive's API requires
   — partition, bucket, then ROW__ID, inserts last — and each task writes them through a
   :class:`MutatorCoordinator` built from the pickled ``AcidTable``.
 
@@ -433,7 +433,7 @@ def _bucket_of_row_id() -> SparkColumn:
 def _write(
     m: TableMutation, location: dict[str, str], mutations: DataFrame, keys: Sequence[str]
 ) -> dict[str, int]:
-    """Group and order the mutations as the seed prescribes, write them in tasks, commit their summaries."""
+    """Group and order the mutations as Hive's API requires, write them in tasks, commit their summaries."""
     from pyspark.sql import functions as F
 
     ordered = mutations.repartition(PARTITION_NAME, BUCKET).sortWithinPartitions(

@@ -45,8 +45,7 @@ def session(
     Spark's Python workers must run this interpreter (else they lack pyarrow and acidstream), its UI and noisy
     logs stay out of the way (with ``log_file``, the JVM's stderr — the few start-up lines log4j cannot
     silence, and any error — goes to that file), and ORC files with Hive's ACID column names are read through
-    the ``hive`` ORC implementation, because the ``native`` one mis-shifts their column ids
-    (pyspark-notes.md §2).
+    the ``hive`` ORC implementation, because the ``native`` one mis-shifts their column ids.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

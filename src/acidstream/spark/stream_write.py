@@ -1,7 +1,7 @@
 """``df.writeStream.format("acidstream")``: one transaction per micro-batch, exactly once.
 
 **Where the write id comes from.** Tasks write before ``commit(messages, batchId)`` runs (in a separate
-Python worker) and no hook runs on the driver before a batch's tasks (pyspark-notes.md §1), while the write
+Python worker) and no hook runs on the driver before a batch's tasks, while the write
 id must be inside every event and directory name, so it cannot be assigned afterwards without rewriting
 files. Each task with rows therefore *elects* the batch's transaction through the metastore itself: it opens
 a txn tagged ``acidstream-spark-sink/<sink>/<batch>/<run>`` in the txn's agent info, lists the open txns

@@ -1,7 +1,7 @@
 """Hive column types as Spark sees them: DDL for ``DataSource.schema()`` and the Arrow shape Spark expects.
 
 Spark's Arrow bridge is strict about types (a Python data source must yield exactly the Arrow schema Spark
-derives from its own schema, pyspark-notes.md §1), so acidstream's in-memory Arrow types (nanosecond
+derives from its own schema), so acidstream's in-memory Arrow types (nanosecond
 timestamps, char/varchar as string) are mapped to Spark's (microsecond UTC timestamps) here, in one place.
 """
 
