@@ -1,5 +1,5 @@
 """The end-to-end pipeline behind ``acidstream main-job``: landing CSV files → Spark Structured Streaming →
-``testing.alerts`` (the Hive streaming seed's table), queried with Spark SQL while it fills.
+the demo table ``testing.alerts``, queried with Spark SQL while it fills.
 
 Each run lands its files in a fresh directory under ``<warehouse>/_landing``; the streaming checkpoint is
 kept, so a second run ingests only its own files (and ``--reset`` starts over). One landing file is one
