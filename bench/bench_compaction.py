@@ -1,4 +1,4 @@
-"""Major compaction against raw pyarrow, and scans before/after it (issue 17 bench).
+"""Major compaction against raw pyarrow, and scans before/after it.
 
 The table is bench_read's: ``id int, msg string`` clustered into 5 buckets, N rows streamed as T committed
 transactions (T deltas of 5 bucket files), then D% of the rows deleted in one more transaction. Each round runs

@@ -1,4 +1,4 @@
-"""Merge by key against deltalake's merge, scans before/after it, and the Spark merge (issue 16's benchmark).
+"""Merge by key against deltalake's merge, scans before/after it, and the Spark merge.
 
 The table: ``id bigint, name string, c0..c9 double`` partitioned by ``p`` (``id % 4``) and clustered by id into
 8 buckets, N rows loaded in T committed transactions (streaming ``write_batch``); the same rows are appended

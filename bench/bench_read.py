@@ -1,4 +1,4 @@
-"""Snapshot-reader throughput against pyarrow reading the same ORC files with no ACID logic (issue 3 bench).
+"""Snapshot-reader throughput against pyarrow reading the same ORC files with no ACID logic.
 
 The table: ``id int, msg string`` clustered into 5 buckets, written by StreamingConnection.write_batch as T
 committed transactions of N/T rows (so T deltas of 5 bucket files). Cases, each in its own subprocess so that

@@ -1,4 +1,4 @@
-"""Replication lag under a steady streaming load (issue 18 bench).
+"""Replication lag under a steady streaming load.
 
 A streaming writer commits at a steady rate (default 200k records/s, ``--commits-per-second`` commits of equal
 size, transaction batches of 10: every batch file stays open across 10 commits) into ``id int, msg string``

@@ -1,4 +1,4 @@
-"""Streaming ingest throughput vs raw pyarrow CSV→ORC and deltalake appends (issue 4's benchmark).
+"""Streaming ingest throughput vs raw pyarrow CSV→ORC and deltalake appends.
 
 Same data for every case: N delimited records ``id,msg`` (msg ~20 chars), committed in T transactions into a
 table partitioned by (continent, country) and clustered by id into 5 buckets, static partition. Each case runs
