@@ -1,6 +1,6 @@
-"""Bucketing: the spec's vectors (hive-acid-format.md §7.6), Hive's testBucketing case, and the vectorised path
-against a scalar reference transcribed line by line from Hive's Java (ObjectInspectorUtils, TimestampWritableV2,
-HiveDecimalWritable/BigDecimal, Text/BytesWritable hashCode)."""
+"""Bucketing: reference vectors (docs/format.md, Bucket ids and bucketing), Hive's testBucketing case, and the
+vectorised path against a scalar reference transcribed line by line from Hive's Java (ObjectInspectorUtils,
+TimestampWritableV2, HiveDecimalWritable/BigDecimal, Text/BytesWritable hashCode)."""
 
 from __future__ import annotations
 

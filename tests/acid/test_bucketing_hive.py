@@ -1,4 +1,4 @@
-"""Bucketing checked against Hive's own Java classes (the JVM of pyspark's jars, see pyspark-notes.md §3).
+"""Bucketing checked against Hive's own Java classes (pyspark's JVM, see tests/support/hivejvm.py).
 
 What Java validates here:
 * ``Murmur3.hash32`` itself (storage-api 2.8.1, the class Hive 3 uses): seed, body and sign-extended tail;

@@ -139,7 +139,7 @@ def test_multi_statement_deltas_kept(tmp_path: Path) -> None:
 
 
 def test_pyspark_notes_example(tmp_path: Path) -> None:
-    """The layout Hive 2.3 was run on in pyspark-notes §3, with the same answers."""
+    """A layout Hive 2.3's own ``getAcidState`` was run on, with the same answers."""
     root = make(
         tmp_path,
         "delta_0000001_0000001_0000",

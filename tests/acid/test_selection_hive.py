@@ -1,4 +1,4 @@
-"""Interop: our directory selection and write-id lists against Hive's own classes (pyspark-notes.md §3).
+"""Interop: our directory selection and write-id lists against Hive's own classes (tests/support/hivejvm.py).
 
 Hive 2.3.10's ``AcidUtils.getAcidState`` takes txn ids where Hive 3+ takes write ids (same numbers here) and
 treats every base as a compacted one, so the trees below give every base the Hive 3 compacted marker and

@@ -140,7 +140,7 @@ def test_length_beyond_physical_is_corrupt(data_file: str) -> None:
 
 
 def test_a_listing_older_than_the_side_file_is_not_corruption(data_file: str) -> None:
-    """A reader beside a live writer (issue 19): the listing saw 60 bytes, then the writer flushed to 90 and
+    """A reader beside a live writer: the listing saw 60 bytes, then the writer flushed to 90 and
     appended 90 to the side file, then the reader read the side file. The data file's length now is what
     counts, read after the side file."""
     Path(side_file_path(data_file)).write_bytes(longs(0, 40, 90))

@@ -1,4 +1,4 @@
-"""Compaction against Hive's own classes and on Spark (tests/support/hivejvm.py, pyspark-notes.md §3, §5).
+"""Compaction against Hive's own classes and on Spark (tests/support/hivejvm.py).
 
 * Hive 2.3's reader reads our ``base_N`` plus later (minor-compacted) deltas with our rows and ROW__IDs.
 * Deletes written by Hive's ``OrcRecordUpdater`` in split-update mode compact like ours.

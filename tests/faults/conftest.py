@@ -1,4 +1,4 @@
-"""The fault-injection suite (issue 19): faults injected for real, Hive's guarantees checked after each.
+"""The fault-injection suite: faults injected for real, Hive's guarantees checked after each.
 
 Every test here is marked ``faults`` (select the suite alone with ``pytest -m faults``) and bounded in time;
 the whole suite runs in well under 3 minutes.

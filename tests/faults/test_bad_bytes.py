@@ -1,4 +1,4 @@
-"""Bytes that are not UTF-8 through every record writer and every way in (issue 19, defect 3).
+"""Bytes that are not UTF-8 through every record writer and every way in.
 
 Each bad record is refused with a SerializationError naming it and the field (or goes to the dead-letter
 file); every other record of the txn is kept and commits; a full read of the table works afterwards, and

@@ -1,4 +1,4 @@
-"""A disk that fills up in the middle of a transaction batch (issue 19, defect 1).
+"""A disk that fills up in the middle of a transaction batch.
 
 A tmpfs of a few hundred KiB when the tests run as root, else a filesystem refusing writes past a budget (it
 cannot truncate, so the writer keeps side files instead of cutting files back): committed rows stay readable,

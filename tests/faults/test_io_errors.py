@@ -1,4 +1,4 @@
-"""I/O errors at each write and flush of a transaction batch (issue 19, defect 2).
+"""I/O errors at each write and flush of a transaction batch.
 
 The table's filesystem fails from its k-th write or flush call on, for every k a clean run makes (data files,
 side files, version files; intermediate and final footers): whichever call fails, no transaction commits

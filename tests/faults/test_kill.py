@@ -1,4 +1,4 @@
-"""``kill -9`` of streaming writers (issue 19): at each named point of the commit path, and at random times.
+"""``kill -9`` of streaming writers: at each named point of the commit path, and at random times.
 
 After every kill: every row of every txn the metastore committed is readable exactly once, no row of any other
 txn is, every commit the writer saw return is committed; then, once the dead writer's txns timed out, the

@@ -1,4 +1,4 @@
-"""PostgreSQL backends terminated under a streaming client (``pg_terminate_backend``; issue 19, defect 6).
+"""PostgreSQL backends terminated under a streaming client (``pg_terminate_backend``).
 
 Inside the commit's DB transaction (a fault point), and at random moments while several batches stream: the
 client replaces the lost connection and retries the whole DB transaction, so every commit happens exactly

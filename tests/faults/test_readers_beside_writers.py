@@ -1,4 +1,4 @@
-"""Readers scanning in a loop beside a live writer (issue 19, defect 4).
+"""Readers scanning in a loop beside a live writer.
 
 A scan must never fail because the writer moved on (a flush, a side-file entry, a commit, the batch's close
 between the reader's listing and its reads), and must see whole committed transactions only, never fewer rows

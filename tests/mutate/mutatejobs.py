@@ -176,7 +176,7 @@ def big_message(i: int) -> str:
 
 
 def plan(ms: Metastore, table: AcidTable, snapshot: ValidTxnList) -> list[Piece]:
-    """The crash jobs' mutation of ``CRASH``, from its rows at ``snapshot``, grouped and ordered as the seed
+    """The crash jobs' mutation of ``CRASH``, from its rows at ``snapshot``, grouped and ordered as the API
     requires: every row of p0 updated, the even ids of p1 deleted, ``BIG_ROWS`` rows inserted into a new
     partition. Deterministic, so a retried task writes the same."""
     rows = ms.table(CRASH).scan(columns=["id", "msg", "p"], with_row_id=True, snapshot=snapshot).to_arrow()

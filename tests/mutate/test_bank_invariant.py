@@ -1,4 +1,4 @@
-"""The seed's bank transfer: processes move money between the rows of two tables, each transfer one mutation
+"""A bank transfer: processes move money between the rows of two tables, each transfer one mutation
 txn over both tables, while a streaming writer appends to a third table. A reader taking ``ms.snapshot()`` and
 scanning all three with it never sees the sum of balances change, sees every transfer on both tables or on
 neither, and sees exactly the txns its snapshot contains."""

@@ -1,4 +1,4 @@
-"""Mutations against Hive 2.3.10's own classes, the referee (tests/support/hivejvm.py, pyspark-notes.md §3, §5).
+"""Mutations against Hive 2.3.10's own classes, the referee (tests/support/hivejvm.py).
 
 Hive's ``OrcRecordUpdater`` (split-update mode, V0 bucket fields) and our coordinators take turns on one
 table, deleting and updating rows; our reader applies both kinds of deletes and equals a model at every
@@ -106,7 +106,7 @@ def bucket_of(ms: Metastore, row_id: int) -> int:
 
 
 def ours(ms: Metastore, model: Model, statements: Mapping[int, Changes], *, commit: bool = True) -> int:
-    """One mutation txn through the API, a coordinator per statement id, in the seed's order: per bucket,
+    """One mutation txn through the API, a coordinator per statement id, in the API's order: per bucket,
     deletes and updates ascending by ROW__ID, then inserts. Returns its write id."""
     client = MutatorClient.builder().with_metastore(ms).add_sink_table("db", "t").build()
     client.connect()

@@ -49,7 +49,7 @@ def bucket(ms: Metastore, table: str, id_: int) -> int:
 
 
 def insert_all(ms: Metastore, table: str, by_partition: dict[tuple[str, ...], list[tuple[int, str]]]) -> None:
-    """Insert through the API, grouped by partition then bucket as the seed requires."""
+    """Insert through the API, grouped by partition then bucket as the API requires."""
     client = client_for(ms, table)
     txn = client.new_transaction()
     [acid] = client.get_tables()

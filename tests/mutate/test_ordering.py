@@ -1,5 +1,5 @@
-"""The seed's ordering validators against a model: strictly ascending ROW__IDs within a group (record by record
-and batch by batch alike), and each (partition, bucket) group visited once."""
+"""The Mutation API's ordering validators against a model: strictly ascending ROW__IDs within a group
+(record by record and batch by batch alike), and each (partition, bucket) group visited once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Helpers for reader tests: real metastores, tables streamed with StreamingConnection, deletes written as
-``delete_delta`` files with AcidWriter (the layout Hive's split update produces, hive-acid-format.md §2.3)."""
+``delete_delta`` files with AcidWriter (the layout of Hive's split update, docs/format.md, Event files)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The snapshot reader against Hive 2.3.10's own classes (pyspark-notes.md §3, §5).
+"""The snapshot reader against Hive 2.3.10's own classes (tests/support/hivejvm.py).
 
 (a) Tables written by Hive's ``OrcRecordUpdater`` (V0 bucket fields, ACID version 0, statement ids, split
     update delete_delta dirs, multi-write-id deltas with flushes) read by acidstream, deletes applied, equal to

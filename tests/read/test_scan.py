@@ -1,5 +1,5 @@
 """TableScan behaviour on real tables: projection, partition pruning, filters, ROW__IDs, snapshots, streaming
-batches, statement ids, bases, deletes and original files (hive-acid-format.md §2.4–2.5, §6.5)."""
+batches, statement ids, bases, deletes and original files (docs/format.md, Reading a snapshot)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed's timeline (shared/seeds/streaming-replication-design.txt), replayed event by event on a replica.
+"""A transaction batch's timeline with a concurrent update, replayed event by event on a replica.
 
 A source batch of 10 txns; txns 1–3 commit (write ids 19, 20, 21; rows 100–102, 103–106, 107); a concurrent txn
 updates row 101 and commits; txns 4–10 commit. After every replayed event a replica reader sees exactly what a
@@ -28,7 +28,7 @@ def test_seed_timeline(source: Metastore, replica: Metastore, batch_size: int) -
         f"CREATE TABLE {TABLE} (id int, msg string) CLUSTERED BY (id) INTO 4 BUCKETS STORED AS ORC "
         "TBLPROPERTIES ('transactional'='true')"
     )
-    for _ in range(18):  # write ids 1..18 go to earlier txns: the batch starts at 19, as in the seed
+    for _ in range(18):  # write ids 1..18 go to earlier txns: the batch starts at 19
         txn = source.open_txns()[0]
         source.allocate_table_write_ids([txn], TABLE)
         source.commit_txn(txn)

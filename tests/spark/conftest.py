@@ -30,7 +30,7 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def create_alerts(warehouse: Path) -> Callable[[str], Metastore]:
-    """The seed's ``testing.alerts`` in a fresh metastore at the given URL."""
+    """The demo table ``testing.alerts`` in a fresh metastore at the given URL."""
 
     def create(url: str) -> Metastore:
         metastore = Metastore.connect(url, warehouse=warehouse)

@@ -1,7 +1,8 @@
 """Spark's JVM read of ACID snapshots, on tables written by Hive 2.3's own OrcRecordUpdater.
 
-Every result is compared with a brute-force evaluation of hive-acid-format.md §6.5 over the same files read by
-pyarrow (valid inserts minus valid delete events, keyed per partition), and the insert side with Hive's reader.
+Every result is compared with a brute-force evaluation of Hive's read rules (docs/format.md, Reading a
+snapshot) over the same files read by pyarrow (valid inserts minus valid delete events, keyed per partition),
+and the insert side with Hive's reader.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def _partition_value(key: Column, value: str | None) -> Any:
 
 
 def brute_force(plan: SnapshotPlan, names: list[str], with_row_id: bool) -> list[tuple[Any, ...]]:
-    """§6.5 by hand over pyarrow's view of the files."""
+    """Hive's read rules by hand over pyarrow's view of the files."""
     valid = plan.valid_write_ids.is_write_id_valid
     deleted = {
         (f.partition_values, e["originalTransaction"], e["bucket"], e["rowId"])

@@ -1,4 +1,4 @@
-"""Behaviours of Hive's TestStreaming / TestStreamingDynamicPartitioning, ported (hive-acid-format.md §5)."""
+"""Behaviours of Hive's TestStreaming / TestStreamingDynamicPartitioning, ported."""
 
 from __future__ import annotations
 

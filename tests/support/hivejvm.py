@@ -1,6 +1,6 @@
 """Hive 2.3.10 / orc-core 2.2.2 classes in the test JVM as an independent oracle for acidstream.
 
-Everything goes through py4j into the one SparkSession's JVM (pyspark-notes.md §3): Hive's own
+Everything goes through py4j into the one SparkSession's JVM: Hive's own
 ``OrcRecordUpdater`` writes reference tables, Hive's ``OrcInputFormat``/``OrcRawRecordMerger`` reads tables,
 ``AcidUtils.getAcidState`` selects directories, storage-api's ``ValidReaderWriteIdList`` answers snapshot
 questions and orc-core inspects single files. Values cross py4j as Hadoop/Hive writables (a Python int would
@@ -10,7 +10,7 @@ pyarrow's ``to_pylist()``: ints, floats, str, bytes, ``Decimal`` at the column's
 as ``dict`` (pyarrow gives a list of ``(key, value)`` pairs: compare with ``dict(pairs)``); ``char(n)``
 values keep their padding.
 
-Limits of Hive 2.3 as an oracle (measured, pyspark-notes.md §5):
+Limits of Hive 2.3 as an oracle (measured):
 
 * Hive 2.3 knows transaction ids, not write ids: snapshots are ``ValidReadTxnList`` strings
   ``hwm:minOpen[:exc1[:exc2...]]`` and the ids in file names are read as txn ids.

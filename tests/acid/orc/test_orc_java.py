@@ -1,6 +1,6 @@
 """Independent readers of the files we write: Java orc-core (prefix reads) and Hive 2.3's ACID OrcInputFormat.
 
-pyspark-notes.md §2–§3: orc-core's ``maxLength`` reads the prefix up to an intermediate footer; Hive's
+orc-core's ``maxLength`` reads the prefix up to an intermediate footer; Hive's
 reader applies side files, snapshots and the key index like a real cluster would.
 """
 

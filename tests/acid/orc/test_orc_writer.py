@@ -1,4 +1,7 @@
-"""AcidWriter: event values (§2.3), key index and stats (§4.1–4.2), flushes/side file (§5.4), close (§5.5)."""
+"""AcidWriter: event values, key index and stats, flushes and side file, close.
+
+The rules: docs/format.md, Event files and Side files.
+"""
 
 from __future__ import annotations
 
@@ -195,7 +198,7 @@ def random_rows(first: int, n: int) -> pa.Table:
 
 @pytest.mark.parametrize("disk", DISK_KINDS)
 def test_a_failed_flush_cuts_the_file_back_to_the_last_published_footer(tmp_path: Path, disk: str) -> None:
-    """Disk full mid-batch (issue 19): the close after the failed flush must not leave a torn end behind a
+    """Disk full mid-batch: the close after the failed flush must not leave a torn end behind a
     deleted side file. On a filesystem that truncates (a tmpfs) the file is cut back; on one that cannot
     (a pyarrow filesystem failing past its budget) the side file stays; readers keep every published row."""
     skip_unless_possible(disk)
