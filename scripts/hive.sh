@@ -2,7 +2,8 @@
 # Hive 4 beside the tests, from Maven Central (interop/hive/pom.xml):
 #   bash scripts/hive.sh fetch         resolve Hive's jars, build our driver classes, unpack the metastore's schema
 #                                      scripts; cached in $ACIDSTREAM_HIVE_HOME, a no-op (<1 s) when up to date.
-#                                      Prints the cache directory.
+#                                      Prints the cache directory: lib/ (Hive 4), streaming3/ (Hive's streaming
+#                                      client, see interop/hive/streaming3/pom.xml), scripts/.
 #   bash scripts/hive.sh start DIR     a standalone Hive Metastore with ACID on, its Derby database, warehouse,
 #                                      config and log in DIR, on a free loopback port. Prints its thrift:// URI.
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
@@ -22,9 +23,10 @@ done
 
 die() { echo "hive.sh: $*" >&2; exit 1; }
 
-# What the cache was built from: the pom and our Java sources.
+# What the cache was built from: the poms and our Java sources.
 fingerprint() {
-    (cd "$root/interop/hive" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16
+    (cd "$root/interop/hive" && find pom.xml src streaming3/pom.xml streaming3/src -type f | LC_ALL=C sort |
+        xargs sha256sum) | sha256sum | cut -c1-16
 }
 
 fetch() {
@@ -39,18 +41,23 @@ fetch() {
     local build
     build="$(mktemp -d)"
     trap 'rm -rf "$build"' RETURN
-    cp -r "$root/interop/hive/pom.xml" "$root/interop/hive/src" "$build/"
-    rm -rf "$home/lib" "$home/scripts"
-    mkdir -p "$home/lib"
+    cp -r "$root/interop/hive/pom.xml" "$root/interop/hive/src" "$root/interop/hive/streaming3" "$build/"
+    rm -rf "$home/lib" "$home/streaming3" "$home/scripts"
+    mkdir -p "$home/lib" "$home/streaming3"
+    local mvn=(mvn -B -q -Dstyle.color=never)
     (
         cd "$build"
-        mvn -B -q -Dstyle.color=never package
-        mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
+        "${mvn[@]}" package
+        "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
         # The schema scripts ship only in the metastore's binary distribution.
-        mvn -B -q -Dstyle.color=never dependency:copy -DoutputDirectory="$build/dist" \
+        "${mvn[@]}" dependency:copy -DoutputDirectory="$build/dist" \
             -Dartifact="org.apache.hive:hive-standalone-metastore-server:$version:tar.gz:bin"
+        cd streaming3
+        "${mvn[@]}" package
+        "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/streaming3"
     ) >&2 || die "Maven could not build interop/hive (see above)"
     cp "$build"/target/acidstream-hive-referee-*.jar "$home/lib/"
+    cp "$build"/streaming3/target/acidstream-hive-streamer-*.jar "$home/streaming3/"
     tar -xzf "$build"/dist/*.tar.gz -C "$build/dist" --wildcards '*/scripts/metastore/upgrade/derby/*'
     mv "$build"/dist/apache-hive-metastore-*/scripts "$home/scripts"
     echo "$want" >"$home/fetched"

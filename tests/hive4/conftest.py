@@ -1,5 +1,5 @@
-"""Hive 4 for the hive4 tests: Hive's jars (``scripts/hive.sh fetch``), one referee JVM and one standalone Hive
-Metastore per test session, each started only when a test asks for it.
+"""Hive 4 for the hive4 tests: Hive's jars (``scripts/hive.sh fetch``), one referee JVM, one streaming client
+JVM and one standalone Hive Metastore per test session, each started only when a test asks for it.
 
 Without Java, Maven or the jars the tests fail under CI (``CI`` set) and skip elsewhere, saying why.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hive4.referee import HiveUnavailable, Referee, hive_sh
+from hive4.referee import HiveUnavailable, Referee, Streamer, hive_sh
 
 
 def _unavailable(reason: str) -> None:
@@ -55,3 +55,12 @@ def hive4_metastore(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) 
         raise
     yield uri
     hive_sh("stop", str(state))
+
+
+@pytest.fixture(scope="session")
+def hive4_streamer(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Streamer]:
+    """Hive's streaming client (Hive 3.1.3's: Hive 4 publishes none), one JVM for the test session."""
+    log = tmp_path_factory.mktemp("hive4-streamer") / "streamer.log"
+    streamer = Streamer(hive4_home, log)
+    yield streamer
+    streamer.close()

@@ -56,10 +56,14 @@ class HiveError(AssertionError):
     """Hive refused a request: its Java stack trace."""
 
 
-class Referee:
-    """Hive 4's reader and writer in a subprocess; one request at a time."""
+class JsonLinesJvm:
+    """A Java main speaking JSON lines (a request per line in, an answer per line out); one request at a time.
+    Its stderr goes to ``log``."""
 
-    def __init__(self, home: Path, log: Path) -> None:
+    #: Hive 4.0's own launcher predates JDK 17: the module openings later releases pass
+    ADD_OPENS = ("java.lang", "java.net", "java.util", "java.nio", "java.util.concurrent", "java.io")
+
+    def __init__(self, classpath: Path, main: str, log: Path) -> None:
         self._log = log.open("ab")
         self._proc = subprocess.Popen(
             [
@@ -68,13 +72,10 @@ class Referee:
                 "-XX:+UseSerialGC",
                 "-XX:TieredStopAtLevel=1",
                 f"-Dlog4j.configurationFile={LOG4J}",
-                "--add-opens=java.base/java.net=ALL-UNNAMED",
-                "--add-opens=java.base/java.lang=ALL-UNNAMED",
-                "--add-opens=java.base/java.util=ALL-UNNAMED",
-                "--add-opens=java.base/java.nio=ALL-UNNAMED",
+                *(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in self.ADD_OPENS),
                 "-cp",
-                str(home / "lib" / "*"),
-                "acidstream.hive.Referee",
+                str(classpath / "*"),
+                main,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -83,7 +84,6 @@ class Referee:
         )
         self._lock = threading.Lock()
         self.log_path = log
-        self.call(op="ping")
 
     def call(self, **request: Any) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -92,11 +92,29 @@ class Referee:
             self._proc.stdin.flush()
             line = self._proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the Hive referee exited ({self._proc.poll()}), see {self.log_path}")
+            raise RuntimeError(f"the Hive JVM exited ({self._proc.poll()}), see {self.log_path}")
         answer: dict[str, Any] = json.loads(line)
         if not answer.pop("ok"):
             raise HiveError(answer["error"])
         return answer
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._log.close()
+
+
+class Referee(JsonLinesJvm):
+    """Hive 4's reader, directory selection, record writer and metastore client (``acidstream.hive.Referee``)."""
+
+    def __init__(self, home: Path, log: Path) -> None:
+        super().__init__(home / "lib", "acidstream.hive.Referee", log)
+        self.call(op="ping")
 
     def read(
         self,
@@ -166,12 +184,27 @@ class Referee:
         ``acidstream.hive.Metastore``)."""
         return self.call(op="metastore", uri=uri, call=call, **request)
 
-    def close(self) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._log.close()
+
+class Streamer(JsonLinesJvm):
+    """Hive's streaming client (``acidstream.hive.streaming.Streamer``, Hive 3.1.3's ``hive-streaming``: Hive 4
+    publishes none) on one connection at a time, into tables of a Hive Metastore."""
+
+    def __init__(self, home: Path, log: Path) -> None:
+        super().__init__(home / "streaming3", "acidstream.hive.streaming.Streamer", log)
+
+    def connect(
+        self, uri: str, db: str, table: str, *, batch: int, writer: str, static: Sequence[str] | None
+    ) -> None:
+        """``writer``: ``"delimited"`` (comma-separated) or ``"json"``; ``static``: partition values, or None
+        for dynamic partitioning (records end with them)."""
+        self.call(op="connect", uri=uri, db=db, table=table, batch=batch, writer=writer, static=static)
+
+    def transaction(self, records: Sequence[str], *, commit: bool | None) -> None:
+        """Begin, write ``records``, then commit (True), abort (False) or leave the transaction open (None)."""
+        self.call(op="begin")
+        self.call(op="write", records=list(records))
+        if commit is not None:
+            self.call(op="commit" if commit else "abort")
+
+    def close_connection(self) -> None:
+        self.call(op="close")

@@ -5,107 +5,23 @@ side files) and its DML (split updates and deletes in ``delete_delta`` directori
 path (``read.planning``, no acidstream metastore) at the Hive Metastore's snapshot returns exactly the rows and
 ROW__IDs Hive's own reader returns, and the rows the committed transactions wrote.
 
-Hive's streaming client itself (``org.apache.hive:hive-streaming``) is not published for Hive 4 on Maven
-Central, so its metastore calls are made here one by one, as it makes them.
+Hive 4's streaming client itself (``org.apache.hive:hive-streaming``) is not published on Maven Central: here
+its metastore calls are made one by one, as it makes them; ``test_hive4_hive_streaming`` runs Hive 3.1.3's.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 from acidstream.acid.codec import BucketCodec
-from acidstream.acid.types import Column, parse_type
-from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.metastore.models import Table
-from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
-from acidstream.read.planning import plan_partition
-from acidstream.read.scan import bucket_readers
-from acidstream.storage import table_filesystem
-from hive4.referee import HiveRow, Referee
+from hive4.hivetables import COLUMNS, HiveTable
+from hive4.referee import Referee
 
 pytestmark = pytest.mark.hive4
-
-COLUMNS = [("id", "int"), ("msg", "string")]
-_tables = itertools.count()
-
-
-def read_directory(
-    location: str, columns: Sequence[tuple[str, str]], txns: str, write_ids: str
-) -> list[HiveRow]:
-    """Our read path over one table or partition directory at a snapshot given as Hive's strings."""
-    valid = ValidWriteIdList.parse(write_ids)
-    definition = Table(
-        db="hive",
-        name="t",
-        columns=tuple(Column(name, parse_type(type_)) for name, type_ in columns),
-        partition_keys=(),
-        bucket_columns=(),
-        num_buckets=-1,
-        bucketing_version=2,
-        properties={"transactional": "true"},
-        location=location,
-        table_id=0,
-    )
-    fs, path = table_filesystem(location)
-    tasks, _ = plan_partition(fs, path, valid, ValidTxnList.parse(txns), (), "")
-    schema = pa.schema(
-        [pa.field(ROW_ID, ROW_ID_TYPE), *(pa.field(c.name, c.type.to_arrow()) for c in definition.columns)]
-    )
-    rows = []
-    for reader in bucket_readers(definition, tasks, valid, schema, with_row_id=True):
-        for r in pa.Table.from_batches(list(reader.batches()), schema=schema).to_pylist():
-            rid = r.pop(ROW_ID)
-            rows.append(((rid["writeid"], rid["bucketid"], rid["rowid"]), tuple(r.values())))
-    return sorted(rows)
-
-
-class HiveTable:
-    """A table of the Hive Metastore written the way Hive's writers do, with the rows it should hold."""
-
-    def __init__(self, hive4: Referee, uri: str, partitions: Sequence[str] = ()) -> None:
-        self.hive4, self.uri, self.name = hive4, uri, f"t{next(_tables)}"
-        self.location = self._call(
-            "create_table",
-            columns=[c for c, _ in COLUMNS],
-            types=[t for _, t in COLUMNS],
-            partition_keys=["part"] if partitions else [],
-        )["location"].removeprefix("file:")
-        self.dirs = {
-            p: self._call("add_partition", values=[p])["location"].removeprefix("file:") for p in partitions
-        } or {"": self.location}
-        self.committed: dict[str, set[tuple[Any, ...]]] = {d: set() for d in self.dirs}
-
-    def _call(self, call: str, **request: Any) -> dict[str, Any]:
-        return self.hive4.metastore(self.uri, call, db="hive", table=self.name, **request)
-
-    def open_batch(self, size: int) -> list[tuple[int, int]]:
-        """``open_txns`` then ``allocate_table_write_ids``, as Hive's streaming connection opens a batch."""
-        txns = self._call("open_txns", count=size)["txns"]
-        return list(zip(txns, self._call("allocate_write_ids", txns=txns)["write_ids"], strict=True))
-
-    def end(self, txn: int, commit: bool) -> None:
-        self._call("commit_txn" if commit else "abort_txn", txn=txn)
-
-    def snapshot(self) -> tuple[str, str]:
-        answer = self._call("snapshot")
-        return answer["txns"], answer["writeids"]
-
-    def judge(self) -> None:
-        """At the Hive Metastore's snapshot now, our directory reader returns Hive's rows and ROW__IDs and
-        exactly the committed rows."""
-        txns, write_ids = self.snapshot()
-        for part, location in self.dirs.items():
-            theirs = self.hive4.read(location, COLUMNS, write_ids, txns)
-            ours = read_directory(location, COLUMNS, txns, write_ids)
-            assert ours == theirs, f"{part or self.name} at {txns} / {write_ids}"
-            assert self.hive4.read(location, COLUMNS, write_ids, txns, vectorized=True) == theirs
-            assert {row for _, row in ours} == self.committed[part]
 
 
 def stream(

@@ -28,6 +28,8 @@ import org.apache.hadoop.hive.metastore.txn.TxnCommonUtils;
  *   <li>{@code create_table}: {@code db}, {@code table}, {@code columns}, {@code types}, {@code partition_keys},
  *       {@code buckets} (0: unbucketed), {@code bucket_columns}; answers {@code location}.
  *   <li>{@code add_partition}: {@code db}, {@code table}, {@code values}; answers {@code location}.
+ *   <li>{@code partitions}: {@code db}, {@code table}; answers {@code partitions} ({@code values},
+ *       {@code location} each).
  *   <li>{@code open_txns}: {@code count}; answers {@code txns}. {@code allocate_write_ids}: {@code db},
  *       {@code table}, {@code txns}; answers {@code write_ids}. {@code commit_txn}/{@code abort_txn}: {@code txn}.
  *   <li>{@code snapshot}: {@code db}, {@code table}; answers {@code txns} ({@code ValidTxnList}) and
@@ -49,6 +51,13 @@ final class Metastore {
         break;
       case "add_partition":
         answer.put("location", addPartition(client, request, db, table));
+        break;
+      case "partitions":
+        for (Partition p : client.listPartitions(db, table, (short) -1)) {
+          ObjectNode out = answer.withArray("partitions").addObject();
+          p.getValues().forEach(out.putArray("values")::add);
+          out.put("location", p.getSd().getLocation());
+        }
         break;
       case "open_txns":
         List<Long> txns = client.openTxns("acidstream", request.get("count").asInt()).getTxn_ids();
