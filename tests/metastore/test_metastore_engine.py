@@ -69,7 +69,7 @@ def test_the_default_wait_bound_is_well_under_the_txn_timeout(
 def test_a_connection_stuck_in_pipeline_mode_is_replaced_and_the_call_retried(
     metastore_url: str, path: str
 ) -> None:
-    """Issue 19: a backend terminated during a pipelined ``executemany`` can leave psycopg's connection in
+    """A backend terminated during a pipelined ``executemany`` can leave psycopg's connection in
     pipeline mode with results pending and not marked broken; every statement on it then fails with ``cannot
     exit pipeline mode while busy``, which was neither retried nor kept out of the pool. libpq puts a live
     connection in that very state when it leaves pipeline mode with a query in flight, as done here to the

@@ -460,8 +460,8 @@ def _metastore_state(ms: Metastore, txn: int | None) -> str:
 def test_an_io_error_in_the_commits_last_parse_kills_the_batch(
     ms: Metastore, native: str, batch: int
 ) -> None:
-    """Issue 19: the final parse inside commit_transaction failed with an I/O error, the buffered records were
-    gone, and a second commit_transaction() succeeded without them. Any failure but a bad record kills the
+    """Regression: the final parse inside commit_transaction failed with an I/O error, the buffered records
+    were gone, and a second commit_transaction() succeeded without them. Any failure but a bad record kills the
     batch (Hive's markDead): the txn is aborted in the metastore and every later call raises."""
     with connect(ms, batch=batch, max_buffered_bytes=1) as conn:  # every routed row is flushed at once
         conn.begin_transaction()
@@ -488,7 +488,7 @@ def test_an_io_error_in_the_commits_last_parse_kills_the_batch(
 
 
 def test_an_io_error_at_an_intermediate_parse_kills_the_batch(ms: Metastore, native: str) -> None:
-    """Issue 19: write() raised an I/O error at an intermediate parse point, the caller carried on, and the
+    """Regression: write() raised an I/O error at an intermediate parse point, the caller carried on, and the
     commit succeeded with 700 of 1,000 rows."""
     with connect(ms, batch=2, parse_batch_records=100, max_buffered_bytes=1) as conn:
         conn.begin_transaction()
@@ -513,8 +513,8 @@ def test_an_io_error_at_an_intermediate_parse_kills_the_batch(ms: Metastore, nat
 def test_a_commit_the_metastore_cannot_take_leaves_client_and_metastore_agreeing(
     tmp_path: Path, warehouse: Path
 ) -> None:
-    """Issue 19: another process held SQLite's write lock; the commit waited ~50 busy timeouts, then the client
-    said ABORTED while the metastore said OPEN. Now the wait is bounded, each txn's state on the client is the
+    """Regression: another process held SQLite's write lock; the commit waited ~50 busy timeouts, then the
+    client said ABORTED while the metastore said OPEN. Now the wait is bounded, each txn's state on the client is the
     metastore's, and the abort the failure could not make is retried (heartbeats, close) until it is made."""
     db = tmp_path / "ms.db"
     with Metastore.connect(f"sqlite:///{db}", warehouse=str(warehouse), db_wait_timeout=0.5) as m:

@@ -121,7 +121,7 @@ def _utf8_case(kind: str, field: str) -> tuple[RecordWriter, list[bytes]]:
 @pytest.mark.parametrize("field", ["msg", "continent"])
 @pytest.mark.parametrize("kind", ["delimited", "json", "regex"])
 def test_every_writer_refuses_invalid_utf8_naming_record_and_field(kind: str, field: str) -> None:
-    """Issue 19: StrictJsonWriter stored invalid strings (every later full read of the table failed) and an
+    """Regression: StrictJsonWriter stored invalid strings (every later full read of the table failed) and an
     invalid partition value raised a raw UnicodeDecodeError; the others named no field."""
     writer, records = _utf8_case(kind, field)
     parser = writer.bind(DATA, KEYS, dynamic_partitioning=True)
