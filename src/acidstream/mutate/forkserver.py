@@ -37,8 +37,16 @@ from acidstream import faults
 from acidstream.errors import WorkerException
 from acidstream.runtime import die_with_parent
 
-#: What the server imports before it forks anything: every worker starts with these loaded.
-PRELOAD = ("acidstream.mutate.forked", "acidstream.metastore.engine", "acidstream.metastore.txns")
+#: What the server imports before it forks anything: every worker starts with these loaded. pandas among them:
+#: pyarrow imports it on first converting a Python or numpy object (``pa.array``), half a second of a worker's.
+PRELOAD = (
+    "acidstream.mutate.forked",
+    "acidstream.metastore.engine",
+    "acidstream.metastore.txns",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "pandas",
+    "pyarrow.pandas_compat",
+)
 #: Added to the server's environment: no thread in it (OpenBLAS starts a pool when numpy is imported, jemalloc a
 #: background thread when pyarrow is), so that what it forks is a process of one thread.
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
