@@ -32,8 +32,11 @@ class Table(_ms.Table):
         with_row_id: bool = False,
         snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
         read_threads: int | None = None,
+        agent_info: str = "scan",
     ) -> TableScan:
-        """Rows visible at ``snapshot`` (default: committed now); see :class:`TableScan`."""
+        """Rows visible at ``snapshot`` (default: committed now); see :class:`TableScan`. ``agent_info``:
+        what the scan's reader registration says of its reader (``SHOW``-able, and a handle to end it with
+        :meth:`unregister_readers`)."""
         if self.metastore is None:
             raise StreamingConnectionError(
                 f"{self.full_name}: this table handle has no metastore to take a snapshot from"
@@ -47,6 +50,7 @@ class Table(_ms.Table):
             with_row_id=with_row_id,
             snapshot=snapshot,
             read_threads=read_threads,
+            agent_info=agent_info,
         )
 
     def merge(

@@ -15,16 +15,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pytest
 from compactorhelpers import dirs, hidden, rows_with_ids
 
 from acidstream import Metastore
 from acidstream.acid.codec import BucketCodec
+from acidstream.acid.selection import get_acid_state
 from acidstream.compactor import Compactor, CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
+from acidstream.compactor.plan import check_recorded
 from acidstream.compactor.worker import SpareCores
-from acidstream.errors import InvalidObjectException
+from acidstream.errors import CorruptFileError, InvalidObjectException
 from read.readhelpers import connect, create, delete_rows, stream
 
 B0, B1 = BucketCodec.V1.encode(0), BucketCodec.V1.encode(1)
@@ -394,3 +397,21 @@ def test_compaction_on_both_metastore_backends(metastore_url: str, warehouse: Pa
         assert [c.state for c in compactor.clean()] == ["succeeded", "succeeded"]
         assert dirs(m, "db.t", "ds=x") == ["base_0000005"]
         assert rows_with_ids(m, "db.t") == before
+
+
+def test_recorded_lengths_are_checked_for_bucket_files_only(ms: Metastore) -> None:
+    """A writer may list the ``_orc_acid_version`` marker among a commit's files (Spark's writers do): it
+    holds no rows, so the check that refuses bucket files shorter than their commit recorded skips it."""
+    create(ms, "t", "id int, msg string")
+    stream(ms, "t", txns(1))
+    table = ms.table("db.t")
+    fs, location = pafs.LocalFileSystem(), table.location
+    state = get_acid_state(fs, location, ms.get_valid_write_ids("db.t"))
+    [delta] = state.deltas
+    bucket = next(p for p in (Path(location) / delta.name).iterdir() if p.name.startswith("bucket_"))
+    recorded = {f"{delta.name}/_orc_acid_version": 1, f"{delta.name}/{bucket.name}": bucket.stat().st_size}
+    check_recorded(fs, state.deltas, recorded)
+    with pytest.raises(CorruptFileError, match="its commit recorded"):
+        check_recorded(
+            fs, state.deltas, {**recorded, f"{delta.name}/{bucket.name}": bucket.stat().st_size + 1}
+        )

@@ -27,6 +27,7 @@ from acidstream.acid.names import (
     delete_delta_dir,
     delta_dir,
     delta_sort_key,
+    parse_bucket_file,
     parse_dir_name,
 )
 from acidstream.acid.selection import AcidDir, AcidState
@@ -161,7 +162,8 @@ def check_recorded(fs: pafs.FileSystem, deltas: Sequence[AcidDir], recorded: Map
     """Refuse inputs that lost bytes their commits recorded (``recorded``: per ``delta_x_y/bucket_n``, the
     length a commit named, see ``Metastore.recorded_lengths``): a file cut back to an earlier footer (as a
     crash before its bytes reached the disk can leave it) reads as valid with fewer rows, and a compaction
-    would make that permanent. Files a commit did not describe are not checked."""
+    would make that permanent. Files a commit did not describe, and files that hold no rows (the
+    ``_orc_acid_version`` marker a writer may list among its files), are not checked."""
     for d in deltas:
         have = {piece.path.rsplit("/", 1)[-1]: piece.length for piece in dir_slices(fs, d)}
         prefix = f"{d.name}/"
@@ -169,6 +171,8 @@ def check_recorded(fs: pafs.FileSystem, deltas: Sequence[AcidDir], recorded: Map
             if not name.startswith(prefix):
                 continue
             file = name[len(prefix) :]
+            if parse_bucket_file(file) is None:
+                continue
             if have.get(file, 0) < length:
                 found = f"{have[file]} bytes" if file in have else "no readable bytes"
                 raise CorruptFileError(f"{d.path}/{file}", f"{found}, but its commit recorded {length}")

@@ -733,6 +733,11 @@ class MetastoreClient:
         lease_ms = None if lease is None else int(lease * 1000)
         return self._write(lambda c: readers.heartbeat(c, reader_ids, lease_ms))
 
+    def unregister_readers(self, agent_info: str) -> int:
+        """End the registrations made with ``agent_info`` (e.g. a Spark job's reads, tagged with the
+        ``readerTag`` option, once the job is done); how many there were."""
+        return self._write(lambda c: readers.unregister_by_agent(c, agent_info))
+
     def unregister_reader(self, reader_id: int) -> None:
         self._write(lambda c: readers.unregister(c, [reader_id]))
 

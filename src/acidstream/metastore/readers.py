@@ -64,6 +64,11 @@ def heartbeat(conn: Connection, reader_ids: Sequence[int], lease_ms: int | None 
     return [i for i in ids if i not in alive]
 
 
+def unregister_by_agent(conn: Connection, agent_info: str) -> int:
+    """End every registration made with ``agent_info`` (a reader that knows its reads are over)."""
+    return int(conn.execute(delete(s.snapshot_readers).where(SR.sr_agent_info == agent_info)).rowcount)
+
+
 def unregister(conn: Connection, reader_ids: Sequence[int]) -> None:
     if reader_ids:
         conn.execute(delete(s.snapshot_readers).where(SR.sr_id.in_(list(reader_ids))))

@@ -80,6 +80,7 @@ class TableScan:
         snapshot: ValidWriteIdList | ValidTxnList | str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         read_threads: int | None = None,
+        agent_info: str = "scan",
     ) -> None:
         prepare_process()
         if read_threads is not None and read_threads < 1:
@@ -100,6 +101,7 @@ class TableScan:
         self.columns = wanted
         self.filter_fields = filter_only_fields(self._all_fields(), self.schema, filter)
         self._registration: ScanRegistration | None = None
+        self._agent_info = agent_info  # what the reader registration says of the reader
         with _SHORT_SWITCH:
             self.write_ids, self.txns = self._resolve_snapshot(snapshot)
         self._plan: ScanPlan | None = None
@@ -122,7 +124,7 @@ class TableScan:
 
     def _register(self, snapshot: ValidTxnList | None) -> ReaderRegistration:
         self._registration = ScanRegistration(
-            self.metastore, self.table.full_name, agent_info="scan", snapshot=snapshot
+            self.metastore, self.table.full_name, agent_info=self._agent_info, snapshot=snapshot
         )
         return self._registration.registration
 

@@ -58,6 +58,7 @@ class AcidDataSource(DataSource):
             batch_rows=int(self.options.get("batchRows") or DEFAULT_BATCH_ROWS),
             target_bytes=int(self.options.get("partitionBytes") or TARGET_PARTITION_BYTES),
             with_partition_name=flag(self.options, PARTITION_NAME_OPTION),
+            reader_tag=self.options.get("readerTag") or None,
         )
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from acidstream.compactor import CompactorConfig, CompactorDaemon, Summary
 from acidstream.errors import AcidStreamError, TransactionError
+from acidstream.spark.read import reader_agent_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLE = "testing.alerts"
+#: Tags this process's queries' reader registrations, which the job ends once its queries are over.
+READER_TAG = f"main-job-{uuid.uuid4().hex[:12]}"
 #: Rows a run lands and ingests unless told otherwise.
 DEFAULT_ROWS = 1_000_000
 #: Default landing file size (rows of one micro-batch and transaction).
@@ -179,7 +182,7 @@ def visible_files(spark: SparkSession, cfg: JobConfig, first_id: int, per_file: 
     """
     spark.read.format("acidstream").option("metastore", cfg.metastore).option(
         "warehouse", cfg.warehouse
-    ).option("columns", "id").load(TABLE).createOrReplaceTempView("alerts")
+    ).option("columns", "id").option("readerTag", READER_TAG).load(TABLE).createOrReplaceTempView("alerts")
     rows = spark.sql(
         f"SELECT CAST((id - {first_id}) DIV {per_file} AS INT) AS file, count(*) AS n FROM alerts "
         f"WHERE id >= {first_id} GROUP BY 1"
@@ -258,6 +261,7 @@ class TableCompactor(threading.Thread):
 
     def __init__(self, ms: Metastore, on_pass: Callable[[Summary], None] = lambda _: None) -> None:
         super().__init__(name="acidstream-main-job-compactor", daemon=True)
+        self.ms = ms
         self.compactor = CompactorDaemon(ms, COMPACTOR_CONFIG, workers=COMPACTOR_CONFIG.parallelism)
         self._on_pass = on_pass
         self._finishing = threading.Event()
@@ -276,10 +280,13 @@ class TableCompactor(threading.Thread):
             self._on_pass(done)
 
     def finish(self) -> Summary:
-        """Stop after the pass under way, run the last one; everything the passes did."""
+        """Stop after the pass under way; end the registrations of the job's queries, which are over (their
+        tasks would let them expire only a reader lease later, keeping the cleaner from what they replaced);
+        run the last pass, which cleans up after every compaction. Returns everything the passes did."""
         self._finishing.set()
         if self.is_alive():
             self.join()
+        self.ms.unregister_readers(reader_agent_info(READER_TAG))
         self.run_pass()
         return self.compactor.summary
 

@@ -168,8 +168,10 @@ class AcidReader(DataSourceReader):
         batch_rows: int,
         target_bytes: int = TARGET_PARTITION_BYTES,
         with_partition_name: bool = False,
+        reader_tag: str | None = None,
     ) -> None:
         self.target = target
+        self.reader_tag = reader_tag
         self.columns = list(columns)
         self.with_row_id = with_row_id
         self.with_partition_name = with_partition_name
@@ -207,8 +209,9 @@ class AcidReader(DataSourceReader):
             partition_filter=self.partition_filter,
             with_row_id=self.with_row_id,
             snapshot=self.snapshot,
+            agent_info=reader_agent_info(self.reader_tag),
         )
-        plan: ScanPlan = scan.detach_registration()  # the tasks' reads keep it alive
+        plan: ScanPlan = scan.detach_registration()  # the tasks' reads keep it alive (or unregister_readers)
         return plan
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -316,6 +319,12 @@ def read_table(
         .load(handle.full_name)
     )
     return frame.unionByName(side)
+
+
+def reader_agent_info(tag: str | None) -> str:
+    """The agent info of a Spark read's registration: ``spark-scan``, or ``spark-scan:<tag>`` with the
+    ``readerTag`` option, which ``Metastore.unregister_readers`` ends in one call once the reads are over."""
+    return "spark-scan" if tag is None else f"spark-scan:{tag}"
 
 
 def _forget_reader(ms: Metastore, reader_id: int) -> None:
