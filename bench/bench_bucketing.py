@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from _tuning import tuned
 from acidstream.acid.bucketing import bucket_numbers
 from acidstream.acid.types import HiveType, parse_type
 
@@ -53,4 +54,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

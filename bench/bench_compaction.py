@@ -36,6 +36,7 @@ from typing import Any
 
 from _memory import peak_rss_mib
 from _subprocess import run_script
+from _tuning import tuned
 from bench_read import TABLE, _metastore, add_deletes, build
 
 
@@ -199,4 +200,5 @@ def _median_ratio(peer: list[dict[str, float]], ours: list[dict[str, float]]) ->
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 
 from _memory import peak_rss_mib, process_cpu_seconds, tree_cpu_seconds, tree_peak_rss_mib
 from _subprocess import run_script
+from _tuning import tuned
 from bench_compaction import restore, snapshot
 from bench_read import TABLE, _metastore
 
@@ -337,4 +338,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from _tuning import tuned
 from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType
 
 PG_URL = os.environ.get("ACIDSTREAM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -136,4 +137,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 
+from _tuning import tuned
 from acidstream.acid.orc import AcidWriter, WriterOptions, event_schema
 from acidstream.acid.types import parse_columns
 
@@ -123,4 +124,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

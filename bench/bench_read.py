@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from _memory import peak_rss_mib
 from _subprocess import run_script
+from _tuning import tuned
 
 TABLE = "bench.t"
 
@@ -188,4 +189,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from _tuning import tuned
 from acidstream.acid.types import parse_columns
 from acidstream.streaming.records import split_records
 from acidstream.streaming.writers import StrictDelimitedInputWriter, StrictJsonWriter, StrictRegexWriter
@@ -58,4 +59,5 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from _tuning import tuned
 from acidstream import StreamingConnection, StrictDelimitedInputWriter, repl
 from acidstream.catalog import Metastore
 
@@ -178,4 +179,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

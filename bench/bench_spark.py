@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from _tuning import tuned
 from acidstream.catalog import Metastore
 from acidstream.spark import read_table, register, session
 from acidstream.spark.jvm_read import HIVE_ORC_FORMAT
@@ -217,4 +218,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 from pyspark.sql import DataFrame
 
+from _tuning import tuned
 from acidstream.acid.types import Column, parse_type
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.spark.jvm_read import HIVE_ORC_FORMAT, EventFile, SnapshotPlan, read_plan
@@ -119,4 +120,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

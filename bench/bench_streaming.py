@@ -29,6 +29,7 @@ import numpy as np
 
 from _memory import peak_rss_mib
 from _subprocess import run_script
+from _tuning import tuned
 
 
 def make_records(n: int) -> list[bytes]:
@@ -288,4 +289,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import bench_streaming
+from _tuning import tuned
 
 
 def case_acidstream_default_switch_interval(root: Path, n: int, txns: int) -> dict[str, float]:
@@ -132,4 +133,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from _subprocess import run_script
+from _tuning import tuned
 from bench_streaming import _table, _timed
 
 
@@ -143,4 +144,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    tuned()
     main()

@@ -35,6 +35,14 @@ def metastore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
         yield url
 
 
+@pytest.fixture
+def tuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """acidstream's process-wide settings asked for, as ``runtime.configure()`` asks, for one test."""
+    from acidstream import runtime
+
+    monkeypatch.setattr(runtime, "_configured", True)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one SparkSession of the test session (a JVM costs seconds: never build a second one)."""

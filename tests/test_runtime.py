@@ -1,4 +1,5 @@
-"""The process-wide switch-interval shortening: lowered while any section runs, restored by the last one out."""
+"""The process-wide settings: none unless asked for; then the switch interval lowered while any section runs
+and restored by the last one out."""
 
 from __future__ import annotations
 
@@ -12,13 +13,17 @@ from contextlib import contextmanager
 
 import pytest
 
+from acidstream import runtime
 from acidstream.runtime import ShortSwitchInterval, each_in
 
 DEFAULT = 0.005
 
 
 @pytest.fixture(autouse=True)
-def default_interval() -> Iterator[None]:
+def default_interval(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts at the default interval, with the settings asked for (as ``configure()`` does, without
+    raising this process's limits)."""
+    monkeypatch.setattr(runtime, "_configured", True)
     saved = sys.getswitchinterval()
     sys.setswitchinterval(DEFAULT)
     yield
@@ -159,3 +164,36 @@ def test_completed_future_holds_the_result_or_the_error_as_a_pool_would() -> Non
     assert future.done()
     with pytest.raises(KeyError, match="boom"):
         future.result()
+
+
+UNASKED = """
+import resource, sys, tempfile
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+sys.setswitchinterval(0.005)
+import pandas as pd
+from acidstream import Metastore
+from acidstream.runtime import ShortSwitchInterval, configure
+with tempfile.TemporaryDirectory() as wh, Metastore.connect(f"sqlite:///{wh}/ms.db", warehouse=wh) as ms:
+    ms.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
+    ms.table("t").merge(pd.DataFrame({"id": [1]}), on=["id"])
+    with ShortSwitchInterval(1e-4):
+        before = sys.getswitchinterval()
+    print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], before, flush=True)
+    print(configure(), flush=True)
+    with ShortSwitchInterval(1e-4):
+        print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], sys.getswitchinterval())
+"""
+
+
+def test_the_library_changes_nothing_process_wide_until_asked() -> None:
+    """Using acidstream as a library (connect, DDL, a merge) leaves the interpreter and the limits as they
+    were; ``configure()`` (which the command line, Spark's workers and the benchmarks call) applies them."""
+    env = {k: v for k, v in os.environ.items() if k != "ACIDSTREAM_PROCESS_TUNING"}
+    out = subprocess.run([sys.executable, "-c", UNASKED], env=env, capture_output=True, text=True, check=True)
+    untouched, configured, tuned = out.stdout.splitlines()
+    assert untouched.split() == ["256", "0.005"]
+    assert configured == "True"
+    soft, inside = tuned.split()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert (int(soft) != 256) == (hard != 256)
+    assert float(inside) == pytest.approx(1e-4)

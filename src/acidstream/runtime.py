@@ -2,11 +2,12 @@
 thresholds, the open-files limit, the thread pools shared by all connections, and the parent-death signal of
 the processes acidstream starts to work for another.
 
-The packages below the entry points (``acid/``, ``metastore/``, ``read/``, ``streaming/``) set nothing for the
-process themselves: the entry points (``acidstream.Metastore``, ``StreamingConnection``, ``TableScan``, the
-command line, Spark tasks) call :func:`prepare_process`, and work that releases the GIL many times runs inside a
-:class:`ShortSwitchInterval` section. ``ACIDSTREAM_PROCESS_TUNING=0`` in the environment turns every one of these
-settings off (the thread pools stay: they are acidstream's own).
+A library does not retune the process it is imported into: none of these settings is made unless asked for, by
+:func:`configure` (the ``acidstream`` command, Spark's Python workers and the benchmarks call it; an application
+may) or by ``ACIDSTREAM_PROCESS_TUNING=1`` in the environment; ``ACIDSTREAM_PROCESS_TUNING=0`` keeps them all off
+even then. Once asked for, the entry points (``acidstream.Metastore``, ``StreamingConnection``, ``TableScan``)
+apply the one-off settings (:func:`prepare_process`), and work that releases the GIL many times runs inside a
+:class:`ShortSwitchInterval` section. The thread pools are acidstream's own and always there.
 
 **Switch interval.** Every pyarrow/numpy kernel and SQLite statement releases the GIL, and taking it back from a
 thread that is running Python can take the interpreter's whole switch interval (5 ms by default): a streaming
@@ -41,14 +42,35 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import ParamSpec, TypeVar
 
-#: The one opt-out: ``ACIDSTREAM_PROCESS_TUNING=0`` leaves the process's settings alone.
+#: ``ACIDSTREAM_PROCESS_TUNING=1`` asks for the settings without :func:`configure`; ``=0`` refuses them.
 OPT_OUT_VARIABLE = "ACIDSTREAM_PROCESS_TUNING"
+
+_configured = False  # configure() was called
 
 
 @functools.cache
+def _environment() -> str | None:
+    """The environment's word on the settings, read once, at the first use."""
+    return os.environ.get(OPT_OUT_VARIABLE)
+
+
 def tuning_enabled() -> bool:
-    """False when the environment opts out; read once, at the first use."""
-    return os.environ.get(OPT_OUT_VARIABLE, "1") != "0"
+    """Whether the process-wide settings are in force: asked for (:func:`configure` or the environment) and
+    not refused by the environment."""
+    word = _environment()
+    return word != "0" and (_configured or word == "1")
+
+
+def configure() -> bool:
+    """Let acidstream tune this process for throughput (``docs/benchmarks.md`` says what each setting is
+    worth): the interpreter's switch interval is shortened while acidstream works, glibc's malloc keeps freed
+    encoder buffers, the soft open-files limit is raised to the hard one. Call it once, early, in a program
+    that mostly streams, merges or reads with acidstream; a library's import never does. Returns whether the
+    settings are in force (``ACIDSTREAM_PROCESS_TUNING=0`` refuses them)."""
+    global _configured
+    _configured = True
+    prepare_process()
+    return tuning_enabled()
 
 
 _prepare_lock = threading.Lock()
@@ -56,16 +78,16 @@ _prepared = False
 
 
 def prepare_process() -> None:
-    """Apply the process-wide settings once per process (entry points call it; cheap after the first)."""
+    """Apply the one-off process-wide settings once per process, if they are asked for (entry points call it;
+    it does nothing otherwise, and is cheap after the first time)."""
     global _prepared
-    if _prepared:
+    if _prepared or not tuning_enabled():
         return
     with _prepare_lock:
         if _prepared:
             return
-        if tuning_enabled():
-            tune_malloc_for_encoding()
-            raise_open_file_limit()
+        tune_malloc_for_encoding()
+        raise_open_file_limit()
         _prepared = True
 
 

@@ -18,7 +18,9 @@ from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
 from support.faultinjection import sqlite_write_lock_held
 
 
-def test_metastore_transactions_shorten_the_switch_interval_while_they_run(metastore_url: str) -> None:
+def test_metastore_transactions_shorten_the_switch_interval_while_they_run(
+    metastore_url: str, tuned: None
+) -> None:
     """Each statement releases the GIL; beside a busy Python thread each could wait 5 ms to get it back."""
     db = Database(metastore_url)
     try:

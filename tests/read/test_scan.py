@@ -209,7 +209,7 @@ def test_to_batches_streams_bounded_batches(ms: Metastore) -> None:
 
 
 def test_scans_shorten_the_switch_interval_only_while_they_work(
-    people: Metastore, monkeypatch: pytest.MonkeyPatch
+    people: Metastore, monkeypatch: pytest.MonkeyPatch, tuned: None
 ) -> None:
     """Beside a busy Python thread each of a scan's pyarrow calls could wait 5 ms for the GIL (acidstream.runtime)."""
     seen: list[float] = []

@@ -744,7 +744,7 @@ def test_a_forked_child_streams_with_its_own_io_pool(ms: Metastore) -> None:
 
 
 def test_bulk_calls_shorten_the_switch_interval_against_the_gil_convoy(
-    ms: Metastore, monkeypatch: pytest.MonkeyPatch
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch, tuned: None
 ) -> None:
     """Beside a busy Python thread each GIL-releasing call of a commit could wait 5 ms for the GIL back."""
     seen: list[float] = []

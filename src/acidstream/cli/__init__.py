@@ -36,7 +36,7 @@ from acidstream.errors import (
     TransactionException,
     TxnAbortedException,
 )
-from acidstream.runtime import prepare_process
+from acidstream.runtime import configure
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2  # click's own code for bad options and arguments
@@ -102,7 +102,7 @@ def cli() -> None:
 
     Every command has --help.
     """
-    prepare_process()
+    configure()  # the command's process works for acidstream: tune it
 
 
 def _register_commands() -> None:

@@ -17,6 +17,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from acidstream.errors import TransactionError
+from acidstream.runtime import configure
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import Target
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
@@ -46,6 +47,7 @@ class AcidBatchWriter(DataSourceArrowWriter):
             raise
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> BatchMessage:
+        configure()  # a Spark Python worker: a process that works for acidstream
         context = TaskContext.get()
         statement_id = statement_id_for(context.partitionId() if context is not None else 0)
         attempt = context.attemptNumber() if context is not None else 0

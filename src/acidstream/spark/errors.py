@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 
 from acidstream.errors import AcidStreamError
+from acidstream.runtime import configure
 
 _MARK = "acidstream-error"
 _PAYLOAD = re.compile(_MARK + r"\[([A-Za-z0-9+/=]+)\]")
@@ -28,7 +29,9 @@ class TaskFailure(RuntimeError):
 
 @contextlib.contextmanager
 def task_errors() -> Iterator[None]:
-    """In a task: acidstream errors leave as :class:`TaskFailure` carrying their class and message."""
+    """In a task: acidstream errors leave as :class:`TaskFailure` carrying their class and message. A task runs
+    in one of Spark's Python workers, a process that works for acidstream: it is tuned (``runtime.configure``)."""
+    configure()
     try:
         yield
     except AcidStreamError as exc:

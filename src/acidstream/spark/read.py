@@ -52,6 +52,7 @@ from acidstream.acid.partitions import make_part_name
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.read.planning import BucketTask, ScanPlan
+from acidstream.runtime import configure
 from acidstream.spark.options import Target, client, metastore_location
 from acidstream.spark.types import spark_arrow_schema, to_spark_batch
 
@@ -217,6 +218,7 @@ class AcidReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from acidstream.read.registration import heartbeating
 
+        configure()  # a Spark Python worker: a process that works for acidstream
         piece: ReadPiece = partition.value
         batches = read_tasks(
             self.target,

@@ -39,6 +39,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from acidstream.errors import StreamingConnectionError, TransactionError
 from acidstream.metastore.models import TxnState
+from acidstream.runtime import configure
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import Target, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
@@ -150,6 +151,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
         self.takeover = flag(options, "sinkTakeover")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamMessage:
+        configure()  # a Spark Python worker: a process that works for acidstream
         context = TaskContext.get()
         if context is None:
             raise TransactionError("the acidstream stream writer runs only inside Spark tasks")
