@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,23 @@ def test_which_driver_errors_mean_a_lost_connection() -> None:
     assert not connection_lost(psycopg.errors.SerializationFailure("could not serialize"))
     assert not connection_lost(psycopg.errors.UniqueViolation("duplicate key"))
     assert not connection_lost(ValueError("not a driver error"))
+
+
+NO_DRIVER = """
+import sys
+sys.modules["psycopg"] = None  # as if acidstream was installed without its postgres extra
+from acidstream.errors import MetastoreUrlError
+from acidstream.metastore.engine import make_engine
+make_engine("sqlite:///" + sys.argv[1])  # SQLite needs no driver of its own
+try:
+    make_engine("postgresql://someone:secret@127.0.0.1:1/db")
+except MetastoreUrlError as exc:
+    print(exc)
+"""
+
+
+def test_a_postgresql_url_without_the_driver_says_which_extra_to_install(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", NO_DRIVER, str(tmp_path / "ms.db")], capture_output=True, text=True, check=True
+    ).stdout
+    assert "pip install 'acidstream[postgres]'" in out and "secret" not in out

@@ -14,6 +14,7 @@ well before the transactions a client keeps open time out.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import random
 import sqlite3
@@ -63,6 +64,13 @@ def make_engine(url: str, wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> Engine:
         _configure_sqlite(engine, round(wait_timeout * 1000))
         return engine
     if backend in ("postgresql", "postgres"):
+        try:
+            importlib.import_module("psycopg")
+        except ImportError as exc:
+            raise MetastoreUrlError(
+                f"a PostgreSQL metastore ({parsed.render_as_string(hide_password=True)}) needs the psycopg "
+                "driver: pip install 'acidstream[postgres]'"
+            ) from exc
         engine = create_engine(
             parsed.set(drivername="postgresql+psycopg"), pool_size=8, max_overflow=16, pool_pre_ping=True
         )
