@@ -124,12 +124,12 @@ def test_sigterm_aborts_a_merge_in_progress(ms: Metastore, warehouse: Path, tmp_
         str(source),
         "--on",
         "id",
-        faults="orc.flush.tail=sleep:60",
+        faults="orc.flush.tail=sleep:5",
     )
     wait_for(lambda: len(open_txns(ms)) == 1, "the merge's transaction")
     merge.send_signal(signal.SIGTERM)
     _, err = merge.communicate(timeout=60)
     assert merge.returncode == 143, err.decode()
-    assert "committed: nothing (the merge into testing.alerts is one transaction: aborted)" in err.decode()
+    assert "committed to testing.alerts: nothing (the merge is one transaction: aborted)" in err.decode()
     assert open_txns(ms) == [] and ms.show_locks() == []
     assert ms.table("testing.alerts").scan().count() == 0

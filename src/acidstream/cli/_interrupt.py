@@ -4,8 +4,12 @@ Python turns SIGINT into ``KeyboardInterrupt``; :func:`raise_on_signals` makes S
 a supervisor stopping a service) take that same path, as :class:`Interrupted`, so every ``with`` that aborts
 an open transaction on an exception aborts it on SIGTERM too. Only the ``acidstream`` command installs it: the
 library leaves process-wide signal handling to its user. The command then exits with ``128 + signal``
-(130 for SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended. Inside
-:func:`deferred_interrupts` (a commit and the count of what it committed) the signal waits for the block's end.
+(130 for SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended.
+
+An exception raised by a signal handler lands wherever the main thread happens to be, and code in between (a
+pyarrow kernel, a pool's future) may turn it into another error or drop it. So long-running work runs inside
+:func:`deferred_interrupts`: the signal is held there, and raised at the next :func:`checkpoint` the work
+reaches (a place where it can stop cleanly) or at the block's end. A second signal is raised at once.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ _HELD = _Held()
 
 
 def _raise(signum: int, _frame: FrameType | None) -> None:
-    if _HELD.depth:
+    if _HELD.depth and not _HELD.signals:
         _HELD.signals.append(signum)
         return
     raise Interrupted(signum)
@@ -59,10 +63,18 @@ def raise_on_signals() -> None:
         signal.signal(sig, _raise)
 
 
+def checkpoint() -> None:
+    """A place where the work can stop cleanly: a signal held by :func:`deferred_interrupts` is raised here."""
+    if _HELD.signals:
+        signum = _HELD.signals[0]
+        _HELD.signals.clear()
+        raise Interrupted(signum)
+
+
 @contextmanager
 def deferred_interrupts() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends, so that it is never cut in the middle (a commit, then
-    the count of what is committed: the command then says exactly what is in the table)."""
+    """Hold SIGINT and SIGTERM until the work inside reaches a :func:`checkpoint` or the block ends, so that
+    it is never cut at an arbitrary place (a commit and the count of what it committed stay together)."""
     _HELD.depth += 1
     try:
         yield

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -12,6 +12,7 @@ import pyarrow as pa
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from acidstream.cli import EXIT_CODES_HELP
+from acidstream.cli._interrupt import checkpoint, deferred_interrupts
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.errors import SerializationError
@@ -106,30 +107,37 @@ def merge_command(
         target = ms.table(table)
         _check_keys(target, keys)
         step = progress.add_task("reading the source")
-        source = _read_source(
-            files, fmt, delimiter, target, lambda text: progress.update(step, description=text)
-        )
+
+        def report(text: str) -> None:  # each step of the merge: where a signal stops it
+            checkpoint()
+            progress.update(step, description=text)
+
+        counts = None
         try:
-            counts = merge(
-                ms,
-                target.full_name,
-                source,
-                list(keys),
-                when_matched=_WHEN_MATCHED[when_matched],
-                when_not_matched=None if no_insert else "insert",
-                when_not_matched_by_source="delete" if delete_missing else None,
-                progress=lambda text: progress.update(step, description=text),
-            )
+            with deferred_interrupts():
+                source = _read_source(files, fmt, delimiter, target, report)
+                counts = merge(
+                    ms,
+                    target.full_name,
+                    source,
+                    list(keys),
+                    when_matched=_WHEN_MATCHED[when_matched],
+                    when_not_matched=None if no_insert else "insert",
+                    when_not_matched_by_source="delete" if delete_missing else None,
+                    progress=report,
+                )
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM
-            exc.add_note(
-                f"committed: nothing (the merge into {target.full_name} is one transaction: aborted)"
-            )
+            what = "nothing (the merge is one transaction: aborted)" if counts is None else _counted(counts)
+            exc.add_note(f"committed to {target.full_name}: {what}")
             raise
     seconds = time.monotonic() - started
     console.print(
-        f"[bold]{target.full_name}[/]: {counts['inserted']:,} inserted, {counts['updated']:,} updated, "
-        f"{counts['deleted']:,} deleted from {source.num_rows:,} source rows in {seconds:.1f} s"
+        f"[bold]{target.full_name}[/]: {_counted(counts)} from {source.num_rows:,} source rows in {seconds:.1f} s"
     )
+
+
+def _counted(counts: Mapping[str, int]) -> str:
+    return f"{counts['inserted']:,} inserted, {counts['updated']:,} updated, {counts['deleted']:,} deleted"
 
 
 def _check_keys(target: Table, keys: Sequence[str]) -> None:

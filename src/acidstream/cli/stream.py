@@ -13,7 +13,7 @@ import click
 import pyarrow as pa
 from rich.console import Console
 
-from acidstream.cli._interrupt import deferred_interrupts
+from acidstream.cli._interrupt import checkpoint, deferred_interrupts
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from acidstream.streaming.connection import StreamingConnection
 
 _END = object()
+#: Seconds between looks for a signal while input is idle.
+SIGNAL_POLL = 0.2
 
 
 def _record_writer(fmt: str, delimiter: str, regex: str | None) -> RecordWriter:
@@ -151,12 +153,21 @@ class _Ingest:
         self.in_txn = 0  # records handed to the open transaction
 
     def run(self, conn: StreamingConnection, chunks: queue.Queue[Any], report: Callable[[], None]) -> None:
+        """Signals are acted on between chunks of records (at most :data:`SIGNAL_POLL` s apart while input is
+        idle), never inside a write or a commit: the notes then say exactly what is committed."""
+        with deferred_interrupts():
+            self._run(conn, chunks, report)
+
+    def _run(self, conn: StreamingConnection, chunks: queue.Queue[Any], report: Callable[[], None]) -> None:
         deadline = time.monotonic() + self.commit_interval
         while True:
             try:
-                item = chunks.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = chunks.get(timeout=min(SIGNAL_POLL, max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 item = None
+            checkpoint()  # a signal that came while waiting is acted on before what came with it
+            if item is None and time.monotonic() < deadline:
+                continue
             if isinstance(item, BaseException):
                 raise item
             if item is not None and item is not _END:
@@ -177,12 +188,11 @@ class _Ingest:
                 report()
 
     def _commit(self, conn: StreamingConnection) -> None:
-        with deferred_interrupts():  # a signal waits for the count: the notes then say what is committed
-            conn.commit_transaction()
-            self.committed_records += self.in_txn
-            self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
-            self.committed_txns += 1
-            self.in_txn = 0
+        conn.commit_transaction()
+        self.committed_records += self.in_txn
+        self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
+        self.committed_txns += 1
+        self.in_txn = 0
 
     def note_committed(self, exc: BaseException) -> None:
         """Notes on ``exc``: which input records are committed and which are not (the open txn is aborted)."""
