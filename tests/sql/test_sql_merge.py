@@ -248,7 +248,7 @@ def test_the_source_is_read_at_the_txn_snapshot(ms: Metastore, monkeypatch: pyte
         (
             "MERGE INTO bank.accounts t USING (SELECT * FROM bank.changes) s ON t.id = s.id WHEN MATCHED THEN DELETE",
             "a subquery or expression as a table",
-            "* FROM",
+            "(SELECT * FROM",
         ),
         (
             "MERGE INTO bank.accounts USING bank.accounts ON accounts.id = accounts.id WHEN MATCHED THEN DELETE",
