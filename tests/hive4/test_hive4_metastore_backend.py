@@ -1,0 +1,313 @@
+"""acidstream's transactions against a real Hive 4 metastore (``HiveMetastoreClient``): Hive's txn calls round
+trip, Hive decides write conflicts, an unreachable or lost metastore is reported as such, and Hive's own reader
+reads exactly the rows our client committed, at the snapshot our client takes."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from acidstream import StreamingConnection, StrictDelimitedInputWriter
+from acidstream.acid.writeids import ValidTxnList
+from acidstream.errors import MetastoreUnavailable, TransactionError, WriteConflictException
+from acidstream.metastore.hive import HiveMetastoreClient
+from acidstream.metastore.hive.snapshots import read_txn_list_string
+from acidstream.metastore.hive.transport import SaslRequired, ThriftConnection
+from acidstream.metastore.models import (
+    LockComponent,
+    LockLevel,
+    LockState,
+    LockType,
+    OperationType,
+    TableWrite,
+    TxnState,
+)
+from acidstream.storage import table_filesystem
+from hive4.referee import Referee
+
+pytestmark = pytest.mark.hive4
+
+hms = pytest.importorskip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive]) is not installed")
+
+COLUMNS = [("id", "int"), ("msg", "string")]
+_names = itertools.count()
+
+
+def create_table(uri: str, partition_keys: Sequence[str] = ()) -> str:
+    """A full-ACID ORC table created through the metastore's thrift ``create_table``; its ``db.name``."""
+    name = f"t{next(_names)}"
+    raw = ThriftConnection(uri)
+    try:
+        raw.call(
+            "create_database",
+            lambda c: c.create_database(hms.Database(name="hms", parameters={})),
+            idempotent=False,
+        )
+    except Exception as exc:  # created by an earlier test
+        assert "already exists" in str(exc).lower(), exc
+    sd = hms.StorageDescriptor(
+        cols=[hms.FieldSchema(c, t, None) for c, t in COLUMNS],
+        inputFormat="org.apache.hadoop.hive.ql.io.orc.OrcInputFormat",
+        outputFormat="org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat",
+        serdeInfo=hms.SerDeInfo(serializationLib="org.apache.hadoop.hive.ql.io.orc.OrcSerde", parameters={}),
+        numBuckets=-1,
+        bucketCols=[],
+        sortCols=[],
+        parameters={},
+    )
+    table = hms.Table(
+        tableName=name,
+        dbName="hms",
+        owner="acidstream",
+        tableType="MANAGED_TABLE",
+        sd=sd,
+        partitionKeys=[hms.FieldSchema(k, "string", None) for k in partition_keys],
+        parameters={"transactional": "true", "transactional_properties": "default"},
+    )
+    raw.call("create_table", lambda c: c.create_table(table), idempotent=False)
+    raw.close()
+    return f"hms.{name}"
+
+
+@pytest.fixture
+def client(hive4_metastore: str) -> Iterator[HiveMetastoreClient]:
+    with HiveMetastoreClient(hive4_metastore, lock_wait_timeout=2) as c:
+        yield c
+
+
+def hive_snapshot(hive4: Referee, uri: str, table: str) -> tuple[str, str]:
+    """The strings Hive's own ``HiveMetaStoreClient`` hands a query: ``ValidTxnList``, ``ValidWriteIdList``."""
+    db, name = table.split(".")
+    answer = hive4.metastore(uri, "snapshot", db=db, table=name)
+    return answer["txns"], answer["writeids"]
+
+
+def insert_lock(table: str, partition: str | None = None) -> LockComponent:
+    db, name = table.split(".")
+    level = LockLevel.PARTITION if partition else LockLevel.TABLE
+    return LockComponent(LockType.SHARED_READ, level, db, name, partition, OperationType.INSERT)
+
+
+def test_txn_calls_round_trip(hive4: Referee, hive4_metastore: str, client: HiveMetastoreClient) -> None:
+    table = create_table(hive4_metastore)
+    definition = client.get_table(table)
+    assert [(c.name, str(c.type)) for c in definition.columns] == COLUMNS
+    assert definition.is_transactional and definition.location.startswith("file:///")
+    assert client.txn_timeout == 300  # the metastore's metastore.txn.timeout
+
+    pairs = client.open_txns_with_write_ids(10, table, agent_info="acidstream-test")
+    txns, write_ids = [t for t, _ in pairs], [w for _, w in pairs]
+    assert txns == list(range(txns[0], txns[0] + 10))
+    assert write_ids == list(range(1, 11))  # a new table's first write ids
+    lock = client.lock([insert_lock(table)], txn_id=txns[0], agent_info="acidstream-test")
+    assert lock.state is LockState.ACQUIRED
+    assert client.heartbeat_txn_range(txns[0], txns[-1]).aborted == []
+
+    client.commit_txn(txns[0])
+    client.abort_txns([txns[1]])
+    assert [client.get_txn_state(t) for t in txns[:3]] == [
+        TxnState.COMMITTED,
+        TxnState.ABORTED,
+        TxnState.OPEN,
+    ]
+    beat = client.heartbeat_txn_range(txns[0], txns[-1])
+    assert beat.aborted == [txns[1]] and beat.nosuch == [txns[0]]  # a committed txn is gone from TXNS
+
+    ours_txns, ours_ids = client.snapshot(), client.get_valid_write_ids(table)
+    assert ours_txns.is_txn_valid(txns[0]) and not ours_txns.is_txn_valid(txns[1])
+    assert ours_ids.is_write_id_valid(1) and ours_ids.is_write_id_aborted(2)
+    assert ours_ids.open_ids == tuple(range(3, 11))
+    # exactly the strings Hive's own client builds for its readers (runs of open txns as first-last)
+    hive_txns, hive_ids = hive_snapshot(hive4, hive4_metastore, table)
+    open_txns = client.connection.call("get_open_txns", lambda c: c.get_open_txns(), idempotent=True)
+    assert (
+        read_txn_list_string(open_txns) == hive_txns == f"{txns[-1]}:{txns[2]}:{txns[2]}-{txns[-1]}:{txns[1]}"
+    )
+    assert ValidTxnList.parse(hive_txns) == ours_txns
+    assert str(ours_ids) == hive_ids
+    assert str(client.get_valid_write_ids(table, snapshot=ours_txns)) == str(ours_ids)
+    client.abort_txns(txns[2:])
+    assert client.get_txn_state(txns[0] + 10_000) is TxnState.UNKNOWN
+
+
+def test_second_committer_of_an_update_gets_a_write_conflict(
+    hive4_metastore: str, client: HiveMetastoreClient
+) -> None:
+    table = create_table(hive4_metastore, partition_keys=["part"])
+    db, name = table.split(".")
+    update = LockComponent(
+        LockType.SHARED_WRITE, LockLevel.PARTITION, db, name, "part=a", OperationType.UPDATE
+    )
+    (first, _), (second, _) = client.open_txns_with_write_ids(2, table)
+    for txn in (first, second):  # shared writes: both granted, the metastore decides at commit
+        assert client.lock([update], txn_id=txn).state is LockState.ACQUIRED
+    client.commit_txn(first)
+    with pytest.raises(WriteConflictException, match="write conflict"):
+        client.commit_txn(second)
+    assert client.get_txn_state(second) is TxnState.ABORTED
+
+
+def test_an_unreachable_metastore_is_unavailable_naming_its_url() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"thrift://127.0.0.1:{s.getsockname()[1]}"
+    started = time.monotonic()
+    with (
+        HiveMetastoreClient(url, connect_timeout=2) as c,
+        pytest.raises(MetastoreUnavailable, match=url) as err,
+    ):
+        c.snapshot()
+    assert err.value.retryable and time.monotonic() - started < 2
+
+
+class Proxy:
+    """A TCP relay to the metastore that can drop the connection after the next request reached it, before
+    its answer reaches the client: a commit whose answer is lost."""
+
+    def __init__(self, uri: str) -> None:
+        host, port = uri.removeprefix("thrift://").split(":")
+        self.target = (host, int(port))
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"thrift://127.0.0.1:{self.server.getsockname()[1]}"
+        self.drop_next_answer = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        with conn, socket.create_connection(self.target) as upstream:
+            while data := conn.recv(65536):
+                drop = self.drop_next_answer.is_set()
+                upstream.sendall(data)
+                answer = upstream.recv(65536)
+                if drop:
+                    self.drop_next_answer.clear()
+                    return  # the metastore answered; the client never hears it
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_commit_whose_answer_was_lost_is_settled_by_the_txn_state(hive4_metastore: str) -> None:
+    table = create_table(hive4_metastore)
+    proxy = Proxy(hive4_metastore)
+    try:
+        with (
+            HiveMetastoreClient(proxy.url, socket_timeout=20) as c,
+            HiveMetastoreClient(hive4_metastore) as other,
+        ):
+            committed, aborted = (t for t, _ in c.open_txns_with_write_ids(2, table))
+            proxy.drop_next_answer.set()
+            c.commit_txn(committed)  # the answer was lost: the metastore says committed
+            assert other.get_txn_state(committed) is TxnState.COMMITTED
+            other.abort_txns([aborted])
+            proxy.drop_next_answer.set()
+            with pytest.raises(TransactionError, match=f"txnid:{aborted}.*aborted"):
+                c.commit_txn(aborted)
+    finally:
+        proxy.close()
+
+
+def test_a_sasl_metastore_is_reported_out_of_scope() -> None:
+    """A SASL (Kerberos) metastore reads a plain thrift call as a SASL frame with a bad status, answers a SASL
+    ERROR frame and closes the connection (``TSaslTransport.sendAndThrowMessage``)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def sasl_server() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(5)  # status byte and payload length
+            message = b"Invalid status -128"
+            conn.sendall(bytes([4]) + len(message).to_bytes(4, "big") + message)  # NegotiationStatus.ERROR
+
+    threading.Thread(target=sasl_server, daemon=True).start()
+    url = f"thrift://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        with (
+            HiveMetastoreClient(url, socket_timeout=10) as c,
+            pytest.raises(SaslRequired, match=r"SASL/Kerberos.*out of scope"),
+        ):
+            c.snapshot()
+    finally:
+        server.close()
+
+
+def write_rows(table: Any, write_id: int, rows: Sequence[tuple[int, str]]) -> None:
+    """One txn's rows as acidstream's streaming writer writes them for a txn owned elsewhere (unmanaged mode:
+    a table definition and a write id, no metastore)."""
+    with (
+        StreamingConnection.builder()
+        .with_table_object(table)
+        .with_write_id(write_id)
+        .with_record_writer(StrictDelimitedInputWriter.builder().with_field_delimiter(",").build())
+        .connect()
+    ) as conn:
+        conn.begin_transaction()
+        for i, msg in rows:
+            conn.write(f"{i},{msg}".encode())
+        conn.commit_transaction()
+
+
+def test_hive_reads_what_our_client_committed(
+    hive4: Referee, hive4_metastore: str, client: HiveMetastoreClient
+) -> None:
+    table = create_table(hive4_metastore)
+    definition = client.get_table(table)
+    location = table_filesystem(definition.location)[1]
+    (kept, kept_wid), (lost, lost_wid) = client.open_txns_with_write_ids(2, table)
+    for txn in (kept, lost):
+        assert client.lock([insert_lock(table)], txn_id=txn).state is LockState.ACQUIRED
+    write_rows(definition, kept_wid, [(1, "one"), (2, "two")])
+    write_rows(definition, lost_wid, [(3, "three")])
+    files = [f"{location}/delta_{kept_wid:07d}_{kept_wid:07d}/bucket_00000"]
+    client.commit_txn(kept, writes=[TableWrite(table, kept_wid, files={None: files})])
+    client.abort_txns([lost])
+
+    txns = client.snapshot()
+    write_ids = client.get_valid_write_ids(table, snapshot=txns)
+    rows = hive4.read(location, COLUMNS, write_ids, txns)
+    assert [row for _, row in rows] == [(1, "one"), (2, "two")]
+    assert {rid[0] for rid, _ in rows} == {kept_wid}
+
+
+def test_a_streaming_connection_runs_on_the_hive_metastore(
+    hive4: Referee, hive4_metastore: str, client: HiveMetastoreClient
+) -> None:
+    """Managed streaming (batches, locks, heartbeats, commit, abort) with the Hive client as its metastore."""
+    table = create_table(hive4_metastore)
+    db, name = table.split(".")
+    with (
+        StreamingConnection.builder()
+        .with_metastore(client)  # type: ignore[arg-type]
+        .with_database(db)
+        .with_table(name)
+        .with_transaction_batch_size(3)
+        .with_record_writer(StrictDelimitedInputWriter.builder().with_field_delimiter(",").build())
+        .connect()
+    ) as conn:
+        for n in range(3):
+            conn.begin_transaction()
+            conn.write(f"{n},m{n}".encode())
+            if n == 1:
+                conn.abort_transaction()
+            else:
+                conn.commit_transaction()
+    txns = client.snapshot()
+    location = table_filesystem(client.get_table(table).location)[1]
+    rows = hive4.read(location, COLUMNS, client.get_valid_write_ids(table, snapshot=txns), txns)
+    assert [row for _, row in rows] == [(0, "m0"), (2, "m2")]
+    hive_txns, hive_ids = hive_snapshot(hive4, hive4_metastore, table)
+    assert (txns, str(client.get_valid_write_ids(table))) == (ValidTxnList.parse(hive_txns), hive_ids)
