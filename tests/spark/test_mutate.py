@@ -18,8 +18,9 @@ from acidstream.errors import BucketIdException, InvalidObjectException, Seriali
 from acidstream.metastore import TxnState
 from acidstream.mutate.apply import DELETE, INSERT, OP
 from acidstream.mutate.merge import TableMutation
-from acidstream.spark import mutate as spark_mutate
-from acidstream.spark.mutate import BUCKET, keep_keys, remove_unreported, write_mutations
+from acidstream.spark.mutate import by_bucket, driver, join
+from acidstream.spark.mutate.driver import remove_unreported
+from acidstream.spark.mutate.stages import BUCKET, keep_keys, write_mutations
 from acidstream.spark.read import PARTITION_NAME
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
@@ -56,9 +57,9 @@ def merge_path(request: pytest.FixtureRequest, spread: Any, monkeypatch: pytest.
     """The session, set so that merges on the tests' bucketed tables take each path in turn."""
     path = request.param
     if path.startswith("join"):
-        monkeypatch.setattr(spark_mutate, "splits_by_bucket", lambda *args: False)
+        monkeypatch.setattr(driver, "splits_by_bucket", lambda *args: False)
     if path == "join-semi":
-        monkeypatch.setattr(spark_mutate, "MAX_PUSHED_KEYS", 59)  # the sources have more keys
+        monkeypatch.setattr(join, "MAX_PUSHED_KEYS", 59)  # the sources have more keys
     threshold = "spark.sql.autoBroadcastJoinThreshold"
     if path == "bucket-shuffled":  # no source is small enough to ship
         spread.conf.set(threshold, "-1")
@@ -429,9 +430,7 @@ def test_a_small_source_is_shipped_to_the_tasks_a_large_one_shuffled(
     with TableMutation(ms, by_spark) as m:
         split = BucketMerge(m.changes, MergeActions(), ("id",), ("id",), m.valid_write_ids(), (), {})
         task_of = (0, 1, 1, 0)
-        shipped = spark_mutate._shipped_source(
-            acid_spark, source, split, ["id", "name", "score", "p"], task_of
-        )
+        shipped = by_bucket._shipped_source(acid_spark, source, split, ["id", "name", "score", "p"], task_of)
         assert shipped is not None and sum(t.num_rows for t in shipped) == 34
         for task, rows in enumerate(shipped):
             assert {task_of[b] for b in rows.column(BUCKET).to_pylist()} == {task}
@@ -439,21 +438,21 @@ def test_a_small_source_is_shipped_to_the_tasks_a_large_one_shuffled(
         for setting in ("-1", "10b"):
             acid_spark.conf.set(key, setting)
             try:
-                assert spark_mutate._shipped_source(acid_spark, source, split, ["id"], task_of) is None
+                assert by_bucket._shipped_source(acid_spark, source, split, ["id"], task_of) is None
             finally:
                 acid_spark.conf.unset(key)
 
 
 def test_buckets_spread_over_tasks_by_their_bytes() -> None:
-    task_of = spark_mutate.bucket_tasks({0: 100, 1: 10, 2: 10, 3: 80, 4: 5}, 6, parallelism=2)
+    task_of = by_bucket.bucket_tasks({0: 100, 1: 10, 2: 10, 3: 80, 4: 5}, 6, parallelism=2)
     assert len(task_of) == 6 and set(task_of) == {0, 1}
     loads = [
         sum(size for b, size in {0: 100, 1: 10, 2: 10, 3: 80, 4: 5}.items() if task_of[b] == t)
         for t in (0, 1)
     ]
     assert sorted(loads) == [100, 105]
-    assert spark_mutate.bucket_tasks({}, 2, parallelism=8) == (0, 1)  # never more tasks than buckets
-    big = spark_mutate.READ_TASK_BYTES
-    assert max(spark_mutate.bucket_tasks({b: big for b in range(8)}, 8, parallelism=2)) == 7  # a task per GiB
-    assert spark_mutate._size_setting("10485760b") == spark_mutate._size_setting("10MB") == 10 << 20
-    assert spark_mutate._size_setting("-1") == -1
+    assert by_bucket.bucket_tasks({}, 2, parallelism=8) == (0, 1)  # never more tasks than buckets
+    big = join.READ_TASK_BYTES
+    assert max(by_bucket.bucket_tasks({b: big for b in range(8)}, 8, parallelism=2)) == 7  # a task per GiB
+    assert by_bucket._size_setting("10485760b") == by_bucket._size_setting("10MB") == 10 << 20
+    assert by_bucket._size_setting("-1") == -1

@@ -9,20 +9,10 @@ need.
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-
 from acidstream.spark.compact import compact
+from acidstream.spark.datasource import register
 from acidstream.spark.mutate import delete, merge, update
 from acidstream.spark.read import read_table, register_views
 from acidstream.spark.session import session
 
 __all__ = ["compact", "delete", "merge", "read_table", "register", "register_views", "session", "update"]
-
-
-def register(spark: SparkSession) -> SparkSession:
-    """Register the ``acidstream`` format (idempotent) and enable the filter push-down it relies on."""
-    from acidstream.spark.datasource import AcidDataSource
-
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(AcidDataSource)
-    return spark

@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter
 
 from acidstream.errors import SerializationError, TransactionError
@@ -90,3 +91,10 @@ def check_write_schema(target: Target, names: list[str]) -> None:
             f"{table.full_name} is partitioned by {[k.name for k in table.partition_keys]}: the DataFrame must "
             f"carry the partition columns {missing} (dynamic partitioning)"
         )
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Register the ``acidstream`` format (idempotent) and enable the filter push-down it relies on."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(AcidDataSource)
+    return spark

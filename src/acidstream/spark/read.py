@@ -348,7 +348,7 @@ def register_views(
     Views are defined in SQL (``USING acidstream``), so each query on one plans afresh and reads the snapshot
     current when it starts — Hive's guarantee — whereas a DataFrame keeps the snapshot of its first planning.
     """
-    from acidstream.spark import register
+    from acidstream.spark.datasource import register
 
     register(spark)
     options = _location_options(metastore, warehouse)

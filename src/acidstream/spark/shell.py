@@ -32,7 +32,8 @@ def command_session(app_name: str, warehouse: str) -> Iterator[tuple[SparkSessio
     """
     from pyspark.sql import SparkSession
 
-    from acidstream.spark import register, session
+    from acidstream.spark.datasource import register
+    from acidstream.spark.session import session
 
     owns_session = SparkSession.getActiveSession() is None
     log_file = (
