@@ -39,7 +39,7 @@ from typing import Any
 
 from acidstream import faults
 from acidstream.errors import WorkerException
-from acidstream.runtime import die_with_parent
+from acidstream.runtime import configure, die_with_parent
 
 #: What the server imports before it forks anything: every worker starts with these loaded. pandas among them:
 #: pyarrow imports it on first converting a Python or numpy object (``pa.array``), half a second of a worker's.
@@ -230,6 +230,7 @@ os.register_at_fork(after_in_child=_forget_server)
 def serve(control_fd: int) -> None:
     """The server's loop: fork a worker per request, report each one's exit status; end with the control
     socket (the merging process ended: the kernel then kills the workers still running)."""
+    configure()  # a process of acidstream's own, as Spark's Python workers: its workers inherit the settings
     for module in PRELOAD:
         importlib.import_module(module)
     gc.freeze()  # a worker's collections then leave the preloaded objects alone: no copy of their pages
