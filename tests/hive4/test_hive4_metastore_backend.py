@@ -15,7 +15,13 @@ import pytest
 
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.writeids import ValidTxnList
-from acidstream.errors import MetastoreUnavailable, TransactionError, WriteConflictException
+from acidstream.errors import (
+    InvalidObjectException,
+    LockTimeoutException,
+    MetastoreUnavailable,
+    TransactionError,
+    WriteConflictException,
+)
 from acidstream.metastore.hive import HiveMetastoreClient
 from acidstream.metastore.hive.snapshots import read_txn_list_string
 from acidstream.metastore.hive.transport import SaslRequired, ThriftConnection
@@ -39,8 +45,11 @@ COLUMNS = [("id", "int"), ("msg", "string")]
 _names = itertools.count()
 
 
-def create_table(uri: str, partition_keys: Sequence[str] = ()) -> str:
-    """A full-ACID ORC table created through the metastore's thrift ``create_table``; its ``db.name``."""
+def create_table(
+    uri: str, partition_keys: Sequence[str] = (), properties: dict[str, str] | None = None
+) -> str:
+    """A table created through the metastore's thrift ``create_table`` (full-ACID ORC unless ``properties``
+    say otherwise); its ``db.name``."""
     name = f"t{next(_names)}"
     raw = ThriftConnection(uri)
     try:
@@ -68,7 +77,7 @@ def create_table(uri: str, partition_keys: Sequence[str] = ()) -> str:
         tableType="MANAGED_TABLE",
         sd=sd,
         partitionKeys=[hms.FieldSchema(k, "string", None) for k in partition_keys],
-        parameters={"transactional": "true", "transactional_properties": "default"},
+        parameters={"transactional": "true", "transactional_properties": "default", **(properties or {})},
     )
     raw.call("create_table", lambda c: c.create_table(table), idempotent=False)
     raw.close()
@@ -134,6 +143,47 @@ def test_txn_calls_round_trip(hive4: Referee, hive4_metastore: str, client: Hive
     assert str(client.get_valid_write_ids(table, snapshot=ours_txns)) == str(ours_ids)
     client.abort_txns(txns[2:])
     assert client.get_txn_state(txns[0] + 10_000) is TxnState.UNKNOWN
+
+
+def test_a_table_that_is_not_full_acid_is_refused_naming_it(
+    hive4_metastore: str, client: HiveMetastoreClient
+) -> None:
+    table = create_table(hive4_metastore, properties={"transactional": "false"})
+    with pytest.raises(InvalidObjectException, match=f"{table} is not a full-ACID table"):
+        client.get_table(table)
+    table = create_table(hive4_metastore, properties={"transactional_properties": "insert_only"})
+    with pytest.raises(InvalidObjectException, match=f"{table} is not a full-ACID table"):
+        client.get_table(table)
+
+
+def test_a_commit_stores_its_key_value_in_the_table_parameter(
+    hive4_metastore: str, client: HiveMetastoreClient
+) -> None:
+    """As Hive does (exactly-once sinks): the parameter must exist; the commit updates it atomically."""
+    table = create_table(hive4_metastore, properties={"_meta.offset": "0"})
+    [(txn, _)] = client.open_txns_with_write_ids(1, table)
+    client.commit_txn(txn, key="_meta.offset", value="42")
+    assert client.get_table(table).properties["_meta.offset"] == "42"
+    [(txn, _)] = client.open_txns_with_write_ids(1, table)
+    with pytest.raises(InvalidObjectException, match=r"has no '_meta\.other'"):
+        client.commit_txn(txn, key="_meta.other", value="1")
+    assert client.get_txn_state(txn) is TxnState.OPEN  # refused before the metastore saw it
+    client.abort_txns([txn])
+
+
+def test_a_waiting_lock_is_polled_until_granted_or_timed_out(
+    hive4_metastore: str, client: HiveMetastoreClient
+) -> None:
+    table = create_table(hive4_metastore)
+    db, name = table.split(".")
+    exclusive = LockComponent(LockType.EXCLUSIVE, LockLevel.TABLE, db, name, None, OperationType.UPDATE)
+    (holder, _), (waiter, _), (late, _) = client.open_txns_with_write_ids(3, table)
+    assert client.lock([exclusive], txn_id=holder).state is LockState.ACQUIRED
+    with pytest.raises(LockTimeoutException, match=r"not acquired within 0\.5s"):
+        client.lock([insert_lock(table)], txn_id=late, timeout=0.5)
+    threading.Timer(0.5, client.commit_txn, args=(holder,)).start()
+    assert client.lock([insert_lock(table)], txn_id=waiter, timeout=10).state is LockState.ACQUIRED
+    client.abort_txns([waiter, late])
 
 
 def test_second_committer_of_an_update_gets_a_write_conflict(

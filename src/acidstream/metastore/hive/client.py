@@ -70,6 +70,9 @@ _LOCK_STATES = {
     ttypes.LockState.NOT_ACQUIRED: LockState.NOT_ACQUIRED,
     ttypes.LockState.ABORT: LockState.ABORT,
 }
+#: What ``HiveMetaStoreClient`` declares (its ``VERSION``): without it the metastore refuses to describe an
+#: insert-only table at all, and we would not name the table as not full-ACID.
+_CAPABILITIES = ttypes.ClientCapabilities(values=[ttypes.ClientCapability.INSERT_ONLY_TABLES])
 _TIME_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
 #: Hive's default ``metastore.txn.timeout``.
 DEFAULT_TXN_TIMEOUT = 300.0
@@ -127,7 +130,8 @@ class HiveMetastoreClient:
     def get_table(self, table_name: str) -> Table:
         """The table's definition; :class:`InvalidObjectException` naming it unless it is full-ACID ORC."""
         db, name = split_name(table_name)
-        result = self._call("get_table_req", ttypes.GetTableRequest(dbName=db, tblName=name))
+        request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=_CAPABILITIES)
+        result = self._call("get_table_req", request)
         return table_from_thrift(result.table)
 
     def table(self, table_name: str) -> Table:
@@ -265,7 +269,8 @@ class HiveMetastoreClient:
     def _key_value(
         self, txn_id: int, key: str | None, value: str | None, writes: Sequence[TableWrite]
     ) -> ttypes.CommitTxnKeyValue | None:
-        """Hive stores a commit's key/value as a parameter of one table (by id): the one the txn wrote."""
+        """Hive stores a commit's key/value as a parameter of one table (by id), the one the txn wrote, and
+        only updates it (``CommitTxnFunction.updateKeyValueAssociatedWithTxn``): the table must have it."""
         if key is None and value is None:
             return None
         if key is None or value is None:
@@ -277,8 +282,13 @@ class HiveMetastoreClient:
                 f"Hive stores a commit's key {key!r} with the one table txnid:{txn_id} wrote; it wrote "
                 f"{sorted(tables) or 'none'}"
             )
-        table_id = self.get_table(tables.pop()).table_id
-        return ttypes.CommitTxnKeyValue(tableId=table_id, key=key, value=value)
+        table = self.get_table(tables.pop())
+        if key not in table.properties:  # Hive updates the parameter, and fails the commit if it is missing
+            raise InvalidObjectException(
+                f"Hive stores a commit's key as an existing parameter of the table: {table.full_name} has no "
+                f"{key!r} (set it first: ALTER TABLE {table.full_name} SET TBLPROPERTIES ('{key}'='...'))"
+            )
+        return ttypes.CommitTxnKeyValue(tableId=table.table_id, key=key, value=value)
 
     def abort_txns(self, txn_ids: Sequence[int]) -> None:
         """``abort_txn`` for each, in order, as Hive's streaming client does (aborting an aborted txn is
