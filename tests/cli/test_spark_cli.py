@@ -72,3 +72,25 @@ def test_an_obviously_wrong_query_is_refused_before_spark_starts(
     assert res.returncode == 2 and f"SqlSyntaxError: {message} at position {at}" in res.stderr, res.stderr
     assert not (warehouse / "_logs").exists()  # Spark never started: it would log there
     assert time.monotonic() - started < 20
+
+
+def test_main_job_says_it_waits_for_an_unreachable_metastore_before_starting_spark(tmp_path: Path) -> None:
+    url = "postgresql://acid@127.0.0.1:1/none"  # port 1: refused, and retried
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "acidstream.cli",
+            "main-job",
+            "--metastore",
+            url,
+            "--warehouse",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 4, res.stderr
+    assert res.stderr.startswith(f"waiting for the metastore at {url} to answer...\n")
+    assert "MetastoreUnavailable" in res.stderr and not (tmp_path / "_logs").exists()  # Spark never started

@@ -71,6 +71,8 @@ def main_job(
         reset=reset,
         query_interval=query_interval,
     )
+    with open_metastore(metastore, warehouse, create=True):
+        pass  # reachable (or said to be waited for), before Spark takes half a minute to start
     stop = threading.Event()
     with ExitStack() as stack:
         with console.status(_STARTING):
