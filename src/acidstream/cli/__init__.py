@@ -75,8 +75,7 @@ class _Root(click.Group):
             return super().invoke(ctx)
         except AcidStreamError as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-            for note in getattr(exc, "__notes__", ()):
-                click.echo(f"  {note}", err=True)
+            _echo_notes(exc)
             location = ctx.meta.get(LOCATION_KEY)
             code = exit_code_for(exc)
             if (code == EXIT_METASTORE or isinstance(exc, MetastoreUrlError)) and isinstance(
@@ -86,9 +85,14 @@ class _Root(click.Group):
             sys.exit(code)
         except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (raise_on_signals)
             click.echo(f"interrupted by {signal.Signals(signal_of(exc)).name}", err=True)
-            for note in getattr(exc, "__notes__", ()):
-                click.echo(f"  {note}", err=True)
+            _echo_notes(exc)
             sys.exit(interrupted_exit_code(exc))
+
+
+def _echo_notes(exc: BaseException) -> None:
+    """What the command added to the error: what was committed, how to go on."""
+    for note in getattr(exc, "__notes__", ()):
+        click.echo(f"  {note}", err=True)
 
 
 @click.group(

@@ -1,9 +1,9 @@
 """SIGINT and SIGTERM end a command the same way: what is open is aborted, what was committed is said.
 
 Python turns SIGINT into ``KeyboardInterrupt``; :func:`raise_on_signals` makes SIGTERM (``timeout``, ``kill``,
-a supervisor stopping a service) take that same path, as :class:`Interrupted`, so every ``with`` that aborts
-an open transaction on an exception aborts it on SIGTERM too. Only the ``acidstream`` command installs it: the
-library leaves process-wide signal handling to its user. The command then exits with ``128 + signal``
+a supervisor stopping a service) take that same path, both as :class:`Interrupted`, so every ``with`` that
+aborts an open transaction on an exception aborts it on SIGTERM too. Only the ``acidstream`` command installs
+it: the library leaves process-wide signal handling to its user. The command then exits with ``128 + signal``
 (130 for SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended.
 
 An exception raised by a signal handler lands wherever the main thread happens to be, and code in between (a
