@@ -333,11 +333,13 @@ def test_hive_reads_what_our_client_committed(
     assert {rid[0] for rid, _ in rows} == {kept_wid}
 
 
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "dynamic-partitions"])
 def test_a_streaming_connection_runs_on_the_hive_metastore(
-    hive4: Referee, hive4_metastore: str, client: HiveMetastoreClient
+    hive4: Referee, hive4_metastore: str, client: HiveMetastoreClient, partitioned: bool
 ) -> None:
-    """Managed streaming (batches, locks, heartbeats, commit, abort) with the Hive client as its metastore."""
-    table = create_table(hive4_metastore)
+    """Managed streaming (batches, locks, heartbeats, partitions, commit, abort) with the Hive client as its
+    metastore."""
+    table = create_table(hive4_metastore, partition_keys=["part"] if partitioned else [])
     db, name = table.split(".")
     with (
         StreamingConnection.builder()
@@ -350,14 +352,17 @@ def test_a_streaming_connection_runs_on_the_hive_metastore(
     ) as conn:
         for n in range(3):
             conn.begin_transaction()
-            conn.write(f"{n},m{n}".encode())
+            for i in (n, n + 10):
+                conn.write(f"{i},m{i},p{i // 10}".encode() if partitioned else f"{i},m{i}".encode())
             if n == 1:
                 conn.abort_transaction()
             else:
                 conn.commit_transaction()
     txns = client.snapshot()
+    write_ids = client.get_valid_write_ids(table, snapshot=txns)
     location = table_filesystem(client.get_table(table).location)[1]
-    rows = hive4.read(location, COLUMNS, client.get_valid_write_ids(table, snapshot=txns), txns)
-    assert [row for _, row in rows] == [(0, "m0"), (2, "m2")]
+    dirs = [f"{location}/part=p0", f"{location}/part=p1"] if partitioned else [location]
+    rows = sorted(row for d in dirs for _, row in hive4.read(d, COLUMNS, write_ids, txns))
+    assert rows == [(0, "m0"), (2, "m2"), (10, "m10"), (12, "m12")]
     hive_txns, hive_ids = hive_snapshot(hive4, hive4_metastore, table)
     assert (txns, str(client.get_valid_write_ids(table))) == (ValidTxnList.parse(hive_txns), hive_ids)

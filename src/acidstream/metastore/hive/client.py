@@ -18,9 +18,10 @@ from typing import Any
 
 from hive_metastore import ttypes
 
-from acidstream.acid.partitions import parse_part_name
+from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import (
+    AlreadyExistsException,
     InvalidObjectException,
     LockTimeoutException,
     MetaException,
@@ -31,7 +32,7 @@ from acidstream.errors import (
 )
 from acidstream.metastore.catalog import split_name
 from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_list, valid_write_id_list
-from acidstream.metastore.hive.tables import table_from_thrift
+from acidstream.metastore.hive.tables import file_uri, table_from_thrift
 from acidstream.metastore.hive.transport import ThriftConnection
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
@@ -42,6 +43,7 @@ from acidstream.metastore.models import (
     LockState,
     LockType,
     OperationType,
+    Partition,
     Table,
     TableWrite,
     TxnState,
@@ -137,6 +139,24 @@ class HiveMetastoreClient:
     def table(self, table_name: str) -> Table:
         """:meth:`get_table` under the name a streaming connection asks a metastore for its table by."""
         return self.get_table(table_name)
+
+    def add_partition(
+        self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
+    ) -> Partition:
+        """Create a partition (``append_partition``, with the table's location scheme); an existing one is
+        returned when ``if_not_exists``, as Hive's streaming client swallows ``AlreadyExistsException``."""
+        db, name = split_name(table_name)
+        vals = ["" if v is None else v for v in values]
+        try:
+            part = self._call("append_partition", db, name, vals, idempotent=False)
+        except AlreadyExistsException:
+            if not if_not_exists:
+                raise
+            part = self._call("get_partition", db, name, vals)
+        keys = [k.name for k in self.get_table(table_name).partition_keys]
+        return Partition(
+            f"{db}.{name}", tuple(part.values), make_part_name(keys, part.values), file_uri(part.sd.location)
+        )
 
     # --- transactions --------------------------------------------------------------------------------------
 
