@@ -144,7 +144,7 @@ def test_sigterm_stops_the_ingest_aborts_its_micro_batch_and_says_what_was_commi
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()
         if ms is None and (warehouse / "metastore.db").exists():
             ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
-        if ms is not None and "alerts" in ms.list_tables("testing"):
+        if ms is not None and "testing" in ms.list_databases() and "alerts" in ms.list_tables("testing"):
             committed = ms.get_valid_write_ids("testing.alerts").high_watermark
             if committed >= 2 and any(t.state.name == "OPEN" for t in ms.show_txns()):
                 break
