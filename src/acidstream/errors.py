@@ -72,6 +72,13 @@ class StreamingIOFailure(StreamingException):
     retryable = True
 
 
+class StorageLocationError(StreamingIOFailure):
+    """A table's storage cannot be reached as configured (a bucket missing, credentials refused): said before
+    any transaction opens, naming the location."""
+
+    retryable = False
+
+
 class TransactionError(StreamingException):
     """A transaction cannot move to the requested state (not open, aborted, timed out)."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from acidstream.errors import StorageLocationError
 from acidstream.faults import substitute
 from acidstream.runtime import file_pool
 
@@ -41,13 +42,34 @@ class Capabilities:
     #: What streaming's side files need: an open file's written prefix is readable by others (hflush), and a
     #: closed file can be appended to (the side file's entries). Filesystems offer both or neither.
     can_flush_and_append: bool
+    #: A directory renames atomically (a local disk, HDFS); on an object store a "rename" copies and deletes
+    #: object by object, and a reader could list half of it.
+    can_rename_directories: bool
+
+
+def check_location(location: str) -> None:
+    """Raise :class:`StorageLocationError` naming ``location`` when its object store's bucket is missing or
+    refuses us (one request), so that a writer fails before it opens a transaction. Local paths and HDFS
+    directories are made as needed: nothing to check."""
+    fs, path = table_filesystem(location)
+    if capabilities(fs).can_rename_directories:
+        return
+    bucket = path.split("/", 1)[0]
+    try:
+        found = fs.get_file_info(bucket).type
+    except OSError as exc:
+        raise StorageLocationError(f"{location}: its bucket {bucket!r} cannot be reached: {exc}") from exc
+    if found == pafs.FileType.NotFound:
+        raise StorageLocationError(f"{location}: there is no bucket {bucket!r}")
 
 
 def capabilities(fs: pafs.FileSystem) -> Capabilities:
-    """Object stores (S3, GCS, Azure) publish a file only when it is closed; local disks and HDFS do both."""
+    """Object stores (S3, GCS, Azure) publish a file only when it is closed and rename nothing atomically;
+    local disks and HDFS do both."""
     while isinstance(fs, pafs.SubTreeFileSystem):
         fs = fs.base_fs
-    return Capabilities(can_flush_and_append=fs.type_name not in OBJECT_STORES)
+    local_or_hdfs = fs.type_name.rsplit("::", 1)[-1] not in OBJECT_STORES  # "py::s3": a Python wrapper
+    return Capabilities(can_flush_and_append=local_or_hdfs, can_rename_directories=local_or_hdfs)
 
 
 def local_path(fs: pafs.FileSystem, path: str) -> str | None:

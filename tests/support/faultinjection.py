@@ -117,7 +117,7 @@ class _FailingHandler(pafs.FileSystemHandler):
         return not self == other
 
     def get_type_name(self) -> str:
-        return "failing"
+        return self.base.type_name  # it fails writes, and can do whatever its base can
 
     def normalize_path(self, path: str) -> str:
         return str(self.base.normalize_path(path))

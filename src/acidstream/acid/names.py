@@ -6,7 +6,7 @@ Every other module derives meaning from names only through this one, so Hive's g
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from acidstream.errors import AcidFormatError
 
@@ -133,6 +133,13 @@ def parse_dir_name(name: str) -> ParsedBase | ParsedDelta | None:
         stmt = None if m[4] is None else int(m[4])
         return ParsedDelta(lo, hi, stmt, int(m[5] or 0), m[1] == DELETE_DELTA_PREFIX)
     return None
+
+
+def without_visibility(name: str) -> str:
+    """A base or delta directory's name without its ``_vT`` suffix (other names as they are): what the
+    directory is called where the compactor txn T means nothing, e.g. on a replica."""
+    parsed = parse_dir_name(name)
+    return name if parsed is None else replace(parsed, visibility_txn_id=0).name
 
 
 def parse_bucket_file(name: str) -> tuple[int, int | None] | None:

@@ -109,9 +109,13 @@ def plan_partition(
     write_ids: ValidWriteIdList,
     table: Table,
     config: CompactorConfig,
+    visibility_txn_id: int = 0,
+    scratch: str | None = None,
 ) -> PartitionPlan | None:
     """The compaction of one partition directory at ``path`` (``location`` as the metastore names it), writing
-    under ``tmp``; None when there is not enough to compact."""
+    under ``tmp`` (which may be ``path`` itself: see ``worker.publish``) directories named with
+    ``visibility_txn_id``'s suffix (0: none); None when there is not enough to compact. ``scratch`` (default:
+    ``tmp``) holds the pre-pass's outputs, which are not inputs the cleaner removes."""
     if not is_enough_to_compact(kind, state):
         return None
     major = kind == "major"
@@ -119,11 +123,12 @@ def plan_partition(
     originals = list(state.original_files) if major and state.base is None else []
     if major:
         top = max((d.max_write_id for d in dirs), default=write_ids.high_watermark)
-        outputs: tuple[str, ...] = (base_dir(top),)
+        outputs: tuple[str, ...] = (base_dir(top, visibility_txn_id),)
         insert_dir, delete_dir = outputs[0], None
     else:
         lo, top = min(d.min_write_id for d in dirs), max(d.max_write_id for d in dirs)
-        insert_dir, delete_dir = delta_dir(lo, top), delete_delta_dir(lo, top)
+        insert_dir = delta_dir(lo, top, visibility_txn_id=visibility_txn_id)
+        delete_dir = delete_delta_dir(lo, top, visibility_txn_id=visibility_txn_id)
         outputs = (delete_dir, insert_dir)  # published in this order
     inserts: dict[int, list[FileSlice]] = defaultdict(list)
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
@@ -134,7 +139,7 @@ def plan_partition(
         piece = original_slice(original)
         inserts[piece.bucket_id].append(piece)
     buckets = sorted(set(inserts) | (set() if major else set(deletes)))
-    tmp_prefix = tmp.rstrip("/") + "/"
+    tmp_prefix = (scratch or tmp).rstrip("/") + "/"
     rows_view = row_filter(write_ids)
     jobs = tuple(
         BucketJob(

@@ -23,6 +23,8 @@ from acidstream.errors import AcidFormatError
 from acidstream.metastore.models import WrittenFile
 
 TMP_PREFIX = "_tmp_"
+#: In a request's meta: its outputs are written in place, with the compactor txn's visibility suffix.
+IN_PLACE = "in_place"
 
 
 def new_tmp_dir(path: str) -> str:
@@ -92,6 +94,21 @@ def move_into_place(fs: pafs.FileSystem, tmp: str, path: str, outputs: Sequence[
         except FileNotFoundError:
             if fs.get_file_info(target).type != pafs.FileType.Directory:
                 raise  # a concurrent roll-forward moved it: fine; anything else is not
+
+
+def discard_in_place(fs: pafs.FileSystem, path: str, txn_id: int) -> None:
+    """Remove the output directories compactor txn ``txn_id`` wrote in place (``*_v<txn_id>``) and never
+    published: no reader uses them (the txn is not committed), and the cleaner would not know them."""
+    for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+        if info.type != pafs.FileType.Directory:
+            continue
+        try:
+            parsed = parse_dir_name(info.base_name)
+        except AcidFormatError:
+            continue
+        if parsed is not None and parsed.visibility_txn_id == txn_id:
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_dir(info.path)
 
 
 def discard(fs: pafs.FileSystem, tmp: str | None) -> None:

@@ -44,9 +44,11 @@ from acidstream.compactor.plan import (
     top_level_names,
 )
 from acidstream.compactor.publish import (
+    IN_PLACE,
     check_free,
     describe_outputs,
     discard,
+    discard_in_place,
     finish_outputs,
     move_into_place,
     new_tmp_dir,
@@ -55,7 +57,7 @@ from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObj
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
 from acidstream.runtime import completed_future
-from acidstream.storage import sync, sync_files, table_filesystem
+from acidstream.storage import capabilities, sync, sync_files, table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 
 if TYPE_CHECKING:
@@ -202,27 +204,33 @@ class Claimed:
         write_ids = ms.get_valid_write_ids(ci.table_name).for_compactor()
         tmp = new_tmp_dir(target.path)
         self._meta = {"location": target.location, "tmp": tmp}
+        if not capabilities(target.fs).can_rename_directories:
+            self._meta[IN_PLACE] = "1"
         ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=self._meta)
         if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
             ms.mark_refused(ci.id, nothing_to_compact(ci.kind, target.path), txn_id)
             return None
-        state = get_acid_state(target.fs, target.path, write_ids)
+        # the txn list hides other compactions' outputs published in place and not committed (or aborted)
+        state = get_acid_state(target.fs, target.path, write_ids, ms.snapshot())
         if state.deltas:
             low = min(d.min_write_id for d in state.deltas)
             high = max(d.max_write_id for d in state.deltas)
             recorded = ms.recorded_lengths(ci.table_name, ci.partition, low, high)
             check_recorded(target.fs, state.deltas, recorded)
         state = self._pre_pass(state, write_ids, tmp, run_jobs)
+        in_place = IN_PLACE in self._meta
         plan = plan_partition(
             target.fs,
             target.location,
             target.path,
-            tmp,
+            target.path if in_place else tmp,
             ci.kind,
             state,
             write_ids,
             target.table,
             self.config,
+            visibility_txn_id=txn_id if in_place else 0,
+            scratch=tmp,
         )
         if plan is None:
             if needs_cleaning(state):  # nothing to merge, but the cleaner has work: publish nothing
@@ -294,9 +302,7 @@ class Claimed:
             if info.publish_id is not None:
                 recover(ms, info, self.config)  # published in part: complete it
                 return
-            location = info.meta.get("location")
-            if location:
-                discard(table_filesystem(location)[0], info.meta.get("tmp"))
+            discard_unpublished(info)
             ms.mark_failed(ci.id, message, txn_id)
         except AcidStreamError:
             # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery
@@ -346,17 +352,25 @@ class Worker:
 def publish(
     ms: Metastore, ci: CompactionInfo, txn_id: int, target: Target, plan: PartitionPlan, meta: dict[str, str]
 ) -> None:
-    """Steps 3 and 4: record the publication, rename the outputs into place, mark compacted, drop ``_tmp``."""
+    """Steps 3 and 4: record the publication, rename the outputs into place, mark compacted, drop ``_tmp``.
+
+    Where directories do not rename atomically (object stores), the outputs were written in place instead,
+    under names with the compactor txn's visibility suffix (``base_N_vT``, as Hive 4 does): readers use them
+    once ``mark_compacted`` commits txn T, and never see them half-written.
+    """
     tmp = meta["tmp"]
-    outputs = finish_outputs(target.fs, tmp, plan.outputs)
-    check_free(target.fs, target.path, outputs)
-    files = describe_outputs(target.fs, tmp, outputs)  # for replicas, in the COMPACTED event
+    in_place = IN_PLACE in meta
+    written = target.path if in_place else tmp
+    outputs = finish_outputs(target.fs, written, plan.outputs)
+    if not in_place:
+        check_free(target.fs, target.path, outputs)
+    files = describe_outputs(target.fs, written, outputs)  # for replicas, in the COMPACTED event
     if target.table.fsync:  # durable before the metastore records them, and renamed before the cleaner runs
-        paths = [f"{tmp}/{name}/{f['path']}" for name in outputs for f in files[name]]
+        paths = [f"{written}/{name}/{f['path']}" for name in outputs for f in files[name]]
         sync_files(target.fs, paths, target.path)
     ms.begin_publish(ci.id, txn_id, {**meta, "outputs": outputs, "inputs": list(plan.inputs), "files": files})
     _pause("published")
-    for name in outputs:
+    for name in [] if in_place else outputs:
         move_into_place(target.fs, tmp, target.path, [name])
         _pause("moved")
     if target.table.fsync:
@@ -376,6 +390,17 @@ def _pause(stage: str) -> None:
         threading.Event().wait()
 
 
+def discard_unpublished(ci: CompactionInfo) -> None:
+    """What a compaction that published nothing wrote: its ``_tmp`` and, written in place, its outputs."""
+    location = ci.meta.get("location")
+    if not location:
+        return
+    fs, path = table_filesystem(location)
+    discard(fs, ci.meta.get("tmp"))
+    if IN_PLACE in ci.meta and ci.txn_id is not None:
+        discard_in_place(fs, path, ci.txn_id)
+
+
 def recover(ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> str:
     """Finish a request whose worker is gone: revert it (removing ``_tmp``) if nothing was published, else
     complete the publication. Returns the request's new state."""
@@ -383,11 +408,11 @@ def recover(ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> str:
     tmp = ci.meta.get("tmp")
     fs, path = table_filesystem(location) if location else (None, None)
     if ci.publish_id is None:
-        if fs is not None:
-            discard(fs, tmp)
+        discard_unpublished(ci)
         return ms.revert_compaction(ci.id, "worker died before publishing its output", config.max_attempts)
     assert fs is not None and path is not None and tmp is not None
-    move_into_place(fs, tmp, path, ci.meta.get("outputs", ()))
+    if IN_PLACE not in ci.meta:
+        move_into_place(fs, tmp, path, ci.meta.get("outputs", ()))
     with contextlib.suppress(InvalidObjectException):  # completed by its worker or another recovery meanwhile
         ms.mark_compacted(ci.id)
     discard(fs, tmp)

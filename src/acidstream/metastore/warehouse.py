@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from acidstream.acid.types import Column
 from acidstream.metastore import models
 from acidstream.metastore.client import MetastoreClient
 from acidstream.metastore.ddl import run
 from acidstream.metastore.replication import ReplOp
-from acidstream.storage import delete_locations
+from acidstream.storage import check_location, delete_locations
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,13 @@ class Metastore(MetastoreClient):
 
     def table(self, table_name: str) -> Table:
         return self.table_class(**self._table_fields(table_name), metastore=self)
+
+    def create_table(self, db: str, name: str, columns: Sequence[Column], **kw: Any) -> Table:
+        """Create the table (see ``MetastoreClient.create_table``) once the warehouse's storage answers."""
+        check_location(self.warehouse)
+        table = super().create_table(db, name, columns, **kw)
+        assert isinstance(table, Table)  # MetastoreClient.create_table returns self.table(...)
+        return table
 
     def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
         """Drop the table and delete its files (as Hive does for managed tables)."""

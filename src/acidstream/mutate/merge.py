@@ -42,6 +42,7 @@ from acidstream.mutate.forked import TxnProbe, merge_forked, merge_workers
 from acidstream.mutate.matching import Progress, match_keys, partition_coded, rows_at, write_changes
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
+from acidstream.storage import check_location
 from acidstream.txn import Transaction, TxnHeartbeat
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ class TableMutation:
         reads after it. So, as Hive 4 re-plans a statement whose snapshot went stale while it waited, it goes
         on in a new txn that inherits the lock (and so its turn); the statement has read and written nothing yet.
         """
+        check_location(self.table.location)  # before the txn: a missing bucket is said at once
         user, host = client_identity()
         name = self.table.full_name
         agent_info = f"acidstream-mutation:{user}@{host}"

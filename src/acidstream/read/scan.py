@@ -110,17 +110,16 @@ class TableScan:
         self, snapshot: ValidWriteIdList | ValidTxnList | str | None
     ) -> tuple[ValidWriteIdList, ValidTxnList | None]:
         """The scan's snapshot: a ValidTxnList (one point in time for several tables, ``ms.snapshot()``) or
-        this table's ValidWriteIdList (then no ValidTxnList: Hive 3 visibility). The scan registers as a
-        reader either way (see ``read.registration``)."""
+        this table's ValidWriteIdList. The scan registers as a reader either way (see ``read.registration``),
+        and takes the registration's txn list for the visibility of compactions' outputs: a compaction
+        published in place (``base_N_vT``) is used once txn T committed, whatever write ids it holds."""
         write_ids = None
         if snapshot is not None and not isinstance(snapshot, ValidTxnList):
             write_ids = ValidWriteIdList.parse(snapshot) if isinstance(snapshot, str) else snapshot
             if write_ids.table is not None and write_ids.table.lower() != self.table.full_name.lower():
                 raise ValueError(f"snapshot {write_ids} is for {write_ids.table}, not {self.table.full_name}")
         registered = self._register(snapshot if isinstance(snapshot, ValidTxnList) else None)
-        if write_ids is None:
-            return registered.write_ids, registered.txns
-        return write_ids, None
+        return (registered.write_ids if write_ids is None else write_ids), registered.txns
 
     def _register(self, snapshot: ValidTxnList | None) -> ReaderRegistration:
         self._registration = ScanRegistration(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from acidstream.acid.names import ParsedBase, ParsedDelta, parse_dir_name
+from acidstream.acid.names import ParsedBase, ParsedDelta, parse_dir_name, without_visibility
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import RangeResponse
 from acidstream.errors import NoSuchObjectException, ReplicationError
@@ -43,7 +43,9 @@ class LoadResult:
     last_event_id: int = 0
     bootstrapped: bool = False
     rebootstrapped: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # newer bootstrap dumps of a replica that replicates already
+    skipped: list[str] = field(
+        default_factory=list
+    )  # newer bootstrap dumps of a replica that replicates already
 
 
 class Loader:
@@ -277,7 +279,9 @@ class Loader:
         outputs = sorted(m.get("outputs", ()), key=_publication_order)
         try:
             for name in outputs:
-                final = f"{directory}/{name}"
+                # the source's compactor txn means nothing here: the output is visible once moved into place
+                here = without_visibility(name)
+                final = f"{directory}/{here}"
                 described = [WrittenFile.from_json(v) for v in m.get("files", {}).get(name, ())]
                 if fs.get_file_info(final).type == pafs.FileType.Directory:
                     states.extend(Copied(f"{final}/{w.path}", w.length, w.crc32) for w in described)
@@ -285,22 +289,21 @@ class Loader:
                 for w in described:
                     source = WrittenFile(f"{source_dir}/{name}/{w.path}", w.length, w.crc32)
                     try:
-                        self.copier.copy_whole(fs, f"{tmp}/{name}/{w.path}", source, event_id=e.event_id)
+                        self.copier.copy_whole(fs, f"{tmp}/{here}/{w.path}", source, event_id=e.event_id)
                     except (
                         FileNotFoundError
-                    ) as exc:  # cleaned after a later compaction: take what is there now
-                        return self._file_states(
-                            states + self._rebootstrap(table, e, source.path, exc, result)
-                        )
-                fs.move(f"{tmp}/{name}", final)
+                    ) as exc:  # cleaned after a later compaction: copy what is there now
+                        gone = self._rebootstrap(table, e, source.path, exc, result)
+                        return self._file_states(states + gone)
+                fs.move(f"{tmp}/{here}", final)
                 states.extend(Copied(f"{final}/{w.path}", w.length, w.crc32) for w in described)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 fs.delete_dir(tmp)
         meta = {
             "location": table.location.rstrip("/") + (f"/{e.partition}" if e.partition else ""),
-            "inputs": list(m.get("inputs", ())),
-            "outputs": outputs,
+            "inputs": [without_visibility(name) for name in m.get("inputs", ())],
+            "outputs": [without_visibility(name) for name in outputs],
             "replicated": m.get("compaction_id"),
         }
         record = r.RecordCompaction(
@@ -320,7 +323,7 @@ class Loader:
         write_ids = self.target.get_valid_write_ids(table.full_name)
         forget = []
         for name in e.message.get("removed", ()):
-            target = f"{directory}/{name}"
+            target = f"{directory}/{without_visibility(name)}"
             forget.append(target + "/")
             parsed = parse_dir_name(name)
             if parsed is None or isinstance(parsed, ParsedBase):

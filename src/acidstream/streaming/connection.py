@@ -46,7 +46,7 @@ from acidstream.metastore.models import (
     TableWrite,
 )
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval, prepare_process
-from acidstream.storage import capabilities, table_filesystem
+from acidstream.storage import capabilities, check_location, table_filesystem
 from acidstream.streaming.deadletter import DeadLetterSink
 from acidstream.streaming.files import BatchFiles, Destination
 from acidstream.streaming.ingest import RecordIngest
@@ -679,6 +679,7 @@ class StreamingConnectionBuilder:
         try:
             table = self._resolve_table(ms)
             self._validate(table)
+            check_location(table.location)  # a missing bucket is said now, not at the first commit
             fs, table_dir = table_filesystem(table.location)
             if self._batch_size > 1 and not capabilities(fs).can_flush_and_append:  # a batch needs side files
                 raise StreamingConnectionError(
