@@ -35,6 +35,15 @@ def metastore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
         yield url
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3 server on loopback for the session; the AWS environment points at it meanwhile."""
+    from support.s3server import s3_server
+
+    with s3_server() as endpoint:
+        yield endpoint
+
+
 @pytest.fixture
 def tuned(monkeypatch: pytest.MonkeyPatch) -> None:
     """acidstream's process-wide settings asked for, as ``runtime.configure()`` asks, for one test."""

@@ -118,8 +118,9 @@ def examples_before_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def workspace(examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The directory as the examples before the first Spark one left it, with a new user's environment."""
+def workspace(examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch, s3_endpoint: str) -> Path:
+    """The directory as the examples before the first Spark one left it, with a new user's environment (and
+    the S3 server the object-store example writes to, through the AWS environment variables)."""
     home = examples_before_spark
     shutil.rmtree(home / "work")
     shutil.copytree(home / "after", home / "work", symlinks=True)

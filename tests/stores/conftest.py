@@ -1,10 +1,8 @@
-"""Warehouses on an object store: an S3 server (moto's) on loopback, started once per test session, and a
-fresh ``s3://`` warehouse for each test. acidstream finds the server as any S3 client would: through the
-usual AWS environment variables (``AWS_ENDPOINT_URL``, credentials, region)."""
+"""Warehouses on an object store: the session's S3 server (``s3_endpoint``, tests/conftest.py) and a fresh
+``s3://`` warehouse for each test."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,38 +10,9 @@ from pathlib import Path
 import pytest
 
 from acidstream import Metastore
+from support.s3server import BUCKETS
 
-BUCKET = "acidstream-tests"
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """The server's URL; the AWS environment points at it for the rest of the session."""
-    boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    settings = {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "acidstream",
-        "AWS_SECRET_ACCESS_KEY": "acidstream",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-    try:
-        yield endpoint
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+BUCKET = BUCKETS[0]
 
 
 @pytest.fixture
