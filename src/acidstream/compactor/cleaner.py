@@ -22,7 +22,7 @@ from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.plan import top_level_names
-from acidstream.compactor.publish import discard
+from acidstream.compactor.publish import acid_dirs, discard
 from acidstream.errors import AcidFormatError, AcidStreamError, NoSuchObjectException
 from acidstream.metastore.models import CompactionInfo
 from acidstream.storage import table_filesystem
@@ -131,14 +131,9 @@ def _forgettable(
     candidates = [w for w in write_ids.aborted_ids if w <= highest and w < write_ids.min_open_write_id]
     if not candidates:
         return []
-    ranges = []
-    for info in fs.get_file_info(pafs.FileSelector(path)):
-        if info.type != pafs.FileType.Directory:
-            continue
-        try:
-            parsed = parse_dir_name(info.base_name)
-        except AcidFormatError:
-            continue
-        if isinstance(parsed, ParsedDelta) and info.base_name not in outputs:
-            ranges.append((parsed.min_write_id, parsed.max_write_id))
+    ranges = [
+        (parsed.min_write_id, parsed.max_write_id)
+        for info, parsed in acid_dirs(fs, path)
+        if isinstance(parsed, ParsedDelta) and info.base_name not in outputs
+    ]
     return [w for w in candidates if not any(lo <= w <= hi for lo, hi in ranges)]

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from acidstream.acid.checksum import file_prefix
-from acidstream.acid.names import METADATA_ACID_FILE, ParsedBase, parse_dir_name
+from acidstream.acid.names import METADATA_ACID_FILE, ParsedBase, ParsedDelta, parse_dir_name
 from acidstream.acid.orc import prepare_directory
 from acidstream.acid.selection import METADATA_FILE_VERSION
 from acidstream.errors import AcidFormatError
@@ -96,9 +96,9 @@ def move_into_place(fs: pafs.FileSystem, tmp: str, path: str, outputs: Sequence[
                 raise  # a concurrent roll-forward moved it: fine; anything else is not
 
 
-def discard_in_place(fs: pafs.FileSystem, path: str, txn_id: int) -> None:
-    """Remove the output directories compactor txn ``txn_id`` wrote in place (``*_v<txn_id>``) and never
-    published: no reader uses them (the txn is not committed), and the cleaner would not know them."""
+def acid_dirs(fs: pafs.FileSystem, path: str) -> Iterator[tuple[pafs.FileInfo, ParsedBase | ParsedDelta]]:
+    """The base and delta directories directly in ``path`` (none if it is gone), with their parsed names;
+    other entries and malformed names are passed over."""
     for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
         if info.type != pafs.FileType.Directory:
             continue
@@ -106,7 +106,15 @@ def discard_in_place(fs: pafs.FileSystem, path: str, txn_id: int) -> None:
             parsed = parse_dir_name(info.base_name)
         except AcidFormatError:
             continue
-        if parsed is not None and parsed.visibility_txn_id == txn_id:
+        if parsed is not None:
+            yield info, parsed
+
+
+def discard_in_place(fs: pafs.FileSystem, path: str, txn_id: int) -> None:
+    """Remove the output directories compactor txn ``txn_id`` wrote in place (``*_v<txn_id>``) and never
+    published: no reader uses them (the txn is not committed), and the cleaner would not know them."""
+    for info, parsed in acid_dirs(fs, path):
+        if parsed.visibility_txn_id == txn_id:
             with contextlib.suppress(FileNotFoundError):
                 fs.delete_dir(info.path)
 
