@@ -4,6 +4,7 @@ in one process, and a worker's failure or death failing the whole merge with not
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, StreamingIOFailure, TxnAbortedException, WorkerException
 from acidstream.faults import FAULTS_ENV
 from acidstream.metastore import TxnState
-from acidstream.mutate import forked
+from acidstream.mutate import forked, forkserver
 from acidstream.mutate.bucket_merge import BucketMerge
 from acidstream.mutate.changes import MergeActions
 from acidstream.mutate.forkserver import fork_server
@@ -26,10 +27,10 @@ from acidstream.mutate.merge import TableMutation, merge
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 
-def statements(ms: Metastore, table: str) -> set[int]:
-    """Statement ids of the ROW__IDs of the table's rows written by its last merge (write id 2)."""
+def statements(ms: Metastore, table: str, write_id: int = 2) -> set[int]:
+    """Statement ids of the ROW__IDs of the table's rows written by the merge of ``write_id``."""
     ids = ms.table(table).scan(columns=[], with_row_id=True).to_arrow().column("ROW__ID").to_pylist()
-    return {BucketCodec.V1.decode_statement_id(r["bucketid"]) for r in ids if r["writeid"] == 2}
+    return {BucketCodec.V1.decode_statement_id(r["bucketid"]) for r in ids if r["writeid"] == write_id}
 
 
 def loaded(ms: Metastore, name: str) -> str:
@@ -170,3 +171,16 @@ def test_workers_are_never_forks_of_this_threaded_process(
     assert sum(merge(ms, table, changes(), ["id"], workers=2).values()) > 0
     assert statements(ms, table) == {0, 1}
     assert fork_server() is server
+
+
+def test_a_server_that_cannot_start_fails_a_merge_that_asked_for_workers_only(
+    ms: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = loaded(ms, "broken")
+    monkeypatch.setattr(forkserver, "_server", None)
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # the server's interpreter: it exits at once
+    monkeypatch.setattr(forked, "FORK_MIN_BYTES", 0)
+    with pytest.raises(WorkerException, match="server failed to start \\(exit status 1\\)"):
+        merge(ms, table, changes(), ["id"], workers=2)
+    assert sum(merge(ms, table, changes(), ["id"]).values()) > 0  # asked for no number: one process
+    assert statements(ms, table, write_id=3) == {0}  # write id 2: the failed merge

@@ -25,6 +25,7 @@ import contextlib
 import gc
 import importlib
 import json
+import logging
 import os
 import pickle
 import select
@@ -40,6 +41,8 @@ from typing import Any
 from acidstream import faults
 from acidstream.errors import WorkerException
 from acidstream.runtime import configure, die_with_parent
+
+log = logging.getLogger(__name__)
 
 #: What the server imports before it forks anything: every worker starts with these loaded. pandas among them:
 #: pyarrow imports it on first converting a Python or numpy object (``pa.array``), half a second of a worker's.
@@ -98,9 +101,16 @@ class ForkServer:
         return self._process.poll() is None
 
     def ready(self, *, wait: bool) -> bool:
-        """Whether the server has imported :data:`PRELOAD` and takes requests (``wait``: until it does)."""
+        """Whether the server has imported :data:`PRELOAD` and takes requests. ``wait``: until it does, raising
+        WorkerException if it cannot start; without, a server that could not start is logged and not ready."""
         with self._lock:
-            return self._await_ready(wait)
+            try:
+                return self._await_ready(wait)
+            except WorkerException as exc:
+                if wait:
+                    raise
+                log.warning("%s: merging in one process", exc)
+                return False
 
     def _await_ready(self, wait: bool) -> bool:
         if not self._ready:
@@ -140,8 +150,10 @@ class ForkServer:
         return worker
 
     def _ended(self) -> str:
-        code = self._process.poll()
-        return "still running" if code is None else _describe_code(code)
+        try:
+            return _describe_code(self._process.wait(timeout=1))
+        except subprocess.TimeoutExpired:
+            return "still running"
 
 
 class Worker:
