@@ -1,4 +1,6 @@
-"""The README's examples run as written, in order, in a fresh directory, as a new user would run them.
+"""The examples of the README and of the guides in ``docs/`` run as written, in order, in a fresh directory, as
+a new user would run them: the README's first, then each guide's in the order of :data:`GUIDES` (a guide's
+examples go on from the README's, and may use what an earlier guide's made).
 
 Blocks are told apart by what they hold: the two project commands (``scripts/main.sh`` has its own test, and
 ``scripts/test.sh`` is this suite) and ``source scripts/activate`` (this environment stands in for it: the
@@ -30,6 +32,22 @@ from acidstream.cli._options import read_config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: The guides whose examples run, in the order they run after the README's.
+GUIDES = tuple(
+    ROOT / "docs" / f"{name}.md"
+    for name in (
+        "streaming",
+        "reading",
+        "mutation",
+        "compaction",
+        "replication",
+        "spark",
+        "cli",
+        "s3",
+    )
+)
+#: The languages of blocks that are examples (others, such as ``text``, show files or output).
+EXAMPLE_LANGS = ("python", "bash", "toml")
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
 ACTIVATE = "source scripts/activate"
 
@@ -39,6 +57,7 @@ class Block:
     lang: str
     code: str
     line: int  # of the opening fence, 1-based
+    path: Path = README
 
     @property
     def kind(self) -> str:
@@ -64,15 +83,21 @@ class Block:
         return any(f"{module}.".startswith(("pyspark.", "acidstream.spark.")) for module in modules)
 
     def __str__(self) -> str:
-        return f"README.md:{self.line} ({self.kind})"
+        return f"{self.path.relative_to(ROOT)}:{self.line} ({self.kind})"
 
 
-def readme_blocks() -> list[Block]:
-    blocks = []
-    for match in re.finditer(r"^```(\w*)\n(.*?)^```$", README.read_text(), re.M | re.S):
-        line = README.read_text()[: match.start()].count("\n") + 1
-        blocks.append(Block(match.group(1), match.group(2), line))
-    return blocks
+def blocks_of(path: Path) -> list[Block]:
+    """The fenced blocks of one file, in order."""
+    text = path.read_text()
+    return [
+        Block(match.group(1), match.group(2), text[: match.start()].count("\n") + 1, path)
+        for match in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.M | re.S)
+    ]
+
+
+def example_blocks() -> list[Block]:
+    """The README's blocks, then each guide's, in the order they run."""
+    return [block for path in (README, *GUIDES) for block in blocks_of(path)]
 
 
 def before_spark(blocks: list[Block]) -> int:
@@ -108,7 +133,7 @@ def examples_before_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The examples before the first Spark one, run once in a fresh directory, which is kept as a copy for
     each example test to start from (the same path: a metastore records absolute locations)."""
     home = tmp_path_factory.mktemp("readme")
-    blocks = readme_blocks()
+    blocks = example_blocks()
     with pytest.MonkeyPatch.context() as monkeypatch:
         work = as_a_new_user(monkeypatch, home)
         for block in blocks[: before_spark(blocks)]:
@@ -158,7 +183,7 @@ def run_block(block: Block, work: Path) -> None:
 
 
 def test_every_block_is_run_or_stood_in_for() -> None:
-    blocks = readme_blocks()
+    blocks = example_blocks()
     kinds = [b.kind for b in blocks]
     assert set(kinds) <= {
         "project commands",
@@ -170,6 +195,7 @@ def test_every_block_is_run_or_stood_in_for() -> None:
         "bash spark",
     }
     assert {"python", "bash", "python spark", "bash spark"} <= set(kinds)
+    assert not {"project commands", "activate"} & {b.kind for b in blocks if b.path != README}  # the README's
     for block in blocks:
         if block.kind == "project commands":
             lines = [shlex.split(line, comments=True) for line in block.code.splitlines()]
@@ -178,6 +204,15 @@ def test_every_block_is_run_or_stood_in_for() -> None:
             assert [shlex.join(shlex.split(line, comments=True)) for line in block.code.splitlines()] == [
                 ACTIVATE
             ]
+
+
+def test_every_guide_with_examples_is_run() -> None:
+    """A guide in ``docs/`` with example blocks is one of :data:`GUIDES`, so its examples run."""
+    with_examples = {
+        path for path in (ROOT / "docs").glob("*.md") if any(b.lang in EXAMPLE_LANGS for b in blocks_of(path))
+    }
+    assert with_examples <= set(GUIDES)
+    assert all(path.exists() for path in GUIDES)
 
 
 @pytest.mark.parametrize(
@@ -196,8 +231,8 @@ def test_a_python_block_importing_spark_in_any_form_needs_spark(code: str) -> No
 
 
 def test_examples_run_as_written(workspace: Path) -> None:
-    """Every example that needs no Spark, in README order (the Spark ones are the other test's)."""
-    blocks = readme_blocks()
+    """Every example that needs no Spark, the README's, then the guides' (Spark's are the other test's)."""
+    blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
         if not block.kind.endswith("spark"):
             run_block(block, workspace)
@@ -205,8 +240,8 @@ def test_examples_run_as_written(workspace: Path) -> None:
 
 
 def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> None:
-    """Every example, Spark's included, in README order."""
-    blocks = readme_blocks()
+    """Every example, Spark's included, README first, then the guides'."""
+    blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
         run_block(block, workspace)
 

@@ -1,4 +1,5 @@
-"""Each row of the README's exit code table, triggered through the real ``acidstream`` command (a subprocess).
+"""Each row of the exit code table in ``docs/cli.md``, triggered through the real ``acidstream`` command (a
+subprocess).
 
 130 and 143 (interrupted) are in test_interrupt.py.
 """

@@ -125,10 +125,11 @@ def test_a_bad_acidstream_toml_is_a_usage_error_naming_it(
 
 
 def test_the_commands_said_to_create_a_metastore_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`acidstream --help` and the README name the same commands, and repl load / repl sync create the replica."""
+    """`acidstream --help` and the command line's guide name the same commands, and repl load / repl sync create
+    the replica."""
     said = "Only `metastore init`, `main-job` and, on the replica's side, `repl load` and `repl sync` create"
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert said in " ".join(readme.split()) and said in " ".join(LOCATION_RULE.split())
+    guide = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    assert said in " ".join(guide.split()) and said in " ".join(LOCATION_RULE.split())
     monkeypatch.chdir(tmp_path)
     source = f"sqlite:///{tmp_path / 'src' / 'metastore.db'}"
     assert invoke("metastore", "init", "--metastore", source, "--warehouse", "src", "--no-config")[0] == 0
