@@ -59,3 +59,24 @@ def test_references_to_the_format_name_its_sections() -> None:
                 wrong.append(f"{path}: {match.group(0)}")
     assert sections
     assert sorted(set(wrong)) == []
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_readme_and_the_guides_resolve() -> None:
+    """Every relative link of README.md and docs/*.md names a file that exists and, after ``#``, one of its
+    headings (the README's sections moved into guides: links must follow them)."""
+    wrong = []
+    for page in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # an absolute URL
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.M) if linked.is_file() else []
+            if not linked.is_file() or (fragment and fragment not in map(anchor, headings)):
+                wrong.append(f"{page.relative_to(ROOT)}: {target}")
+    assert wrong == []
