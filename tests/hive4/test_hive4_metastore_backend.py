@@ -135,9 +135,8 @@ def test_txn_calls_round_trip(hive4: Referee, hive4_metastore: str, client: Hive
     # exactly the strings Hive's own client builds for its readers (runs of open txns as first-last)
     hive_txns, hive_ids = hive_snapshot(hive4, hive4_metastore, table)
     open_txns = client.connection.call("get_open_txns", lambda c: c.get_open_txns(), idempotent=True)
-    assert (
-        read_txn_list_string(open_txns) == hive_txns == f"{txns[-1]}:{txns[2]}:{txns[2]}-{txns[-1]}:{txns[1]}"
-    )
+    assert read_txn_list_string(open_txns) == hive_txns  # other tests' txns of the session's metastore too
+    assert f"{txns[2]}-{txns[-1]}" in hive_txns  # our eight open txns as one run, as Hive writes it
     assert ValidTxnList.parse(hive_txns) == ours_txns
     assert str(ours_ids) == hive_ids
     assert str(client.get_valid_write_ids(table, snapshot=ours_txns)) == str(ours_ids)
