@@ -48,6 +48,8 @@ GUIDES = tuple(
 )
 #: The languages of blocks that are examples (others, such as ``text``, show files or output).
 EXAMPLE_LANGS = ("python", "bash", "toml")
+#: The bucket the README's S3 example writes its warehouse to.
+S3_BUCKET = "acidstream-demo"
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
 ACTIVATE = "source scripts/activate"
 
@@ -145,11 +147,19 @@ def examples_before_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def workspace(examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch, s3_endpoint: str) -> Path:
     """The directory as the examples before the first Spark one left it, with a new user's environment (and
-    the S3 server the object-store example writes to, through the AWS environment variables)."""
+    the S3 server the object-store example writes to, through the AWS environment variables, with that example's
+    bucket empty: an earlier test's run of it left files its new metastore does not know)."""
     home = examples_before_spark
+    empty_bucket(s3_endpoint, S3_BUCKET)  # the S3 example's metastore is in the work directory, new each test
     shutil.rmtree(home / "work")
     shutil.copytree(home / "after", home / "work", symlinks=True)
     return as_a_new_user(monkeypatch, home)
+
+
+def empty_bucket(endpoint: str, bucket: str) -> None:
+    """Delete every object of a bucket of the suite's S3 server."""
+    boto3 = pytest.importorskip("boto3")
+    boto3.resource("s3", endpoint_url=endpoint).Bucket(bucket).objects.all().delete()
 
 
 def run_block(block: Block, work: Path) -> None:
