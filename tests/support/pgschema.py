@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-PG_URL = os.environ.get("ACIDSTREAM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:54329/test")  # scripts/postgres.sh
+#: The server the tests use; by default the cluster scripts/postgres.sh starts.
+PG_URL = os.environ.get("ACIDSTREAM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:54329/test")
 
 
 def pg_unavailable_reason() -> str | None:
