@@ -7,7 +7,7 @@
 
 Run ``python bench/bench_metastore.py [--repeat N]``; prints a markdown table with the best of N runs (by
 commits/s; the machine is shared) and the 1-minute load average when that row finished. PostgreSQL rows need the
-server at ``ACIDSTREAM_BENCH_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``), else are skipped.
+server at ``ACIDSTREAM_BENCH_PG_URL`` (default ``postgresql://postgres@127.0.0.1:54329/test``, the cluster ``scripts/postgres.sh`` starts), else are skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from _tuning import tuned
 from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType
 
-PG_URL = os.environ.get("ACIDSTREAM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PG_URL = os.environ.get("ACIDSTREAM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:54329/test")
 TXNS_PER_CLIENT = {1: 1000, 8: 250}
 WARMUP = 20
 MODES = ("open+alloc+commit", "open_with_wids+commit", "streaming begin+commit")
