@@ -167,8 +167,10 @@ def create_table(
     num_buckets: int = 0,
     properties: Mapping[str, str] | None = None,
     if_not_exists: bool = False,
+    location: str | None = None,
 ) -> bool:
-    """Create a table; returns False when it existed and ``if_not_exists`` was given."""
+    """Create a table (at ``location``, by default under its database's); returns False when it existed and
+    ``if_not_exists`` was given."""
     db, name = check_ident("database", db), valid_name("table", name)
     require_database(conn, db)
     if _table_id(conn, db, name) is not None:
@@ -180,7 +182,7 @@ def create_table(
     props.setdefault("bucketing_version", DEFAULT_BUCKETING_VERSION)
     if props["bucketing_version"] not in ("1", "2"):
         raise InvalidObjectException(f"bucketing_version must be 1 or 2, not {props['bucketing_version']!r}")
-    location = table_location(warehouse, db, name)
+    location = location or table_location(warehouse, db, name)
     key = conn.execute(
         insert(s.tbls).values(
             db_name=db, tbl_name=name, location=location, num_buckets=num_buckets, create_time=now_ms()
