@@ -17,9 +17,6 @@ from acidstream.errors import StreamingConnectionError
 from acidstream.read.scan import TableScan
 from acidstream.runtime import prepare_process
 
-if TYPE_CHECKING:
-    from acidstream.metastore.engine import Database
-
 
 class Table(_ms.Table):
     """A table handle that can plan snapshot scans."""
@@ -104,9 +101,9 @@ class Metastore(_ms.Metastore):
 
     table_class = Table
 
-    def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         prepare_process()  # an entry point: whatever the user does next may write ORC files
-        super().__init__(db, warehouse, txn_timeout, lock_wait_timeout)
+        super().__init__(*args, **kwargs)
 
     def table(self, table_name: str) -> Table:
         handle = super().table(table_name)
@@ -132,4 +129,4 @@ class Metastore(_ms.Metastore):
         outcome = Worker(self).run_next(compaction_id)
         if outcome is not None:
             return outcome.info
-        return super().wait_for_compaction(compaction_id, timeout)
+        return super().wait_for_compaction(compaction_id, timeout)  # type: ignore[safe-super]

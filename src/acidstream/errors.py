@@ -144,8 +144,17 @@ class MetastoreUnavailable(MetaException):
 
 
 class MetastoreUrlError(MetaException):
-    """A metastore URL that does not parse or names a database acidstream does not run on (SQLite and
-    PostgreSQL only): the caller's mistake, not the metastore's state."""
+    """A metastore URL that does not parse or names a metastore acidstream does not run on (SQLite, PostgreSQL
+    or a Hive Metastore over thrift): the caller's mistake, not the metastore's state."""
+
+
+class UnsupportedCapability(MetaException):
+    """The metastore's backend lacks a capability the call needs (e.g. reader registration on a Hive
+    Metastore); the message names the call, the backend and what to do instead."""
+
+    def __init__(self, call: str, capability: str, backend: str, fallback: str) -> None:
+        super().__init__(f"{call}: {backend} has no {capability.lower().replace('_', ' ')}; {fallback}")
+        self.capability = capability
 
 
 class SchemaVersionError(MetaException):

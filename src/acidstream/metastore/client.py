@@ -1,6 +1,6 @@
-"""``MetastoreClient``: the metastore's calls over SQL, each one DB transaction.
+"""``MetastoreClient``: acidstream's own metastore backend, every call over SQL, each one DB transaction.
 
-It touches no files and runs no DDL text: :class:`acidstream.metastore.warehouse.Metastore`, the object every other
+It touches no files and runs no DDL text: :class:`acidstream.metastore.warehouse.Metastore`, the façade every other
 layer holds, adds those above it (Hive DDL, table handles that know their metastore, removing a dropped table's
 files through the storage boundary).
 """
@@ -13,14 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from sqlalchemy import Connection, select
 
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import LockTimeoutException
+from acidstream.errors import LockTimeoutException, MetastoreUrlError
 from acidstream.metastore import (
     catalog,
     compaction,
@@ -34,6 +34,7 @@ from acidstream.metastore import (
     txns,
 )
 from acidstream.metastore import schema as s
+from acidstream.metastore.backend import Capability
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.engine import DEFAULT_WAIT_TIMEOUT, Database
 from acidstream.metastore.identity import client_identity
@@ -60,6 +61,8 @@ from acidstream.metastore.models import (
 
 R = TypeVar("R")
 
+#: Seconds a txn of this client lives without a heartbeat, unless ``open`` is told otherwise (Hive's default).
+DEFAULT_TXN_TIMEOUT = 300.0
 #: Seconds a reader registration outlives its last heartbeat (see ``MetastoreClient.reader_lease``).
 READER_LEASE = 30.0
 #: Housekeeping piggy-backed on normal calls runs at most this often (and at least 4x per txn timeout).
@@ -67,7 +70,11 @@ MAX_HOUSEKEEPING_INTERVAL = 60.0
 
 
 class MetastoreClient:
-    """Catalog, transactions, write ids, locks, compaction queue and notification log over SQLite/PostgreSQL."""
+    """Catalog, transactions, write ids, locks, compaction queue, readers and notification log over
+    SQLite/PostgreSQL: every backend protocol, no capability missing."""
+
+    missing: ClassVar[frozenset[Capability]] = frozenset()
+    backend_name: ClassVar[str] = "acidstream's SQL metastore"
 
     def __init__(self, db: Database, warehouse: str, txn_timeout: float, lock_wait_timeout: float) -> None:
         self._db = db
@@ -79,21 +86,29 @@ class MetastoreClient:
         self._housekeeping_lock = threading.Lock()
 
     @classmethod
-    def connect(
+    def open(
         cls,
         url: str,
         *,
-        warehouse: str | os.PathLike[str],
-        txn_timeout: float = 300.0,
+        warehouse: str | os.PathLike[str] | None,
+        txn_timeout: float | None = None,
         lock_wait_timeout: float = 10.0,
         db_wait_timeout: float | None = None,
     ) -> Self:
-        """Open (creating or checking the schema version of) the metastore database at ``url``.
+        """Open (creating or checking the schema version of) the metastore database at ``url``; new tables'
+        files go under ``warehouse``. ``txn_timeout``: how long this client's txns live without a heartbeat
+        (default 300 s).
 
         ``db_wait_timeout``: the longest one call waits for the database in all (another process's write lock
         on SQLite, retries after lost connections) before failing with ``MetastoreUnavailable``; by default a
         tenth of ``txn_timeout`` within [1, 30] s, so that a client waiting on it cannot outlive its txns.
         """
+        if warehouse is None:
+            raise MetastoreUrlError(
+                f"{url}: acidstream's metastore needs warehouse=... (where table files go)"
+            )
+        if txn_timeout is None:
+            txn_timeout = DEFAULT_TXN_TIMEOUT
         if db_wait_timeout is None:
             db_wait_timeout = min(DEFAULT_WAIT_TIMEOUT, max(1.0, txn_timeout / 10))
         db = Database(url, db_wait_timeout)
@@ -224,11 +239,8 @@ class MetastoreClient:
         return self.table(f"{db}.{name}")
 
     def table(self, table_name: str) -> Table:
-        return Table(**self._table_fields(table_name))
-
-    def _table_fields(self, table_name: str) -> dict[str, Any]:
         db, name = catalog.split_name(table_name)
-        return self._read(lambda c: catalog.load_table(c, db, name))
+        return Table(**self._read(lambda c: catalog.load_table(c, db, name)))
 
     def list_tables(self, db: str = catalog.DEFAULT_DB) -> list[str]:
         db = db.lower()

@@ -15,8 +15,8 @@ from acidstream.acid.types import Column, parse_type
 from acidstream.errors import DdlSyntaxError, InvalidObjectException
 
 if TYPE_CHECKING:
-    from acidstream.metastore.client import MetastoreClient as Metastore
     from acidstream.metastore.models import CompactionInfo
+    from acidstream.metastore.warehouse import Metastore
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<ident>`[^`]*`|[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)"

@@ -1,21 +1,34 @@
-"""``Metastore``: the metastore every other layer holds — :class:`MetastoreClient`'s calls plus what sits above
-them: Hive DDL (:meth:`Metastore.execute`), table handles that know the metastore they came from, and removing a
-dropped table's files through the storage boundary (only once the drop is committed: a failed drop keeps its
-data).
+"""``Metastore``: the façade every other layer holds, over one backend (:mod:`acidstream.metastore.backend`).
+
+``Metastore.connect(url)`` picks the backend by the URL's scheme — ``sqlite://``/``postgresql://``: acidstream's
+SQL metastore (:class:`~acidstream.metastore.client.MetastoreClient`); ``thrift://``: a Hive Metastore
+(:class:`~acidstream.metastore.hive.client.HiveMetastoreClient`, the ``hive`` extra) — and returns an object that
+is both this façade and that backend, so every call of the backend protocols is the backend's own. The façade
+adds what sits above the backend calls: Hive DDL (:meth:`Metastore.execute`), table handles that know their
+metastore, the storage boundary (a location checked before a table is created, a dropped table's files deleted
+once the drop is committed: a failed drop keeps its data) and the capabilities a backend declares it lacks.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from acidstream.acid.types import Column
+from acidstream.errors import MetastoreUrlError, UnsupportedCapability
 from acidstream.metastore import models
-from acidstream.metastore.client import MetastoreClient
+from acidstream.metastore.backend import Capability
 from acidstream.metastore.ddl import run
-from acidstream.metastore.replication import ReplOp
 from acidstream.storage import check_location, delete_locations
+
+if TYPE_CHECKING:
+    from acidstream.metastore.backend import Backend as _Calls
+    from acidstream.metastore.replication import ReplOp
+else:
+    _Calls = object  # at run time the backend, later in the MRO, supplies every call
 
 
 @dataclass(frozen=True)
@@ -26,35 +39,84 @@ class Table(models.Table):
     metastore: Metastore | None = field(default=None, compare=False, repr=False)
 
 
-class Metastore(MetastoreClient):
-    """Catalog, transactions, write ids, locks, compaction queue and notification log over SQLite/PostgreSQL,
-    with Hive DDL and table handles."""
+class Metastore(_Calls):
+    """Catalog, transactions, write ids, locks, compaction queue, readers and notifications over one backend,
+    with Hive DDL and table handles. Build it with :meth:`connect`."""
 
     table_class: ClassVar[type[Table]] = Table
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        *,
+        warehouse: str | os.PathLike[str] | None = None,
+        txn_timeout: float | None = None,
+        lock_wait_timeout: float = 10.0,
+        **options: Any,
+    ) -> Self:
+        """Open the metastore at ``url``: ``sqlite:///path``, ``postgresql://...`` (acidstream's own; needs
+        ``warehouse``, where new tables' files go) or ``thrift://host:9083`` (a Hive Metastore; its tables and
+        databases carry their locations, ``warehouse`` defaults to its ``metastore.warehouse.dir``).
+
+        ``txn_timeout``: for acidstream's metastore, how long this client's txns live without a heartbeat
+        (default 300 s); for Hive's, the server's ``metastore.txn.timeout`` unless given. ``options`` go to the
+        backend (``db_wait_timeout``; ``connect_timeout``, ``socket_timeout``).
+        """
+        backend = _backend_for(url)
+        implementation = _implementation(cls, backend)
+        return cast(
+            Self,
+            implementation.open(
+                url,
+                warehouse=None if warehouse is None else os.fspath(warehouse),
+                txn_timeout=txn_timeout,
+                lock_wait_timeout=lock_wait_timeout,
+                **options,
+            ),
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- capabilities ------------------------------------------------------------------------------------------
+
+    def supports(self, capability: Capability) -> bool:
+        return capability not in self.missing
+
+    def require(self, capability: Capability, call: str) -> None:
+        """Raise :class:`UnsupportedCapability` naming ``call``, the backend and the fallback if it lacks it."""
+        if capability in self.missing:
+            raise UnsupportedCapability(call, capability.name, self.backend_name, capability.value)
+
+    # --- above the backend calls ----------------------------------------------------------------------------------
 
     def execute(self, sql: str) -> list[tuple[Any, ...]] | None:
         """Run one statement of the Hive DDL subset; SHOW/DESCRIBE return rows, others None."""
         return run(self, sql)
 
     def table(self, table_name: str) -> Table:
-        return self.table_class(**self._table_fields(table_name), metastore=self)
+        definition = super().table(table_name)  # type: ignore[safe-super]
+        return self.table_class(**_fields(definition), metastore=self)
 
     def create_table(self, db: str, name: str, columns: Sequence[Column], **kw: Any) -> Table:
-        """Create the table (see ``MetastoreClient.create_table``) once the warehouse's storage answers."""
+        """Create the table (see ``Catalog.create_table``) once the warehouse's storage answers."""
         check_location(self.warehouse)
-        table = super().create_table(db, name, columns, **kw)
-        assert isinstance(table, Table)  # MetastoreClient.create_table returns self.table(...)
-        return table
+        super().create_table(db, name, columns, **kw)  # type: ignore[safe-super]
+        return self.table(f"{db}.{name}")
 
     def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
         """Drop the table and delete its files (as Hive does for managed tables)."""
-        dropped = super().drop_table(table_name, if_exists)
+        dropped: list[str] = super().drop_table(table_name, if_exists)  # type: ignore[safe-super]
         delete_locations(dropped)
         return dropped
 
     def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> list[str]:
         """Drop a database; with ``cascade`` its tables and their files too."""
-        dropped = super().drop_database(name, cascade, if_exists)
+        dropped: list[str] = super().drop_database(name, cascade, if_exists)  # type: ignore[safe-super]
         delete_locations(dropped)
         return dropped
 
@@ -68,8 +130,40 @@ class Metastore(MetastoreClient):
         *,
         bootstrap: bool = False,
     ) -> list[str]:
-        """On a replica: apply one source event (see :meth:`MetastoreClient.repl_apply`), then delete the files of
+        """On a replica: apply one source event (see ``ReplicaState.repl_apply``), then delete the files of
         the tables it dropped."""
-        dropped = super().repl_apply(policy, source, event_id, event_time, ops, bootstrap=bootstrap)
+        dropped: list[str] = super().repl_apply(  # type: ignore[safe-super]
+            policy, source, event_id, event_time, ops, bootstrap=bootstrap
+        )
         delete_locations(dropped)
         return dropped
+
+
+def _fields(definition: models.Table) -> dict[str, Any]:
+    return {f.name: getattr(definition, f.name) for f in fields(models.Table)}
+
+
+def _backend_for(url: str) -> type:
+    """The backend class for ``url``'s scheme (imported on first use: each has its own dependencies)."""
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
+    if scheme in ("sqlite", "postgresql", "postgres"):
+        from acidstream.metastore.client import MetastoreClient
+
+        return MetastoreClient
+    if scheme == "thrift":
+        try:
+            from acidstream.metastore.hive.client import HiveMetastoreClient
+        except ImportError as exc:
+            raise MetastoreUrlError(
+                f"{url}: a Hive Metastore needs the hive extra (pip install 'acidstream[hive]'): {exc}"
+            ) from exc
+        return HiveMetastoreClient
+    raise MetastoreUrlError(
+        f"unsupported metastore URL {url!r}: use sqlite:///path, postgresql://user@host/db or thrift://host:9083"
+    )
+
+
+@functools.cache
+def _implementation(facade: type[Metastore], backend: type) -> Any:
+    """The class that is ``facade`` over ``backend``: the façade's methods first, then the backend's calls."""
+    return cast(Any, type(f"{facade.__name__}Over{backend.__name__}", (facade, backend), {}))

@@ -19,7 +19,6 @@ fork), a platform that forks, and a table bucketed on the merge keys (:func:`spl
 from __future__ import annotations
 
 import contextlib
-import functools
 import multiprocessing
 import os
 from dataclasses import dataclass
@@ -31,9 +30,8 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.errors import NoSuchTxnException, TxnAbortedException
-from acidstream.metastore import txns
-from acidstream.metastore.engine import Database
 from acidstream.metastore.models import TxnState
+from acidstream.metastore.probe import txn_state
 from acidstream.mutate.bucket_merge import BucketMerge, by_bucket, spread_buckets
 from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.forkserver import Worker, fork_server
@@ -64,7 +62,7 @@ def merge_workers(requested: int | None, split: BucketMerge, location: str) -> i
 
 @dataclass(frozen=True)
 class TxnProbe:
-    """How a worker reads its txn's state: the metastore database's URL, its wait timeout, the txn."""
+    """How a worker reads its txn's state: the metastore's URL, its wait timeout, the txn."""
 
     url: str
     wait_timeout: float
@@ -72,17 +70,12 @@ class TxnProbe:
 
     def check_open(self) -> None:
         """Raise unless the txn is still open."""
-        state = _database(self.url, self.wait_timeout).read(lambda c: txns.get_txn_state(c, self.txn_id))
+        state = txn_state(self.url, self.wait_timeout, self.txn_id)
         if state is TxnState.OPEN:
             return
         if state is TxnState.UNKNOWN:
             raise NoSuchTxnException(f"txn {self.txn_id} is gone: its merge worker stopped")
         raise TxnAbortedException(f"txn {self.txn_id} is {state.name.lower()}: its merge worker stopped")
-
-
-@functools.cache
-def _database(url: str, wait_timeout: float) -> Database:
-    return Database(url, wait_timeout)
 
 
 def merge_forked(
