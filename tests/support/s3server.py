@@ -3,7 +3,12 @@ usual AWS environment variables, which :func:`s3_server` points at it for as lon
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,3 +48,31 @@ def s3_server() -> Iterator[str]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextmanager
+def s3_server_process(env: dict[str, str]) -> Iterator[str]:
+    """A moto server of its own in a child process, configured by ``env`` (moto reads its settings from the
+    environment at start: ``INITIAL_NO_AUTH_ACTION_COUNT`` makes it check credentials); yields its URL."""
+    pytest.importorskip("moto.server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto server did not start on port {port} (exit {server.poll()})")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.kill()
+        server.wait()

@@ -79,8 +79,11 @@ class Cleaner:
         if fs.get_file_info(path).type != pafs.FileType.Directory:
             return [], []  # partition dropped
         discard(fs, ci.meta.get("tmp"))
-        write_ids = self.ms.get_valid_write_ids(ci.table_name)
-        state = get_acid_state(fs, path, write_ids)
+        # With the txn list, a failed compaction's output written in place (``base_N_vT``, T aborted) that its
+        # worker could not remove counts among the aborted directories, and goes with them.
+        txns = self.ms.snapshot()
+        write_ids = self.ms.get_valid_write_ids(ci.table_name, snapshot=txns)
+        state = get_acid_state(fs, path, write_ids, txns)
         highest = ci.highest_write_id if ci.highest_write_id is not None else -1
         doomed = set(ci.meta.get("inputs", ())) | {
             name for name in top_level_names(path, state.aborted) if _max_write_id(name) <= highest

@@ -302,7 +302,10 @@ class Claimed:
             if info.publish_id is not None:
                 recover(ms, info, self.config)  # published in part: complete it
                 return
-            discard_unpublished(info)
+            try:
+                discard_unpublished(info)
+            except OSError:  # the storage failed too (what failed the compaction, often): the cleaner removes
+                log.exception("could not remove what compaction %d wrote", ci.id)  # what is left, later
             ms.mark_failed(ci.id, message, txn_id)
         except AcidStreamError:
             # The metastore is out of reach: the txn stops being heartbeated, times out, and recovery

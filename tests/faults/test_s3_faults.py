@@ -1,0 +1,182 @@
+"""An S3 server that vanishes mid-write, and one that refuses our credentials.
+
+The server vanishes behind a :class:`~support.cutproxy.CutProxy`: to the client its cut is the server's death
+(open connections reset mid-request, new ones refused), while the server behind keeps what was committed, as a
+real S3 does and as a killed in-memory server would not. The cut is armed for a request line, so that it lands
+inside a multipart upload (pyarrow uploads 10 MiB parts) or inside a compaction's in-place publication.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream.compactor import Cleaner, CompactorConfig
+from acidstream.errors import StorageLocationError, StreamingIOFailure
+from acidstream.faults import armed
+from support.cutproxy import CutProxy, cut_proxy
+from support.s3server import BUCKETS, s3_server_process
+
+boto3 = pytest.importorskip("boto3")
+BUCKET = BUCKETS[0]
+DDL = (
+    "CREATE TABLE events (id int, payload string) CLUSTERED BY (id) INTO {buckets} BUCKETS "
+    "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+)
+
+
+@pytest.fixture
+def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CutProxy]:
+    """The session's S3 server behind a proxy that the AWS environment points at for this test.
+
+    Table locations get an S3 filesystem that gives up at the first refused connection: pyarrow's own keeps
+    reconnecting for 6 s per request, which would change no outcome here (the server stays away longer) and
+    would make each test last a minute."""
+    with cut_proxy(s3_endpoint) as p:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", p.url)
+        impatient = pafs.S3FileSystem(
+            endpoint_override=p.url, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1)
+        )
+        with armed("storage.filesystem", lambda fs: impatient if fs.type_name == "s3" else fs):
+            yield p
+
+
+@pytest.fixture
+def ms(proxy: CutProxy, tmp_path: Path) -> Iterator[Metastore]:
+    warehouse = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/wh"
+    with Metastore.connect(f"sqlite:///{tmp_path / 'metastore.db'}", warehouse=warehouse) as m:
+        yield m
+
+
+def _connect(ms: Metastore) -> StreamingConnection:
+    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+    return (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("default")
+        .with_table("events")
+        .with_record_writer(writer)
+        .connect()
+    )
+
+
+def _commit(ms: Metastore, rows: pa.Table) -> None:
+    with _connect(ms) as conn, conn.transaction():
+        conn.write_batch(rows)
+
+
+def _rows(first: int, count: int, width: int = 8) -> pa.Table:
+    """Rows whose payloads do not compress: ``count * width`` bytes reach the file."""
+    noise = base64.b64encode(os.urandom(count * width * 3 // 4 + 3)).decode()
+    return pa.table(
+        {
+            "id": pa.array(range(first, first + count), pa.int32()),
+            "payload": [noise[i * width : (i + 1) * width] for i in range(count)],
+        }
+    )
+
+
+def _scan(ms: Metastore) -> list[tuple[int, str]]:
+    table = ms.table("events").scan().to_arrow().sort_by("id")
+    return list(zip(table.column("id").to_pylist(), table.column("payload").to_pylist(), strict=True))
+
+
+def _as_list(rows: pa.Table) -> list[tuple[int, str]]:
+    return list(zip(rows.column("id").to_pylist(), rows.column("payload").to_pylist(), strict=True))
+
+
+def warehouse_key(ms: Metastore) -> str:
+    return ms.warehouse.removeprefix(f"s3://{BUCKET}/")
+
+
+def _dirs(ms: Metastore) -> list[str]:
+    fs, path = pafs.FileSystem.from_uri(ms.table("events").location)
+    return sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(path)))
+
+
+def test_a_server_dying_inside_a_multipart_upload_fails_the_txn_typed_and_retryable(
+    ms: Metastore, proxy: CutProxy
+) -> None:
+    ms.execute(DDL.format(buckets=1))
+    committed = _rows(0, 100)
+    _commit(ms, committed)
+    proxy.cut_at(rb"PUT /[^ ]*/bucket_00000\?partNumber=2&")  # part 1 of the file is up, part 2 starts
+    conn = _connect(ms)
+    conn.begin_transaction()
+    conn.write_batch(_rows(1000, 60_000, width=256))  # about 15 MiB: two parts
+    with pytest.raises(StreamingIOFailure, match="bucket_00000") as failure:
+        conn.commit_transaction()
+    assert proxy.cuts == 1 and failure.value.retryable
+    conn.close()
+    proxy.restore()
+    assert _scan(ms) == _as_list(committed)
+    pending = boto3.client("s3").list_multipart_uploads(Bucket=BUCKET, Prefix=warehouse_key(ms))
+    assert [u["Key"].rsplit("/", 2)[-2] for u in pending["Uploads"]] == [
+        "delta_0000002_0000002"
+    ]  # docs/s3.md
+    assert [t.state.name for t in ms.show_txns()] == ["ABORTED"]
+    later = _rows(200_000, 10)
+    _commit(ms, later)
+    assert _scan(ms) == _as_list(committed) + _as_list(later)
+
+
+def test_a_server_dying_inside_a_compaction_leaves_the_committed_rows_and_the_next_pass_succeeds(
+    ms: Metastore, proxy: CutProxy
+) -> None:
+    ms.execute(DDL.format(buckets=2))
+    committed = [_rows(t * 100, 50) for t in range(4)]
+    for rows in committed:
+        _commit(ms, rows)
+    expected = sorted(r for rows in committed for r in _as_list(rows))
+    assert _scan(ms) == expected
+    proxy.cut_at(rb"PUT /[^ ]*/base_[0-9]+_v[0-9]+/bucket_00001\\?")  # its output half written in place
+    failed = ms.get_compaction(ms.compact("default.events", kind="major", wait=True))
+    assert (
+        proxy.cuts == 1 and failed.state == "failed" and "NETWORK_CONNECTION" in (failed.error_message or "")
+    )
+    proxy.restore()
+    half = f"base_0000004_v{failed.txn_id:07d}"
+    assert half in _dirs(ms)  # its worker could not remove it: the server was gone
+    assert _scan(ms) == expected  # txn T of base_N_vT never committed: no reader reads it
+    done = ms.get_compaction(ms.compact("default.events", kind="major", wait=True))
+    assert done.state == "ready for cleaning" and _scan(ms) == expected
+    (cleaned,) = Cleaner(ms, CompactorConfig(retention=0)).run_once()
+    assert half in cleaned.removed  # with the aborted writes' directories
+    assert _dirs(ms) == [f"base_0000004_v{done.txn_id:07d}"] and _scan(ms) == expected
+
+
+@pytest.fixture
+def strict_server(s3_endpoint: str) -> Iterator[str]:
+    """A server of its own that checks credentials (ours are unknown to it); its one unchecked request made
+    our bucket there."""
+    with s3_server_process({"INITIAL_NO_AUTH_ACTION_COUNT": "1"}) as endpoint:
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+        yield endpoint
+
+
+def test_refused_credentials_are_named_before_any_txn_opens(
+    strict_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warehouse = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/wh"
+    with Metastore.connect(f"sqlite:///{tmp_path / 'metastore.db'}", warehouse=warehouse) as ms:
+        ms.execute(DDL.format(buckets=1))  # on the session's server, which takes any credentials
+        monkeypatch.setenv("AWS_ENDPOINT_URL", strict_server)
+        for write in (
+            lambda: ms.execute(
+                "CREATE TABLE other (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+            ),
+            lambda: _connect(ms),
+            lambda: ms.table("events").merge(_rows(0, 3), on=["id"]),
+        ):
+            with pytest.raises(StorageLocationError, match=f"{re.escape(warehouse)}.*ACCESS_DENIED"):
+                write()
+        assert ms.show_txns() == []
