@@ -131,13 +131,136 @@ def test_dump_of_cleaned_files_dumps_the_partition_whole(
     assert view(replica, [table]) == view(source, [table])
 
 
-def test_a_newer_bootstrap_dump_is_not_loaded_silently(
+def test_a_newer_bootstrap_dump_replaces_what_the_replica_holds(
     source: Metastore, replica: Metastore, table: str, tmp_path: Path
 ) -> None:
+    """The user story: a replica fed by dumps falls behind a source whose cleaner went on without it; a new
+    bootstrap dump loaded into it replaces its tables, drops those the source no longer has, and the incremental
+    dumps from the new bootstrap's event apply on top."""
+    source.execute("CREATE TABLE gone (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
     dumps = str(tmp_path / "dumps")
-    repl.dump(source, dumps)
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps)
+    _stream(source, 0, 3)
+    last = repl.dump(source, dumps, from_event=last).last_event_id
+    repl.load(replica, dumps)
+    old_location = replica.table(table).location
+    old_files = [str(p) for p in Path(old_location).rglob("bucket_*")]
+    assert old_files and all(replica.repl_file_state(p) for p in old_files)
+    _stream(source, 10, 3)
+    source.repl_follower_progress(repl.dump_follower_name(dumps), 0, lease=0)  # its lease runs out
+    source.compact(table, kind="major", wait=True)
+    assert _clean(source)  # the deltas the dumps never copied are gone
+    source.execute("DROP TABLE gone")
+    source.execute("CREATE TABLE fresh (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+    newer = repl.dump(source, dumps)  # a new bootstrap
+    at_dump = view(source, [table, "default.fresh"])
+    _stream(source, 20, 2)  # after the dump's snapshot: not in it
+    result = repl.load(replica, dumps, cleaner_retention=0)
+    assert result.bootstrapped and result.skipped == []
+    assert result.replaced == ["default.fresh", table] and result.dropped == ["default.gone"]
+    assert replica.repl_state("default").last_event_id == newer.last_event_id
+    assert view(replica, [table, "default.fresh"]) == at_dump
+    assert replica.list_tables("default") == ["fresh", "t"]
+    assert replica.get_valid_write_ids(table).high_watermark == 6  # the source's write ids, none left over
+    assert not os.path.exists(old_location)  # no replica reader: the old copy went at the load's cleaning
+    assert not any(replica.repl_file_state(p) for p in old_files)
+    repl.dump(source, dumps, from_event=newer.last_event_id)
+    repl.load(replica, dumps)
+    assert view(replica, [table]) == view(source, [table])
+    assert repl.load(replica, dumps).skipped == []  # the replica's own bootstrap dumps pass quietly
+
+
+def test_a_newer_bootstrap_aborts_the_replicated_txns_it_does_not_carry(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    """Replicated txns never time out on a replica: those the source ended while the replica was away must end
+    there too; those still open on the source stay open, mapped to the same replica txns."""
+    ended, still = source.open_txns(2)
+    source.allocate_table_write_ids([ended, still], table)
+    dumps = str(tmp_path / "dumps")
+    repl.dump(source, dumps, open_txn_timeout=0)  # both carried as open
+    repl.load(replica, dumps)
+    mapped = replica.repl_target_txns("default", [ended, still])
+    assert set(replica.get_open_txns().open_ids) >= set(mapped.values())
+    source.abort_txns([ended])
+    _stream(source, 0, 2)
+    newer = repl.dump(source, dumps, open_txn_timeout=0)
+    repl.load(replica, dumps)
+    open_ids = set(replica.get_open_txns().open_ids)
+    assert mapped[ended] not in open_ids and mapped[still] in open_ids
+    assert replica.repl_target_txns("default", [still]) == {still: mapped[still]}
+    assert view(replica, [table]) == view(source, [table])
+    source.commit_txn(still)
+    _stream(source, 10, 1)
+    repl.dump(source, dumps, from_event=newer.last_event_id)
+    repl.load(replica, dumps)
+    assert mapped[still] not in set(replica.get_open_txns().open_ids)
+    assert view(replica, [table]) == view(source, [table])
+
+
+def test_replica_readers_keep_the_replaced_copy(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    """A scan registered on the replica before a newer bootstrap keeps the old copy's files until it ends."""
+    dumps = str(tmp_path / "dumps")
+    last = repl.dump(source, dumps).last_event_id
     repl.load(replica, dumps)
     _stream(source, 0, 2)
-    newer = repl.dump(source, dumps)
-    result = repl.load(replica, dumps)
-    assert result.skipped == [newer.path]
+    repl.dump(source, dumps, from_event=last)
+    repl.load(replica, dumps)
+    old_location = replica.table(table).location
+    reader = replica.register_reader(table)
+    _stream(source, 10, 2)
+    repl.dump(source, dumps)
+    repl.load(replica, dumps, cleaner_retention=0)
+    assert os.path.isdir(old_location)
+    assert view(replica, [table]) == view(source, [table])
+    replica.unregister_reader(reader.reader_id)
+    repl.load(replica, dumps, cleaner_retention=0)
+    assert not os.path.exists(old_location)
+
+
+def test_an_older_bootstrap_dump_is_skipped(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bootstrap dump behind the replica's last event would take it back: it is skipped, with a warning."""
+    dumps, other = str(tmp_path / "dumps"), str(tmp_path / "other")
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps)
+    _stream(source, 0, 2)
+    older = repl.dump(source, other)
+    _stream(source, 10, 2)
+    repl.dump(source, dumps, from_event=last)
+    repl.load(replica, dumps)
+    want = view(source, [table])
+    with caplog.at_level(logging.WARNING, logger="acidstream.repl"):
+        result = repl.load(replica, other)
+    assert result.skipped == [older.path] and not result.bootstrapped
+    assert any("skipping bootstrap dump" in r.getMessage() for r in caplog.records)
+    assert view(replica, [table]) == want
+
+
+def test_a_replaced_table_dropped_later_takes_its_old_copy_along(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    """The old copy a replica reader held back goes with the table when the source drops it: a table created
+    again under its name never finds the old copy's directories."""
+    dumps = str(tmp_path / "dumps")
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps)
+    _stream(source, 0, 2)
+    repl.dump(source, dumps, from_event=last)
+    repl.load(replica, dumps)
+    old_location = replica.table(table).location
+    replica.register_reader(table)  # never ends: only the drop deletes the old copy
+    _stream(source, 10, 1)
+    newer = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps, cleaner_retention=0)
+    new_location = replica.table(table).location
+    assert new_location != old_location and os.path.isdir(old_location) and os.path.isdir(new_location)
+    source.execute(f"DROP TABLE {table}")
+    repl.dump(source, dumps, from_event=newer)
+    repl.load(replica, dumps, cleaner_retention=0)
+    assert replica.list_tables("default") == []
+    assert not os.path.exists(old_location) and not os.path.exists(new_location)

@@ -14,6 +14,7 @@ compaction's inputs until every live follower has applied its COMPACTED event.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,9 @@ from acidstream.metastore import schema as s
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import TxnState
 
+CQ = s.compaction_queue.c
 RTM = s.repl_txn_map.c
+TX = s.txns.c
 RS = s.repl_state.c
 RF = s.repl_files.c
 T2W = s.txn_to_write_id.c
@@ -71,12 +74,28 @@ class CreateTable:
     bucket_columns: tuple[str, ...] = ()
     num_buckets: int = 0
     properties: tuple[tuple[str, str], ...] = ()
+    location: str | None = None  # on a replica, where a newer bootstrap puts the table (None: the default)
 
 
 @dataclass(frozen=True)
 class DropTable:
+    """The table goes with its write ids; its directory, and those of its retired copies (:class:`RetireTable`)
+    still waiting for readers, are deleted once the drop commits."""
+
     db: str
     name: str
+
+
+@dataclass(frozen=True)
+class RetireTable:
+    """A newer bootstrap replaces (or no longer has) the table: it leaves the catalog now, with its write ids and
+    ``repl_files`` rows, but its directory stays for the replica's readers that may still be scanning it, and is
+    deleted by the replica's cleaning pass as a replicated compaction's inputs are (the entry is recorded in
+    this DB transaction, so a loader killed after it commits still deletes it)."""
+
+    db: str
+    name: str
+    event_id: int
 
 
 @dataclass(frozen=True)
@@ -127,6 +146,15 @@ class AbortTxns:
 
 
 @dataclass(frozen=True)
+class AbortUncarried:
+    """A newer bootstrap: this policy's replica txns still open whose source txns it does not carry as open
+    are aborted (they ended on the source unseen; replicated txns never time out, so they would pin the
+    replica's cleaning and readers' snapshots for ever)."""
+
+    carried_open: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SeedWriteIds:
     """Bootstrap: write ids up to ``write_id`` of ``db.table`` are committed (one replica txn holds the
     highest, opened before any mapped txn, so it orders before every txn still open or aborted)."""
@@ -163,6 +191,7 @@ ReplOp = (
     | DropDatabase
     | CreateTable
     | DropTable
+    | RetireTable
     | AlterTable
     | AddPartition
     | DropPartition
@@ -170,6 +199,7 @@ ReplOp = (
     | AllocWriteIds
     | CommitTxn
     | AbortTxns
+    | AbortUncarried
     | SeedWriteIds
     | RecordCompaction
     | FileStates
@@ -212,6 +242,8 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
     if isinstance(op, CreateDatabase):
         catalog.create_database(conn, run.warehouse, op.name, if_not_exists=True, comment=op.comment)
     elif isinstance(op, DropDatabase):
+        for name in catalog.list_tables(conn, op.name):
+            run.dropped += _drop_table(conn, op.name, name)
         run.dropped += catalog.drop_database(conn, op.name, cascade=True, if_exists=True)
     elif isinstance(op, CreateTable):
         catalog.create_table(
@@ -225,9 +257,12 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
             num_buckets=op.num_buckets,
             properties=dict(op.properties),
             if_not_exists=True,
+            location=op.location,
         )
     elif isinstance(op, DropTable):
-        run.dropped += catalog.drop_table(conn, op.db, op.name, if_exists=True)
+        run.dropped += _drop_table(conn, op.db, op.name)
+    elif isinstance(op, RetireTable):
+        _retire_table(conn, op)
     elif isinstance(op, AlterTable):
         with contextlib.suppress(NoSuchObjectException):  # dropped later on the source: the drop follows
             catalog.alter_table_properties(conn, op.db, op.name, dict(op.properties))
@@ -250,6 +285,8 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
         live = [t for t in mapped.values() if txns.get_txn_state(conn, t) is TxnState.OPEN]
         if live:
             txns.abort_txns(conn, live, reason="aborted on the source")
+    elif isinstance(op, AbortUncarried):
+        _abort_uncarried(run, set(op.carried_open))
     elif isinstance(op, SeedWriteIds):
         if run.seed_txn is None:
             run.seed_txn = txns.open_txns(conn, 1, user=None, host=None, agent_info=REPL_AGENT)[0]
@@ -263,6 +300,52 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
         _file_states(conn, op)
     else:  # pragma: no cover - the union is exhaustive
         raise TypeError(f"unknown replication operation {op!r}")
+
+
+def _drop_table(conn: Connection, db: str, name: str) -> list[str]:
+    """Drop ``db.name``; the directories to delete once this commits: its own and those of its retired copies
+    still waiting for readers (a table created again under its name may reuse one)."""
+    waiting = [f"{meta['location']}/{meta['inputs'][0]}" for meta in _retired(conn, db, name)]
+    return [*catalog.drop_table(conn, db, name, if_exists=True), *waiting]
+
+
+def _retire_table(conn: Connection, op: RetireTable) -> None:
+    waiting = _retired(conn, op.db, op.name)  # the drop deletes the table's queue entries: kept as new ones
+    dropped = catalog.drop_table(conn, op.db, op.name, if_exists=True)
+    if not dropped:
+        return
+    parent, directory = dropped[0].rstrip("/").rsplit("/", 1)
+    mine = {
+        "location": parent,
+        "inputs": [directory],
+        "outputs": [],
+        "replicated": op.event_id,
+        "retired": True,
+    }
+    for meta in [*waiting, mine]:
+        compaction.record_replicated(conn, op.db, op.name, None, "major", None, meta)
+
+
+def _retired(conn: Connection, db: str, name: str) -> list[dict[str, Any]]:
+    """The cleaning entries of ``db.name``'s retired copies not deleted yet."""
+    rows = conn.execute(
+        select(CQ.cq_meta_info).where(
+            CQ.cq_database == db, CQ.cq_table == name, CQ.cq_state == "r", CQ.cq_initiator_id == "replication"
+        )
+    ).scalars()
+    metas = [json.loads(m or "{}") for m in rows]
+    return [m for m in metas if m.get("retired")]
+
+
+def _abort_uncarried(run: _Applying, carried: set[int]) -> None:
+    rows = run.conn.execute(
+        select(RTM.rtm_src_txn_id, RTM.rtm_target_txn_id)
+        .join(s.txns, TX.txn_id == RTM.rtm_target_txn_id)
+        .where(RTM.rtm_repl_policy == run.policy, TX.txn_state == TxnState.OPEN.value)
+    ).all()
+    gone = sorted(tgt for src, tgt in rows if src not in carried)
+    if gone:
+        txns.abort_txns(run.conn, gone, reason="not open in a newer bootstrap of the source")
 
 
 def _open(run: _Applying, src_ids: Sequence[int]) -> None:

@@ -6,7 +6,7 @@ use, ``dump(source, to, from_event=E)`` an incremental one (``events-<first>-<la
 the byte ranges they name — a batch file's new range only, checked against the commit's CRC-32 at dump time; a
 file whose range does not check out is dumped whole). ``_dump.json`` is written last: a dump without it is
 incomplete and never loaded. ``load(target, dir)`` applies every complete dump under ``dir`` that follows the
-replica's last event.
+replica's last event; a bootstrap dump newer than that replaces what the replica holds (``Loader.replace``).
 """
 
 from __future__ import annotations
@@ -336,8 +336,10 @@ def complete_dumps(fs: pafs.FileSystem, root: str) -> list[tuple[str, dict[str, 
 def load(
     target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY, cleaner_retention: float = 300.0
 ) -> LoadResult:
-    """Apply the complete dumps in ``directory`` that the replica has not applied yet, in event order; then
-    delete the inputs of replicated compactions the replica's readers no longer need (see ``sync``)."""
+    """Apply the complete dumps in ``directory`` that the replica has not applied yet, in event order (a bootstrap
+    dump after the replica's last event replaces its tables, see :meth:`Loader.replace`); then delete the inputs
+    of replicated compactions and the replaced tables' directories that the replica's readers no longer need
+    (see ``sync``)."""
     fs, root = table_filesystem(directory)
     dumps = complete_dumps(fs, root)
     if not dumps:
@@ -347,22 +349,29 @@ def load(
     for path, manifest in dumps:
         source_bytes = DumpSource(fs, path, manifest.get("source_warehouse"))
         loader = Loader(target, source_bytes, policy=policy)
-        last = loader.last_event_id
+        state = target.repl_state(policy)
+        last = state.last_event_id if state is not None else None
         if manifest["kind"] == "bootstrap":
-            if last:  # bootstrapped already; its incremental dumps follow
-                if int(manifest["last_event_id"]) > last:
+            event = int(manifest["last_event_id"])
+            if state is not None and last and event <= last:
+                # a newer one than the replica's own would take it back; its own, and older ones, pass quietly
+                if event > state.bootstrap_event_id:
                     log.warning(
                         "load: skipping bootstrap dump %s (event %d): the replica already replicates up to "
                         "event %d; load the incremental dumps after it, or bootstrap a new replica",
                         path,
-                        manifest["last_event_id"],
+                        event,
                         last,
                     )
                     total.skipped.append(path)
                 continue
             content = _read_json(fs, f"{path}/plan.json")
             source_bytes.blobs = {(None, p): b for p, b in content["blobs"].items()}
-            loader.bootstrap(BootstrapPlan.from_json(content["plan"]))
+            plan = BootstrapPlan.from_json(content["plan"])
+            if last:  # a newer bootstrap: it replaces what it covers
+                loader.replace(plan, total)
+            else:
+                loader.bootstrap(plan)
             total.bootstrapped = True
             total.last_event_id = int(manifest["last_event_id"])
             continue

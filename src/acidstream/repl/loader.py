@@ -10,6 +10,7 @@ being there.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import RangeResponse
 from acidstream.errors import NoSuchObjectException, ReplicationError
 from acidstream.metastore import replication as r
+from acidstream.metastore.catalog import table_location
 from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
 from acidstream.repl.copy import Copied, FileCopier, SourceBytes, crash_window
 from acidstream.repl.plan import BootstrapPlan, relative_path, source_partition_dir, table_with_location
@@ -43,9 +45,9 @@ class LoadResult:
     last_event_id: int = 0
     bootstrapped: bool = False
     rebootstrapped: list[str] = field(default_factory=list)
-    skipped: list[str] = field(
-        default_factory=list
-    )  # newer bootstrap dumps of a replica that replicates already
+    replaced: list[str] = field(default_factory=list)  # tables a newer bootstrap copied afresh
+    dropped: list[str] = field(default_factory=list)  # tables a newer bootstrap no longer has
+    skipped: list[str] = field(default_factory=list)  # bootstrap dumps behind the replica's last event
 
 
 class Loader:
@@ -70,7 +72,8 @@ class Loader:
         if state is not None and state.last_event_id > 0:  # 0: a bootstrap killed half-way, done again
             raise ReplicationError(
                 f"the replica {self.target.url} already replicates (policy {self.policy!r}, last event "
-                f"{self.last_event_id}): a bootstrap would mix two histories; load incremental dumps instead"
+                f"{self.last_event_id}): a bootstrap would mix two histories; load incremental dumps, or a "
+                "newer bootstrap, instead"
             )
         catalog_ops = [
             op for op in plan.ops if isinstance(op, (r.CreateDatabase, r.CreateTable, r.AddPartition))
@@ -86,6 +89,59 @@ class Loader:
         ops = [op for op in plan.ops if op not in catalog_ops]
         ops.append(r.FileStates(tuple((c.path, c.length, c.crc32) for c in states)))
         self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
+
+    def replace(self, plan: BootstrapPlan, result: LoadResult) -> None:
+        """Load a bootstrap newer than the replica's last event: its tables replace the replica's, tables it no
+        longer has go, and this policy's replica txns it does not carry as open are aborted.
+
+        Each table's files are copied first into a directory of its own (``<table>-<event id>``, emptied of
+        what a killed attempt left), unseen by readers; then one DB transaction swaps the catalog over, moves
+        the replication state to the plan's event and records the old directories for the replica's cleaning
+        pass, which deletes them once no reader may still be scanning them (:meth:`clean`). A reader sees
+        the old rows up to that commit and the new ones after it."""
+        last = self.last_event_id or 0
+        if plan.event_id <= last:
+            raise ReplicationError(
+                f"the bootstrap at event {plan.event_id} is not newer than the replica {self.target.url}'s last "
+                f"event {last} (policy {self.policy!r})"
+            )
+        held = {db: self.target.list_tables(db) for db in self.target.list_databases()}
+        wanted = {op.name for op in plan.ops if isinstance(op, r.CreateDatabase)}
+        locations = {
+            f"{op.db}.{op.name}": f"{table_location(self.target.warehouse, op.db, op.name)}-{plan.event_id:012d}"
+            for op in plan.ops
+            if isinstance(op, r.CreateTable)
+        }
+        for location in locations.values():
+            _delete(*table_filesystem(location))
+        states = []
+        for f in plan.files:
+            fs, root = table_filesystem(locations[f"{f.db}.{f.table}"])
+            written = WrittenFile(f.source_path, f.length, 0, open=f.open)
+            states.append(self._copy_whole(fs, f"{root}/{f.relative}", written))
+            crash_window()
+        retire: list[r.ReplOp] = []
+        for db, tables in held.items():
+            for name in tables:
+                retire += [*self._forget_table(db, name), r.RetireTable(db, name, plan.event_id)]
+                if f"{db}.{name}" not in locations:
+                    result.dropped.append(f"{db}.{name}")
+        ops: list[r.ReplOp] = [
+            r.AbortUncarried(plan.carried_open),
+            *retire,
+            *(r.DropDatabase(db) for db in held if db not in wanted),
+            *(
+                dataclasses.replace(op, location=locations[f"{op.db}.{op.name}"])
+                if isinstance(op, r.CreateTable)
+                else op
+                for op in plan.ops
+            ),
+            r.FileStates(tuple((c.path, c.length, c.crc32) for c in states)),
+        ]
+        crash_window()
+        self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
+        self._tables.clear()
+        result.replaced += sorted(locations)
 
     def _copy_whole(
         self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None = None
