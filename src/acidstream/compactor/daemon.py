@@ -15,6 +15,7 @@ from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.service import Compactor, Summary
 from acidstream.compactor.worker import JobRunner
 from acidstream.errors import AcidStreamError
+from acidstream.metastore.backend import Capability
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -53,9 +54,10 @@ class CompactorDaemon:
 
     def run_once(self) -> Summary:
         """One pass of everything (``--once``), with the workers in parallel."""
-        self.compactor.ms.perform_timeouts()
+        self._timeouts()
         summary = self.compact_once()
-        self.compactor.ms.purge_compaction_history()
+        if self.compactor.services_here:
+            self.compactor.ms.purge_compaction_history()
         return summary
 
     def compact_once(self) -> Summary:
@@ -101,13 +103,18 @@ class CompactorDaemon:
             self.summary.add(summary)
 
     def _housekeep(self) -> Summary:
-        ms = self.compactor.ms
-        aborted = ms.perform_timeouts()
+        aborted = self._timeouts()
         if aborted:
             self.compactor.event(f"housekeeper aborted timed-out txns {aborted}")
         summary = Summary(recovered=self.compactor.recover())
-        ms.purge_compaction_history()
+        if self.compactor.services_here:
+            self.compactor.ms.purge_compaction_history()
         return summary
+
+    def _timeouts(self) -> list[int]:
+        """Abort timed-out txns, unless the metastore server does it itself (Hive's)."""
+        ms = self.compactor.ms
+        return ms.perform_timeouts() if ms.supports(Capability.HOUSEKEEPING) else []
 
     def _loop(self, name: str, step: Callable[[], Summary], every: float) -> None:
         while not self._stop.is_set():

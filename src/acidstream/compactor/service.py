@@ -12,6 +12,7 @@ from acidstream.compactor.cleaner import Cleaner, CleanOutcome
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.initiator import Decision, Initiator
 from acidstream.compactor.worker import JobRunner, Outcome, Worker, recover_abandoned
+from acidstream.metastore.backend import Capability
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
@@ -81,13 +82,23 @@ class Compactor:
     def worker(self) -> Worker:
         return Worker(self.ms, self.config, run_jobs=self.run_jobs)
 
+    @property
+    def services_here(self) -> bool:
+        """Whether recovery, the initiator and the cleaner run here: not over a metastore that runs its own
+        (Hive's), whose queue this compactor works only as a remote worker."""
+        return self.ms.supports(Capability.COMPACTION_SERVICES)
+
     def recover(self) -> list[tuple[int, str]]:
+        if not self.services_here:
+            return []
         recovered = recover_abandoned(self.ms, self.config)
         for cq, state in recovered:
             self.event(f"recovered compaction {cq} of a dead worker: {state}")
         return recovered
 
     def initiate(self) -> list[Decision]:
+        if not self.services_here:
+            return []
         decisions = self.initiator.run_once()
         for d in decisions:
             if d.kind is not None:
@@ -119,6 +130,8 @@ class Compactor:
         )
 
     def clean(self) -> list[CleanOutcome]:
+        if not self.services_here:
+            return []
         outcomes = self.cleaner.run_once()
         for c in outcomes:
             what = f"removed {len(c.removed)}" + (

@@ -54,6 +54,7 @@ from acidstream.compactor.publish import (
     new_tmp_dir,
 )
 from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObjectException
+from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, Table
 from acidstream.runtime import completed_future
@@ -204,7 +205,11 @@ class Claimed:
         write_ids = ms.get_valid_write_ids(ci.table_name).for_compactor()
         tmp = new_tmp_dir(target.path)
         self._meta = {"location": target.location, "tmp": tmp}
-        if not capabilities(target.fs).can_rename_directories:
+        # in place where directories do not rename atomically, and where the metastore's own cleaner and
+        # readers know a compaction's output only by its txn (Hive's: they would not see a rename under way)
+        if not capabilities(target.fs).can_rename_directories or not ms.supports(
+            Capability.COMPACTION_SERVICES
+        ):
             self._meta[IN_PLACE] = "1"
         ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=self._meta)
         if target.fs.get_file_info(target.path).type != pafs.FileType.Directory:
