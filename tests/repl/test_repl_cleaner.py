@@ -138,6 +138,8 @@ def test_a_newer_bootstrap_dump_replaces_what_the_replica_holds(
     bootstrap dump loaded into it replaces its tables, drops those the source no longer has, and the incremental
     dumps from the new bootstrap's event apply on top."""
     source.execute("CREATE TABLE gone (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+    source.execute("CREATE DATABASE old")
+    source.execute("CREATE TABLE old.t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
     dumps = str(tmp_path / "dumps")
     last = repl.dump(source, dumps).last_event_id
     repl.load(replica, dumps)
@@ -152,16 +154,17 @@ def test_a_newer_bootstrap_dump_replaces_what_the_replica_holds(
     source.compact(table, kind="major", wait=True)
     assert _clean(source)  # the deltas the dumps never copied are gone
     source.execute("DROP TABLE gone")
+    source.execute("DROP DATABASE old CASCADE")
     source.execute("CREATE TABLE fresh (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
     newer = repl.dump(source, dumps)  # a new bootstrap
     at_dump = view(source, [table, "default.fresh"])
     _stream(source, 20, 2)  # after the dump's snapshot: not in it
     result = repl.load(replica, dumps, cleaner_retention=0)
     assert result.bootstrapped and result.skipped == []
-    assert result.replaced == ["default.fresh", table] and result.dropped == ["default.gone"]
+    assert result.replaced == ["default.fresh", table] and result.dropped == ["default.gone", "old.t"]
     assert replica.repl_state("default").last_event_id == newer.last_event_id
     assert view(replica, [table, "default.fresh"]) == at_dump
-    assert replica.list_tables("default") == ["fresh", "t"]
+    assert replica.list_tables("default") == ["fresh", "t"] and replica.list_databases() == ["default"]
     assert replica.get_valid_write_ids(table).high_watermark == 6  # the source's write ids, none left over
     assert not os.path.exists(old_location)  # no replica reader: the old copy went at the load's cleaning
     assert not any(replica.repl_file_state(p) for p in old_files)
