@@ -73,13 +73,6 @@ def test_stream_mutate_and_read(s3_ms: Metastore) -> None:
     )
 
 
-def test_a_batch_of_more_than_one_txn_is_refused_before_anything_opens(s3_ms: Metastore) -> None:
-    s3_ms.execute(DDL)
-    with pytest.raises(AcidStreamError, match="only supports transaction batch sizes of 1"):  # Hive's words
-        _stream(s3_ms, 1, 2, batch=10)
-    assert not [t for t in s3_ms.show_txns() if t.state.name == "OPEN"]
-
-
 def test_compaction_publishes_under_its_txn_and_cleans(s3_ms: Metastore) -> None:
     ms = s3_ms
     ms.execute(DDL)

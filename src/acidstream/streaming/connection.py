@@ -1,11 +1,12 @@
 """``StreamingConnection``: Hive Streaming Data Ingest V2 for Python.
 
 A connection writes into one table (or one static partition) through transaction batches: ``n`` txns opened
-with their write ids in one go, all writing into the same file per (partition, bucket), each committed or
-aborted on its own. Records handed to :meth:`write` are buffered and parsed in bulk; a malformed record is
-reported as :class:`SerializationError` at the next parse point (a full buffer or the commit), naming its index
-in the transaction and the field, and every good record is kept — the transaction stays usable. Any other
-failure (I/O, metastore) kills the batch as in Hive: its txns are aborted and later calls raise.
+with their write ids in one go, all writing into the same file per (partition, bucket) (on object stores: each
+txn into its own delta, see :mod:`acidstream.streaming.files`), each committed or aborted on its own. Records
+handed to :meth:`write` are buffered and parsed in bulk; a malformed record is reported as
+:class:`SerializationError` at the next parse point (a full buffer or the commit), naming its index in the
+transaction and the field, and every good record is kept — the transaction stays usable. Any other failure
+(I/O, metastore) kills the batch as in Hive: its txns are aborted and later calls raise.
 
 The connection is not thread-safe by contract (as in Hive), except :meth:`close`, which may be called from any
 thread or a signal handler.
@@ -78,6 +79,9 @@ class StreamingConfig:
     fsync: bool | None = None
     # seconds; while a call works, other threads hand back the GIL sooner (see acidstream.runtime); None: leave it
     gil_switch_interval: float | None = DEFAULT_SWITCH_INTERVAL
+    # each txn of a batch writes its own delta_w_w, closed before its commit, instead of sharing the batch's
+    # delta_min_max and its side files; None: where the filesystem cannot flush and append (object stores)
+    delta_per_transaction: bool | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StreamingConfig:
@@ -90,6 +94,7 @@ class StreamingConfig:
             "write_notifications": _flag,
             "fsync": lambda v: None if v is None else _flag(v),
             "gil_switch_interval": _switch_interval,
+            "delta_per_transaction": lambda v: None if v is None else _flag(v),
         }
         unknown = set(values) - set(converters)
         if unknown:
@@ -161,6 +166,7 @@ class StreamingConnection:
         write_id: int | None,
         statement_id: int | None,
         dead_letter: str | None,
+        delta_per_txn: bool = False,
     ) -> None:
         self.table = table
         self.metastore = metastore
@@ -174,6 +180,8 @@ class StreamingConnection:
         self.fsync = table.fsync if config.fsync is None else config.fsync
         self.unmanaged_write_id = write_id
         self.statement_id = statement_id
+        #: each txn writes its own delta_w_w (see ``StreamingConfig.delta_per_transaction``)
+        self.delta_per_txn = delta_per_txn
         self.static_values = static_values
         compression = config.compression or table.orc_compression
         try:
@@ -315,6 +323,7 @@ class StreamingConnection:
                 self._mark_dead(batch, exc)
                 raise
             assert self._files is not None
+            self._files.begin(batch.write_id)
             self._ingest.start(self._files, batch.write_id, batch.txn_id)
 
     def _write_slow(self, record: bytes | str) -> None:
@@ -394,8 +403,7 @@ class StreamingConnection:
             dest = self._ingest.destination(tuple(values))
             touched_by.setdefault(dest.name, dest)
         files.flush()
-        if batch.remaining == 0:
-            files.close()
+        files.end_txn(abort=False, last=batch.remaining == 0)
         if self.fsync:
             files.sync(self.table_dir)
         if not self.is_managed:  # left PREPARED_FOR_COMMIT: its owner commits the files and their partitions
@@ -422,6 +430,8 @@ class StreamingConnection:
             self._ingest.refuse()
             try:
                 batch.abort_current()
+                assert self._files is not None
+                self._files.end_txn(abort=True, last=batch.remaining == 0)
             except AcidStreamError as exc:
                 self._mark_dead(batch, exc)
                 raise
@@ -475,6 +485,7 @@ class StreamingConnection:
                 statement_id=self.statement_id,
                 options=self.writer_options,
                 max_buffered_bytes=self.config.max_buffered_bytes,
+                delta_per_txn=self.delta_per_txn,
             )
         except Exception:
             batch.settle()
@@ -492,7 +503,7 @@ class StreamingConnection:
             self._stats.metastore_calls += batch.calls
             self._stats.files_written.update(files.files)
             files.auto_flushes = batch.calls = 0
-            files.close()
+            files.close(abort=files.delta_per_txn)  # per-txn deltas: the open txn's, now aborted
 
     def _settle(self, batch: TxnBatch) -> None:
         """Abort the batch's unresolved txns (retried at the next heartbeat and at close if the metastore
@@ -681,11 +692,7 @@ class StreamingConnectionBuilder:
             self._validate(table)
             check_location(table.location)  # a missing bucket is said now, not at the first commit
             fs, table_dir = table_filesystem(table.location)
-            if self._batch_size > 1 and not capabilities(fs).can_flush_and_append:  # a batch needs side files
-                raise StreamingConnectionError(
-                    "The backing filesystem only supports transaction batch sizes of 1, "
-                    f"but {self._batch_size} was requested."
-                )
+            delta_per_txn = _delta_per_txn(config, fs, self._batch_size)
             return StreamingConnection(
                 metastore=ms,
                 owns_metastore=owns,
@@ -701,6 +708,7 @@ class StreamingConnectionBuilder:
                 write_id=self._write_id,
                 statement_id=self._statement_id,
                 dead_letter=self._dead_letter,
+                delta_per_txn=delta_per_txn,
             )
         except BaseException:
             if owns and ms is not None:
@@ -754,6 +762,22 @@ class StreamingConnectionBuilder:
             raise InvalidPartition(str(self._static), f"table {table.full_name} is partitioned by {names}")
         if self._statement_id is not None and self._write_id is None:
             raise StreamingConnectionError("with_statement_id() needs with_write_id() (unmanaged mode)")
+
+
+def _delta_per_txn(config: StreamingConfig, fs: pafs.FileSystem, batch_size: int) -> bool:
+    """Whether each txn of a batch writes its own ``delta_w_w``: as configured, else where the filesystem
+    cannot publish an open file's prefix (object stores), since Hive's shared batch delta needs side files
+    there. A batch larger than one sharing a delta on such a filesystem is refused with Hive's words."""
+    flushes = capabilities(fs).can_flush_and_append
+    per_txn = config.delta_per_transaction
+    if per_txn is None:
+        return not flushes
+    if batch_size > 1 and not per_txn and not flushes:
+        raise StreamingConnectionError(
+            "The backing filesystem only supports transaction batch sizes of 1, "
+            f"but {batch_size} was requested."
+        )
+    return per_txn
 
 
 def _default_agent_info() -> str:

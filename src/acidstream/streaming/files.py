@@ -1,8 +1,11 @@
 """The files of one transaction batch: one ORC event writer per (partition, bucket).
 
-All transactions of a batch go to the same ``delta_min_max[_stmt]/bucket_N`` file per partition and bucket
-(docs/format.md, Side files). Buffered rows are bounded per batch: past ``max_buffered_bytes`` every writer is
-flushed (Hive's auto-flush), which is safe because readers filter rows by write id.
+Hive's layout: all transactions of a batch go to the same ``delta_min_max[_stmt]/bucket_N`` file per
+partition and bucket, kept open across commits and published through side files (docs/format.md, Side files).
+Where a filesystem cannot publish an open file's prefix (object stores), each transaction writes its own
+``delta_w_w`` instead, closed before its commit (docs/s3.md, Transaction batches). Buffered rows are bounded
+per batch: past ``max_buffered_bytes`` every writer is flushed (Hive's auto-flush), which is safe because
+readers filter rows by write id.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class BatchFiles:
         statement_id: int | None,
         options: WriterOptions,
         max_buffered_bytes: int,
+        delta_per_txn: bool = False,
     ) -> None:
         self.fs = fs
         self.columns = tuple(columns)
@@ -56,6 +60,9 @@ class BatchFiles:
         self.statement_id = statement_id
         self.options = options
         self.max_buffered_bytes = max_buffered_bytes
+        #: each txn writes its own ``delta_w_w`` (see :meth:`begin`); its files are closed at its end
+        self.delta_per_txn = delta_per_txn
+        self._earlier_paths: list[str] = []  # files of the batch's earlier txns (per-txn deltas)
         self._writers: dict[tuple[str, int], AcidWriter] = {}
         self._paths: dict[tuple[str, int], str] = {}
         self._unflushed: set[tuple[str, int]] = set()  # files with rows inserted since the last flush
@@ -70,6 +77,28 @@ class BatchFiles:
         self._named: dict[str, tuple[FilePrefix, bool]] = {}  # per path: as the last commit named it, open
         self._synced: dict[str, int] = {}  # per path: the length the last sync made durable
         self._synced_dirs: set[str] = set()  # delta directories whose version file was synced
+
+    def begin(self, write_id: int) -> None:
+        """A txn of the batch starts. With per-txn deltas its rows go to a new ``delta_w_w`` through new
+        writers (the previous txn's were closed at its commit or abort); in Hive's layout nothing changes."""
+        if not self.delta_per_txn:
+            return
+        self._earlier_paths += self._paths.values()
+        self._writers.clear()
+        self._paths.clear()
+        self._unflushed.clear()
+        self._unflushed_bytes = 0
+        self.min_write_id = self.max_write_id = write_id
+        self.closed = False
+
+    def end_txn(self, *, abort: bool, last: bool) -> None:
+        """The current txn is about to commit (after its final flush) or was aborted: close what it alone
+        wrote (per-txn deltas: a committed delta is then complete; an aborted one loses its files), or the
+        batch's files after its last txn."""
+        if self.delta_per_txn:
+            self.close(abort=abort)
+        elif last and not abort:
+            self.close()
 
     @property
     def delta_name(self) -> str:
@@ -148,7 +177,7 @@ class BatchFiles:
 
     @property
     def files(self) -> list[str]:
-        return list(self._paths.values())
+        return [*self._earlier_paths, *self._paths.values()]
 
     # --- replication: what a commit names -------------------------------------------------------------
 
