@@ -17,6 +17,8 @@ if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
 fi
 echo "== Hive 4 (bash scripts/hive.sh fetch)"
 bash scripts/hive.sh fetch >/dev/null
+echo "== HDFS (bash scripts/hdfs.sh fetch: Hadoop's MiniDFSCluster for tests/stores/test_hdfs.py)"
+bash scripts/hdfs.sh fetch >/dev/null
 # PostgreSQL for the tests: a private cluster started (and installed where missing) by scripts/postgres.sh,
 # unless the caller names a server of its own.
 if [ -z "${ACIDSTREAM_TEST_PG_URL:-}" ]; then

@@ -8,10 +8,18 @@ writer needs, instead of recognising stores by their class.
 from __future__ import annotations
 
 import errno
+import functools
+import getpass
+import io
 import os
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from acidstream.errors import StorageLocationError
@@ -21,18 +29,180 @@ from acidstream.runtime import file_pool
 #: pyarrow's ``type_name`` of the object stores: no flush of a readable prefix, no append.
 OBJECT_STORES = frozenset({"s3", "gcs", "abfs"})
 
+#: The namenode's HTTP port, where WebHDFS answers for ``hdfs://host:port/...`` locations (whose port is the
+#: namenode's RPC port). ``webhdfs://host:port/...`` names the HTTP port itself.
+WEBHDFS_PORT_ENV = "ACIDSTREAM_WEBHDFS_PORT"
+#: Hadoop 3's ``dfs.namenode.http-address`` port.
+DEFAULT_WEBHDFS_PORT = 9870
+
 
 def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    """``(filesystem, path)`` for a local path, a ``file://`` URI or any URI pyarrow resolves (s3://, hdfs://).
+    """``(filesystem, path)`` for a local path, a ``file://`` URI, an ``hdfs://`` or ``webhdfs://`` URI (through
+    WebHDFS, see :func:`hdfs_filesystem`) or any other URI pyarrow resolves (s3://).
 
     Tests may substitute the filesystem (the ``storage.filesystem`` fault point) with one that fails."""
     if location.startswith("file://"):
         fs, path = pafs.LocalFileSystem(), os.path.abspath(location[len("file://") :])
+    elif location.startswith(("hdfs://", "webhdfs://")):
+        fs, path = hdfs_filesystem(location)
     elif "://" in location:
         fs, path = pafs.FileSystem.from_uri(location)
     else:
         fs, path = pafs.LocalFileSystem(), os.path.abspath(location)
     return substitute("storage.filesystem", fs), path
+
+
+def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """HDFS through its namenode's WebHDFS (HTTP) API, with fsspec's client: pyarrow's own HDFS filesystem
+    needs libhdfs and a JVM on the client.
+
+    ``webhdfs://nn:9870/p`` names the HTTP port. ``hdfs://nn:8020/p`` names the RPC port, so the HTTP port is
+    ``$ACIDSTREAM_WEBHDFS_PORT``, else the port of ``dfs.namenode.http-address`` in the Hadoop client
+    configuration (``$HADOOP_CONF_DIR/hdfs-site.xml``), else 9870. ``hdfs:///p`` is on the namenode of that
+    configuration's ``fs.defaultFS``, as Hadoop's clients read it. The user is ``$HADOOP_USER_NAME`` or the
+    login name, as Hadoop's clients assert it on a cluster without Kerberos."""
+    parts = urlsplit(location)
+    host = parts.hostname
+    if parts.scheme == "webhdfs":
+        port = parts.port or DEFAULT_WEBHDFS_PORT
+    else:
+        if not host:
+            default = _hadoop_setting("core-site.xml", "fs.defaultFS") or ""
+            host = urlsplit(default).hostname if default.startswith("hdfs://") else None
+        configured = os.environ.get(WEBHDFS_PORT_ENV) or _hadoop_setting(
+            "hdfs-site.xml", "dfs.namenode.http-address"
+        )
+        port = _port(location, configured.rsplit(":", 1)[-1]) if configured else DEFAULT_WEBHDFS_PORT
+    if not host:
+        raise StorageLocationError(
+            f"{location}: names no namenode (hdfs://host:port/path), and $HADOOP_CONF_DIR/core-site.xml has no "
+            "hdfs:// fs.defaultFS"
+        )
+    user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    client = _webhdfs_client_class()(host, port=port, user=user)
+    return pafs.PyFileSystem(_WebHdfsHandler(client)), parts.path or "/"
+
+
+def _port(location: str, value: str) -> int:
+    if not value.isdigit():
+        raise StorageLocationError(f"{location}: the WebHDFS port {value!r} (configured) is not a number")
+    return int(value)
+
+
+def _hadoop_setting(file: str, name: str) -> str | None:
+    """Property ``name`` of the Hadoop client configuration file ``file`` in ``$HADOOP_CONF_DIR``, if set."""
+    directory = os.environ.get("HADOOP_CONF_DIR")
+    if not directory:
+        return None
+    path = os.path.join(directory, file)
+    try:
+        root = ElementTree.parse(path).getroot()
+    except FileNotFoundError:
+        return None
+    except ElementTree.ParseError as exc:
+        raise StorageLocationError(f"{path}: not a Hadoop configuration file: {exc}") from exc
+    for prop in root.iter("property"):
+        if (prop.findtext("name") or "").strip() == name:
+            return (prop.findtext("value") or "").strip()
+    return None
+
+
+class _WebHdfsHandler(pafs.FSSpecHandler):
+    """pyarrow's view of the WebHDFS client, named for :func:`capabilities` (not an object store). It keeps
+    the files it opened for writing, by path, for :func:`flush`."""
+
+    def __init__(self, fs: Any) -> None:
+        super().__init__(fs)
+        self._writing: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+    def get_type_name(self) -> str:
+        return "webhdfs"
+
+    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        return self._open_writing(path, "wb")
+
+    def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        return self._open_writing(path, "ab")
+
+    def _open_writing(self, path: str, mode: str) -> pa.NativeFile:
+        file = self.fs.open(path, mode=mode)
+        self._writing[path] = file
+        return pa.PythonFile(file, mode="w")
+
+    def publish(self, path: str) -> None:
+        """Send what was written to ``path`` since its last publication (nothing when it is not open)."""
+        file = self._writing.get(path)
+        if file is not None and not file.closed:
+            file.flush()
+
+
+@functools.cache
+def _webhdfs_client_class() -> type:
+    """fsspec's WebHDFS client with the changes acidstream's writers need; defined on first use, as fsspec
+    comes with the ``hdfs`` extra only."""
+    try:
+        from fsspec.implementations.webhdfs import WebHDFile, WebHDFS
+    except ImportError as exc:
+        raise StorageLocationError(
+            "hdfs:// and webhdfs:// locations need fsspec: pip install 'acidstream[hdfs]'"
+        ) from exc
+
+    class PublishingFile(WebHDFile):
+        """Every ``flush()`` sends the bytes written since as one WebHDFS append, which the namenode has
+        completed when it returns: readers see the flushed prefix (what ``hflush`` gives a JVM writer, and
+        what streaming's side files rely on), and the next bytes append. fsspec would hold them back until a
+        block's worth is buffered."""
+
+        buffer: io.BytesIO
+        offset: int | None
+        location: str | None
+
+        def _initiate_upload(self) -> None:
+            """fsspec learns where to append only for a new file ("wb"); an append ("ab") asks here."""
+            if "a" not in self.mode:
+                super()._initiate_upload()
+                return
+            out = self.fs._call("APPEND", "POST", self.path, redirect=False)
+            self.location = self.fs._apply_proxy(out.headers["Location"])
+
+        def flush(self, force: bool = False) -> None:
+            if force or self.closed or self.readable() or not self.buffer.tell():
+                super().flush(force)
+                return
+            if self.offset is None:  # creates the file, learns where to append
+                self.offset = 0
+                self._initiate_upload()
+            self._upload_chunk()
+            self.offset += self.buffer.seek(0, io.SEEK_END)
+            self.buffer = io.BytesIO()
+
+    class Client(WebHDFS):
+        """Files written in place (no temporary name), renames that fail loudly, errors as ``OSError``."""
+
+        def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any) -> Any:
+            return PublishingFile(
+                self,
+                path,
+                mode=mode,
+                block_size=block_size or self.blocksize,
+                tempdir=self.tempdir,
+                autocommit=True,
+                replication=kwargs.get("replication"),
+                permissions=kwargs.get("permissions"),
+            )
+
+        def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
+            """HDFS's rename with options: atomic, replaces a file or an empty directory at ``path2`` as
+            POSIX rename does, and fails with the namenode's reason (plain RENAME answers only "false")."""
+            self._call("RENAME", method="put", path=path1, destination=path2, renameoptions="OVERWRITE")
+
+        def _call(self, op: str, method: str = "get", path: str | None = None, **kwargs: Any) -> Any:
+            try:
+                return super()._call(op, method, path, **kwargs)
+            except (RuntimeError, ValueError) as exc:  # fsspec's words for the namenode's other exceptions
+                raise OSError(f"WebHDFS {op} {path} at {self.url}: {exc}") from exc
+
+    return Client
 
 
 @dataclass(frozen=True)
@@ -49,10 +219,16 @@ class Capabilities:
 
 def check_location(location: str) -> None:
     """Raise :class:`StorageLocationError` naming ``location`` when its object store's bucket is missing or
-    refuses us (one request), so that a writer fails before it opens a transaction. Local paths and HDFS
-    directories are made as needed: nothing to check."""
+    refuses us, or its HDFS namenode does not answer (one request), so that a writer fails before it opens a
+    transaction. Local and HDFS directories are made as needed: nothing else to check."""
     fs, path = table_filesystem(location)
+    if local_path(fs, path) is not None:
+        return
     if capabilities(fs).can_rename_directories:
+        try:
+            fs.get_file_info("/")
+        except OSError as exc:
+            raise StorageLocationError(f"{location}: its namenode cannot be reached: {exc}") from exc
         return
     bucket = path.split("/", 1)[0]
     try:
@@ -65,11 +241,23 @@ def check_location(location: str) -> None:
 
 def capabilities(fs: pafs.FileSystem) -> Capabilities:
     """Object stores (S3, GCS, Azure) publish a file only when it is closed and rename nothing atomically;
-    local disks and HDFS do both."""
+    local disks and HDFS do both. On HDFS (through WebHDFS) a flush sends the bytes as one append that the
+    namenode completes, so readers see the flushed prefix, and a directory renames in one namenode operation."""
     while isinstance(fs, pafs.SubTreeFileSystem):
         fs = fs.base_fs
     local_or_hdfs = fs.type_name.rsplit("::", 1)[-1] not in OBJECT_STORES  # "py::s3": a Python wrapper
     return Capabilities(can_flush_and_append=local_or_hdfs, can_rename_directories=local_or_hdfs)
+
+
+def flush(fs: pafs.FileSystem, path: str, stream: pa.NativeFile) -> None:
+    """Flush ``stream`` (opened on ``fs`` for ``path``) so that other readers see what was written to it.
+
+    ``stream.flush()`` does that on a local disk. pyarrow's streams over Python files (``PyFileSystem``, here
+    HDFS through WebHDFS) drop a flush before it reaches Python, so the file's own flush is called here."""
+    stream.flush()
+    handler = fs.handler if isinstance(fs, pafs.PyFileSystem) else None
+    if isinstance(handler, _WebHdfsHandler):
+        handler.publish(path)
 
 
 def local_path(fs: pafs.FileSystem, path: str) -> str | None:

@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.names import ParsedDelta, side_file_path
 from acidstream.errors import CorruptFileError, SideFileNotReadable
+from acidstream.storage import flush
 
 _LONG = struct.Struct(">q")
 _NOT_READABLE = "found but is not readable.  Consider waiting or orcfiledump --recover"
@@ -143,7 +144,7 @@ class SideFileWriter:
         if self._stream.closed:
             raise ValueError(f"side file {self.path} is closed")
         self._stream.write(_LONG.pack(value))
-        self._stream.flush()
+        flush(self.fs, self.path, self._stream)
 
     def close(self) -> None:
         """Close and keep the side file (its data file could not be cut back to the last length in it)."""

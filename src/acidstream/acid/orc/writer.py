@@ -56,7 +56,7 @@ from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import fault_point
-from acidstream.storage import truncate
+from acidstream.storage import flush, truncate
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -526,7 +526,7 @@ class AcidWriter:
             fault_point("orc.flush.stripes")
             if len(self._stripes) > self._tail_stripes:
                 self._write_tail()
-            self._out.flush()
+            flush(self._fs, self._path, self._out)
             fault_point("orc.flush.tail")
             if self._side is not None:
                 self._side.append(self._tail_offset)
@@ -847,12 +847,19 @@ def _unsorted(key: tuple[object, ...], following: tuple[object, ...]) -> ValueEr
 
 
 def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
-    """A base/delta directory with its ``_orc_acid_version`` file (content "2"), each made if missing."""
+    """A base/delta directory with its ``_orc_acid_version`` file (content "2"), each made if missing.
+
+    Writers of one directory (a compaction's buckets) may make the file at the same time; on HDFS the later
+    create replaces the earlier one's file while it is written, whose writer then fails: the file is there."""
     fs.create_dir(directory, recursive=True)
     version = f"{directory}/{ORC_ACID_VERSION_FILE}"
     if fs.get_file_info(version).type == pafs.FileType.NotFound:
-        with fs.open_output_stream(version) as out:
-            out.write(ORC_ACID_VERSION.encode("ascii"))
+        try:
+            with fs.open_output_stream(version) as out:
+                out.write(ORC_ACID_VERSION.encode("ascii"))
+        except OSError:
+            if fs.get_file_info(version).type != pafs.FileType.File:
+                raise
 
 
 def prepare_directory_once(fs: pafs.FileSystem, directory: str, ready: set[str]) -> None:

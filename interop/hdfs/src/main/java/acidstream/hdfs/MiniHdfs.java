@@ -1,0 +1,88 @@
+package acidstream.hdfs;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.io.PrintWriter;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.StandardCopyOption;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+
+/**
+ * One NameNode and one DataNode on loopback, WebHDFS on, for tests: {@code MiniHdfs DIR} keeps the cluster's
+ * storage under DIR and writes {@code DIR/ports} ("namenode webhdfs control") once the cluster takes writes.
+ *
+ * <p>The control port takes one line per connection and answers one line: {@code stop-datanode} and
+ * {@code restart-datanode} (what a test of a lost DataNode needs), {@code shutdown}.
+ */
+public final class MiniHdfs {
+  private MiniHdfs() {}
+
+  public static void main(String[] args) throws Exception {
+    File dir = new File(args[0]).getAbsoluteFile();
+    Configuration conf = new Configuration();
+    conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File(dir, "data").getPath());
+    conf.setBoolean("dfs.permissions.enabled", false);
+    conf.setBoolean("dfs.webhdfs.enabled", true);
+    conf.setInt("dfs.replication", 1);
+    conf.set("dfs.namenode.rpc-bind-host", "127.0.0.1");
+    conf.set("dfs.namenode.http-bind-host", "127.0.0.1");
+    // a lost DataNode is noticed in seconds, not the default ten minutes
+    conf.setInt("dfs.heartbeat.interval", 1);
+    conf.setInt("dfs.namenode.heartbeat.recheck-interval", 2000);
+    // one DataNode: a pipeline cannot swap a failed node for another, so do not try
+    conf.set("dfs.client.block.write.replace-datanode-on-failure.enable", "false");
+    MiniDFSCluster cluster =
+        new MiniDFSCluster.Builder(conf).numDataNodes(1).format(true).build();
+    cluster.waitActive();
+    MiniDFSCluster.DataNodeProperties[] stopped = new MiniDFSCluster.DataNodeProperties[1];
+    try (ServerSocket control = new ServerSocket(0, 8, InetAddress.getLoopbackAddress())) {
+      String ports = cluster.getNameNodePort() + " "
+          + cluster.getNameNode().getHttpAddress().getPort() + " " + control.getLocalPort() + "\n";
+      File tmp = new File(dir, "ports.tmp");
+      Files.writeString(tmp.toPath(), ports, StandardCharsets.UTF_8);
+      Files.move(tmp.toPath(), new File(dir, "ports").toPath(), StandardCopyOption.ATOMIC_MOVE);
+      while (true) {
+        try (Socket s = control.accept();
+            BufferedReader in = new BufferedReader(
+                new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
+            PrintWriter out = new PrintWriter(s.getOutputStream(), true, StandardCharsets.UTF_8)) {
+          String command = String.valueOf(in.readLine()).trim();
+          try {
+            switch (command) {
+              case "stop-datanode" -> {
+                if (stopped[0] == null) {
+                  stopped[0] = cluster.stopDataNode(0);
+                }
+                out.println("ok");
+              }
+              case "restart-datanode" -> {
+                if (stopped[0] != null) {
+                  cluster.restartDataNode(stopped[0], true);
+                  stopped[0] = null;
+                }
+                cluster.waitActive();
+                out.println("ok");
+              }
+              case "shutdown" -> {
+                out.println("ok");
+                cluster.shutdown();
+                return;
+              }
+              default -> out.println("error unknown command: " + command);
+            }
+          } catch (Exception e) {
+            out.println("error " + e);
+          }
+        }
+      }
+    } finally {
+      cluster.shutdown();
+    }
+  }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# HDFS beside the tests, from Maven Central (interop/hdfs/pom.xml): Hadoop's MiniDFSCluster.
+#   bash scripts/hdfs.sh fetch         resolve Hadoop's jars, build our launcher; cached in $ACIDSTREAM_HDFS_HOME,
+#                                      a no-op (<1 s) when up to date. Prints the cache directory.
+#   bash scripts/hdfs.sh start DIR     one NameNode and one DataNode on loopback (WebHDFS on, replication 1,
+#                                      permissions off), their storage and log in DIR. Prints the hdfs:// URI;
+#                                      DIR/ports holds "namenode-rpc-port webhdfs-port control-port".
+#   bash scripts/hdfs.sh stop DIR      stops the cluster started in DIR.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pom="$root/interop/hdfs/pom.xml"
+version="$(sed -n 's:.*<hadoop.version>\(.*\)</hadoop.version>.*:\1:p' "$pom")"
+home="${ACIDSTREAM_HDFS_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/acidstream/hdfs-$version}"
+java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+java_opts=(-Xmx384m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true)
+
+die() { echo "hdfs.sh: $*" >&2; exit 1; }
+
+# What the cache was built from: the pom and our Java source.
+fingerprint() {
+    (cd "$root/interop/hdfs" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16
+}
+
+fetch() {
+    command -v "$java_bin" >/dev/null || die "no java at '$java_bin'"
+    local want
+    want="$(fingerprint)"
+    if [ -f "$home/fetched" ] && [ "$(cat "$home/fetched")" = "$want" ]; then
+        echo "$home"
+        return
+    fi
+    command -v mvn >/dev/null || die "Maven (mvn) is not installed"
+    local build
+    build="$(mktemp -d)"
+    trap 'rm -rf "$build"' RETURN
+    cp -r "$root/interop/hdfs/pom.xml" "$root/interop/hdfs/src" "$build/"
+    rm -rf "$home/lib"
+    mkdir -p "$home/lib"
+    (
+        cd "$build"
+        mvn -B -q -Dstyle.color=never package dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory="$home/lib"
+    ) >&2 || die "Maven could not build interop/hdfs (see above)"
+    cp "$build"/target/acidstream-minihdfs-*.jar "$home/lib/"
+    echo "$want" >"$home/fetched"
+    echo "$home"
+}
+
+running() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
+
+start() {
+    local dir="${1:?usage: hdfs.sh start DIR}"
+    [ -f "$home/fetched" ] || die "run 'bash scripts/hdfs.sh fetch' first"
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    if running "$dir" && [ -f "$dir/ports" ]; then
+        echo "hdfs://127.0.0.1:$(cut -d' ' -f1 "$dir/ports")"
+        return
+    fi
+    rm -rf "$dir/ports" "$dir/data"
+    (cd "$dir" && exec nohup "$java_bin" "${java_opts[@]}" -cp "$home/lib/*" acidstream.hdfs.MiniHdfs "$dir" \
+        >"$dir/hdfs.log" 2>&1 </dev/null) &
+    echo $! >"$dir/pid"
+    local waited=0
+    until [ -f "$dir/ports" ]; do
+        running "$dir" || die "the MiniDFSCluster exited, see $dir/hdfs.log"
+        [ "$waited" -lt 240 ] || { stop "$dir"; die "the MiniDFSCluster did not start within 120 s, see $dir/hdfs.log"; }
+        sleep 0.5
+        waited=$((waited + 1))
+    done
+    echo "hdfs://127.0.0.1:$(cut -d' ' -f1 "$dir/ports")"
+}
+
+stop() {
+    local dir="${1:?usage: hdfs.sh stop DIR}"
+    running "$dir" || { rm -f "$dir/pid"; return 0; }
+    local pid control
+    pid="$(cat "$dir/pid")"
+    control="$(cut -d' ' -f3 "$dir/ports" 2>/dev/null || true)"
+    if [ -n "$control" ]; then # an orderly shutdown first: the NameNode and DataNode close their storage
+        (exec 3<>"/dev/tcp/127.0.0.1/$control" && echo shutdown >&3 && timeout 20 cat <&3 >/dev/null) 2>/dev/null || true
+    fi
+    local i
+    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill "$pid" 2>/dev/null || true
+    for i in $(seq 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/pid"
+}
+
+case "${1:-}" in
+fetch) fetch ;;
+start) start "${2:-}" ;;
+stop) stop "${2:-}" ;;
+*) die "usage: hdfs.sh fetch | start DIR | stop DIR" ;;
+esac
