@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,23 @@ def s3_endpoint() -> Iterator[str]:
 
     with s3_server() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def hdfs_namenode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A MiniDFSCluster on loopback for the session (scripts/hdfs.sh: a NameNode and a DataNode, WebHDFS on);
+    ``$HADOOP_CONF_DIR`` names it meanwhile. Without Java, Maven or the jars: fails under CI, skips elsewhere."""
+    from support.hdfscluster import HdfsUnavailable, hdfs_cluster
+
+    running = ExitStack()
+    try:
+        cluster = running.enter_context(hdfs_cluster(tmp_path_factory.mktemp("hdfs")))
+    except HdfsUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"HDFS is unavailable under CI: {exc}")
+        pytest.skip(f"HDFS is unavailable (bash scripts/hdfs.sh fetch): {exc}")
+    with running:
+        yield cluster
 
 
 @pytest.fixture
