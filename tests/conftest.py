@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from support.pgschema import pg_schema, pg_unavailable_reason
-
-_PG_SKIP = pg_unavailable_reason()
+from hive4.referee import HiveUnavailable, hive_sh
+from support.backends import hive_unavailable, sql_metastore_url
 
 
 @pytest.fixture
@@ -25,14 +24,7 @@ def warehouse(tmp_path: Path) -> Path:
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def metastore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty metastore database URL on each backend (PostgreSQL: a schema of its own)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'metastore.db'}"
-        return
-    if _PG_SKIP is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{_PG_SKIP} (CI starts it through scripts/test.sh)")
-        pytest.skip(_PG_SKIP)
-    with pg_schema() as url:
+    with sql_metastore_url(request.param, tmp_path) as url:
         yield url
 
 
@@ -60,6 +52,29 @@ def hdfs_namenode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip(f"HDFS is unavailable (bash scripts/hdfs.sh fetch): {exc}")
     with running:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def hive4_home() -> Path:
+    """The cache directory with Hive's jars and our driver classes (fetched once, a no-op when up to date)."""
+    try:
+        return Path(hive_sh("fetch"))
+    except HiveUnavailable as exc:
+        hive_unavailable(str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
+def hive4_metastore(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A standalone Hive Metastore with ACID on, on a loopback port: its ``thrift://`` URI."""
+    state = tmp_path_factory.mktemp("hive4-metastore")
+    try:
+        uri = hive_sh("start", str(state))
+    except HiveUnavailable as exc:
+        hive_unavailable(str(exc))
+        raise
+    yield uri
+    hive_sh("stop", str(state))
 
 
 @pytest.fixture

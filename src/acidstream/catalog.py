@@ -7,7 +7,7 @@ joins them: ``Metastore.connect(...).table("db.t").scan()``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pyarrow.compute as pc
 

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
+from acidstream.errors import UnsupportedCapability
 from acidstream.metastore.models import (
     CompactionInfo,
-    CompletedComponent,
     HeartbeatTxnRangeResponse,
     LockComponent,
     LockInfo,
     LockResponse,
-    LockState,
     NotificationEvent,
     OperationType,
     Partition,
@@ -58,6 +57,11 @@ class Capability(enum.Enum):
     COMPACTION_SERVICES = "the metastore's own initiator and cleaner schedule and clean compactions"
     #: Timing out silent txns from the client side. Without it the metastore server does it itself.
     HOUSEKEEPING = "the metastore server times out silent txns and locks itself"
+
+
+def unsupported(capability: Capability, call: str, backend_name: str) -> UnsupportedCapability:
+    """The error for ``call`` on a backend that lacks ``capability``: it names both and the fallback."""
+    return UnsupportedCapability(call, capability.name, backend_name, capability.value)
 
 
 class Catalog(Protocol):
@@ -171,8 +175,6 @@ class Transactions(Protocol):
 
     def show_txns(self) -> list[TxnInfo]: ...
 
-    def get_write_id(self, txn_id: int, table_name: str) -> int | None: ...
-
     def add_dynamic_partitions(
         self,
         txn_id: int,
@@ -193,8 +195,6 @@ class Transactions(Protocol):
 
     def perform_timeouts(self) -> list[int]: ...
 
-    def completed_components(self, table_name: str, since_txn: int = 0) -> list[CompletedComponent]: ...
-
     def lock(
         self,
         components: Sequence[LockComponent],
@@ -207,11 +207,7 @@ class Transactions(Protocol):
         timeout: float | None = None,
     ) -> LockResponse: ...
 
-    def check_lock(self, lock_id: int) -> LockState: ...
-
     def unlock(self, lock_id: int) -> None: ...
-
-    def heartbeat_lock(self, lock_id: int) -> None: ...
 
     def show_locks(self, table_name: str | None = None) -> list[LockInfo]: ...
 
@@ -347,7 +343,11 @@ class Backend(
 ):
     """Everything a :class:`~acidstream.metastore.warehouse.Metastore` gets from its backend."""
 
-    warehouse: str
+    @property
+    def warehouse(self) -> str:
+        """Where new databases' (and, on acidstream's metastore, new tables') files go."""
+        ...
+
     #: What the backend lacks (see :class:`Capability`).
     missing: ClassVar[frozenset[Capability]]
     #: The backend, as messages name it.

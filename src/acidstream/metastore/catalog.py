@@ -125,7 +125,7 @@ def require_database(conn: Connection, name: str) -> None:
 # --- tables ------------------------------------------------------------------------------------------------------
 
 
-def _validate_table(
+def validate_table(
     columns: Sequence[Column],
     partition_keys: Sequence[Column],
     bucket_columns: Sequence[str],
@@ -177,7 +177,7 @@ def create_table(
         if if_not_exists:
             return False
         raise AlreadyExistsException(f"Table {db}.{name} already exists")
-    _validate_table(columns, partition_keys, bucket_columns, num_buckets)
+    validate_table(columns, partition_keys, bucket_columns, num_buckets)
     props = dict(properties or {})
     props.setdefault("bucketing_version", DEFAULT_BUCKETING_VERSION)
     if props["bucketing_version"] not in ("1", "2"):

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from acidstream.acid.types import Column
-from acidstream.errors import MetastoreUrlError, UnsupportedCapability
+from acidstream.errors import MetastoreUrlError
 from acidstream.metastore import models
-from acidstream.metastore.backend import Capability
+from acidstream.metastore.backend import Capability, unsupported
 from acidstream.metastore.ddl import run
 from acidstream.storage import check_location, delete_locations
 
 if TYPE_CHECKING:
+    from acidstream.metastore.backend import Backend
     from acidstream.metastore.backend import Backend as _Calls
     from acidstream.metastore.replication import ReplOp
 else:
@@ -90,7 +91,7 @@ class Metastore(_Calls):
     def require(self, capability: Capability, call: str) -> None:
         """Raise :class:`UnsupportedCapability` naming ``call``, the backend and the fallback if it lacks it."""
         if capability in self.missing:
-            raise UnsupportedCapability(call, capability.name, self.backend_name, capability.value)
+            raise unsupported(capability, call, self.backend_name)
 
     # --- above the backend calls ----------------------------------------------------------------------------------
 
@@ -143,7 +144,7 @@ def _fields(definition: models.Table) -> dict[str, Any]:
     return {f.name: getattr(definition, f.name) for f in fields(models.Table)}
 
 
-def _backend_for(url: str) -> type:
+def _backend_for(url: str) -> type[Backend]:
     """The backend class for ``url``'s scheme (imported on first use: each has its own dependencies)."""
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     if scheme in ("sqlite", "postgresql", "postgres"):

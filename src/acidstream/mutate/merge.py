@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from acidstream.acid.tabular import as_table
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import AcidStreamError, InvalidObjectException, SerializationError
+from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType
 from acidstream.mutate.apply import UPDATE
@@ -50,6 +51,10 @@ if TYPE_CHECKING:
     from acidstream.read.scan import TableScan
 
 log = logging.getLogger(__name__)
+
+#: How often a mutation that lost its turn to a conflicting commit queues again in a new txn (when the metastore
+#: cannot hand its lock over to a new txn).
+REOPEN_ATTEMPTS = 5
 
 
 def merge(
@@ -179,6 +184,8 @@ class TableMutation:
         writer it waited for (first committer wins: that writer committed after this txn started), although it
         reads after it. So, as Hive 4 re-plans a statement whose snapshot went stale while it waited, it goes
         on in a new txn that inherits the lock (and so its turn); the statement has read and written nothing yet.
+        A backend that cannot hand a lock over (a Hive Metastore) gets a new txn that queues again, up to
+        ``REOPEN_ATTEMPTS`` times.
         """
         check_location(self.table.location)  # before the txn: a missing bucket is said at once
         user, host = client_identity()
@@ -192,25 +199,41 @@ class TableMutation:
             operation=OperationType.UPDATE,
             is_dynamic_partition_write=True,  # components per partition, from what is written
         )
+        for _ in range(REOPEN_ATTEMPTS):
+            txn = Transaction.open(self.metastore, [name], agent_info=agent_info)
+            try:
+                txn.lock([lock])
+                winner = self.metastore.get_latest_txnid_in_conflict(txn.txn_id, name)
+                if not winner:
+                    return txn
+                if not self.metastore.supports(Capability.TXN_REPLACEMENT):
+                    log.info(
+                        "%s: txnid:%d committed while txnid:%d waited: reopening", name, winner, txn.txn_id
+                    )
+                    txn.abort()  # queue again in a new txn, as Hive 4 re-executes a statement gone stale
+                    continue
+                txn_id, write_id = self.metastore.replace_txn(txn.txn_id, name, agent_info=agent_info)
+            except BaseException:
+                with contextlib.suppress(AcidStreamError):
+                    txn.abort()
+                raise
+            log.info(
+                "%s: txnid:%d committed while txnid:%d waited: going on as txnid:%d",
+                name,
+                winner,
+                txn.txn_id,
+                txn_id,
+            )
+            return Transaction(self.metastore, txn_id, agent_info=agent_info, write_ids={name: write_id})
+        # still losing to other writers: go on; the commit's own conflict check has the last word
         txn = Transaction.open(self.metastore, [name], agent_info=agent_info)
         try:
             txn.lock([lock])
-            winner = self.metastore.get_latest_txnid_in_conflict(txn.txn_id, name)
-            if not winner:
-                return txn
-            txn_id, write_id = self.metastore.replace_txn(txn.txn_id, name, agent_info=agent_info)
         except BaseException:
             with contextlib.suppress(AcidStreamError):
                 txn.abort()
             raise
-        log.info(
-            "%s: txnid:%d committed while txnid:%d waited: going on as txnid:%d",
-            name,
-            winner,
-            txn.txn_id,
-            txn_id,
-        )
-        return Transaction(self.metastore, txn_id, agent_info=agent_info, write_ids={name: write_id})
+        return txn
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

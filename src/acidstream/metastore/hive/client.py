@@ -14,14 +14,13 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from hive_metastore import ttypes
 
-from acidstream.acid.partitions import make_part_name, parse_part_name
+from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import (
-    AlreadyExistsException,
     InvalidObjectException,
     LockTimeoutException,
     MetaException,
@@ -30,30 +29,51 @@ from acidstream.errors import (
     TransactionError,
     TxnAbortedException,
 )
+from acidstream.metastore.backend import Capability, unsupported
 from acidstream.metastore.catalog import split_name
+from acidstream.metastore.hive.catalog import HiveCatalogCalls
+from acidstream.metastore.hive.compactions import HiveCompactionQueue
+from acidstream.metastore.hive.readers import HiveReaderTxns
 from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_list, valid_write_id_list
-from acidstream.metastore.hive.tables import file_uri, table_from_thrift
+from acidstream.metastore.hive.tables import CLIENT_CAPABILITIES, file_uri, table_from_thrift
 from acidstream.metastore.hive.transport import ThriftConnection
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
     HeartbeatTxnRangeResponse,
     LockComponent,
+    LockInfo,
     LockLevel,
     LockResponse,
     LockState,
     LockType,
+    NotificationEvent,
     OperationType,
-    Partition,
+    Publication,
     Table,
     TableWrite,
+    TxnInfo,
     TxnState,
     WrittenFile,
 )
+
+if TYPE_CHECKING:
+    from acidstream.metastore.replication import ReplOp, ReplState
 
 _LOCK_TYPES = {
     LockType.SHARED_READ: ttypes.LockType.SHARED_READ,
     LockType.SHARED_WRITE: ttypes.LockType.SHARED_WRITE,
     LockType.EXCLUSIVE: ttypes.LockType.EXCLUSIVE,
+}
+#: Hive 4's lock types as ours (its ``EXCL_WRITE``/``EXCL_DROP`` are exclusive for whoever waits on them).
+_SHOWN_LOCK_TYPES = {
+    ttypes.LockType.SHARED_READ: LockType.SHARED_READ,
+    ttypes.LockType.SHARED_WRITE: LockType.SHARED_WRITE,
+    ttypes.LockType.EXCLUSIVE: LockType.EXCLUSIVE,
+    **{
+        getattr(ttypes.LockType, n): LockType.EXCLUSIVE
+        for n in ("EXCL_WRITE", "EXCL_DROP")
+        if hasattr(ttypes.LockType, n)
+    },
 }
 _LOCK_LEVELS = {
     LockLevel.DB: ttypes.LockLevel.DB,
@@ -72,24 +92,34 @@ _LOCK_STATES = {
     ttypes.LockState.NOT_ACQUIRED: LockState.NOT_ACQUIRED,
     ttypes.LockState.ABORT: LockState.ABORT,
 }
-#: What ``HiveMetaStoreClient`` declares (its ``VERSION``): without it the metastore refuses to describe an
-#: insert-only table at all, and we would not name the table as not full-ACID.
-_CAPABILITIES = ttypes.ClientCapabilities(values=[ttypes.ClientCapability.INSERT_ONLY_TABLES])
 _TIME_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
 #: Hive's default ``metastore.txn.timeout``.
 DEFAULT_TXN_TIMEOUT = 300.0
 
 
-class HiveMetastoreClient:
-    """Transactions, write ids, locks, heartbeats and snapshots on a Hive Metastore (``thrift://host:port``).
+class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue):
+    """Catalog, transactions, write ids, locks, heartbeats, snapshots, readers and the compaction queue on a
+    Hive Metastore (``thrift://host:port``); what Hive's metastore has no calls for is in :attr:`missing`.
 
     Thread-safe: calls are serialised on one connection, so a heartbeat thread may share the client.
     """
+
+    missing: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.TXN_REPLACEMENT,
+            Capability.NOTIFICATIONS,
+            Capability.REPLICA_STATE,
+            Capability.COMPACTION_SERVICES,
+            Capability.HOUSEKEEPING,
+        }
+    )
+    backend_name: ClassVar[str] = "a Hive Metastore"
 
     def __init__(
         self,
         url: str,
         *,
+        warehouse: str | None = None,
         connect_timeout: float = 10.0,
         socket_timeout: float = 600.0,
         txn_timeout: float | None = None,
@@ -100,12 +130,39 @@ class HiveMetastoreClient:
         )
         self.lock_wait_timeout = lock_wait_timeout
         self._txn_timeout = txn_timeout
+        self._warehouse = warehouse
         self._tables: dict[int, set[str]] = {}  # txn id → tables it has write ids on (for commit key/value)
+        self._partitioning: dict[str, bool] = {}  # table → partitioned (see _partitioned)
+        self._readers = {}
+        self._dml_events_on: bool | None = None
         self._guard = threading.Lock()
+
+    @classmethod
+    def open(cls, url: str, *, warehouse: str | None = None, **options: Any) -> Self:
+        """Connect and check that a metastore answers (``MetastoreUnavailable`` naming ``url`` otherwise)."""
+        client = cls(url, warehouse=warehouse, **options)
+        try:
+            client._call("get_all_databases")
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     @property
     def url(self) -> str:
         return self.connection.url
+
+    @property
+    def warehouse(self) -> str:
+        """Where the metastore puts new databases: its ``metastore.warehouse.dir`` unless given."""
+        if self._warehouse is None:
+            location = self._call("get_config_value", "metastore.warehouse.dir", "")
+            self._warehouse = file_uri(location)
+        return self._warehouse
+
+    @property
+    def db_wait_timeout(self) -> float:
+        return self.connection.connect_timeout
 
     def close(self) -> None:
         self.connection.close()
@@ -132,31 +189,13 @@ class HiveMetastoreClient:
     def get_table(self, table_name: str) -> Table:
         """The table's definition; :class:`InvalidObjectException` naming it unless it is full-ACID ORC."""
         db, name = split_name(table_name)
-        request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=_CAPABILITIES)
+        request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=CLIENT_CAPABILITIES)
         result = self._call("get_table_req", request)
         return table_from_thrift(result.table)
 
     def table(self, table_name: str) -> Table:
-        """:meth:`get_table` under the name a streaming connection asks a metastore for its table by."""
+        """:meth:`get_table` under the name every layer asks a metastore for its table by."""
         return self.get_table(table_name)
-
-    def add_partition(
-        self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
-    ) -> Partition:
-        """Create a partition (``append_partition``, with the table's location scheme); an existing one is
-        returned when ``if_not_exists``, as Hive's streaming client swallows ``AlreadyExistsException``."""
-        db, name = split_name(table_name)
-        vals = ["" if v is None else v for v in values]
-        try:
-            part = self._call("append_partition", db, name, vals, idempotent=False)
-        except AlreadyExistsException:
-            if not if_not_exists:
-                raise
-            part = self._call("get_partition", db, name, vals)
-        keys = [k.name for k in self.get_table(table_name).partition_keys]
-        return Partition(
-            f"{db}.{name}", tuple(part.values), make_part_name(keys, part.values), file_uri(part.sd.location)
-        )
 
     # --- transactions --------------------------------------------------------------------------------------
 
@@ -272,6 +311,8 @@ class HiveMetastoreClient:
                 operationType=_OPERATIONS[operation],
             )
             self._call("add_dynamic_partitions", request, idempotent=False)
+        if not self._dml_events():
+            return
         for partition, files in write.files.items():
             if not files:
                 continue
@@ -285,6 +326,14 @@ class HiveMetastoreClient:
                 partitionVals=list(parse_part_name(partition).values()) if partition else None,
             )
             self._call("add_write_notification_log", request, idempotent=False)
+
+    def _dml_events(self) -> bool:
+        """Whether the metastore logs DML events (``hive.metastore.dml.events``): only then do Hive's writers
+        send ``add_write_notification_log`` (a call per partition and commit), and so do we."""
+        if self._dml_events_on is None:
+            text = self._call("get_config_value", "hive.metastore.dml.events", "false")
+            self._dml_events_on = text.strip().lower() == "true"
+        return self._dml_events_on
 
     def _key_value(
         self, txn_id: int, key: str | None, value: str | None, writes: Sequence[TableWrite]
@@ -331,11 +380,67 @@ class HiveMetastoreClient:
                 return TxnState.OPEN if info.state == ttypes.TxnState.OPEN else TxnState.ABORTED
         return TxnState.COMMITTED if 0 < txn_id <= answer.txn_high_water_mark else TxnState.UNKNOWN
 
+    def abort_txn(self, txn_id: int) -> None:
+        self.abort_txns([txn_id])
+
+    def heartbeat(self, txn_id: int) -> None:
+        self._call("heartbeat", ttypes.HeartbeatRequest(txnid=txn_id))
+
+    def get_latest_txnid_in_conflict(self, txn_id: int, table_name: str) -> int:
+        """Hive 4's ``get_latest_txnid_in_conflict``: the latest txn whose committed update or delete conflicts
+        with what ``txn_id`` wrote (any table it wrote, ``table_name`` among them); 0 if none."""
+        return int(self._call("get_latest_txnid_in_conflict", txn_id))
+
+    def replace_txn(self, txn_id: int, table_name: str, *, agent_info: str | None = None) -> tuple[int, int]:
+        raise unsupported(Capability.TXN_REPLACEMENT, "replace_txn", self.backend_name)
+
+    def show_txns(self) -> list[TxnInfo]:
+        """Open and aborted txns, as Hive's ``SHOW TRANSACTIONS`` lists them (``get_open_txns_info``)."""
+        answer = self._call("get_open_txns_info")
+        return [
+            TxnInfo(
+                txn_id=t.id,
+                state=TxnState.OPEN if t.state == ttypes.TxnState.OPEN else TxnState.ABORTED,
+                started=t.startedTime or 0,
+                last_heartbeat=t.lastHeartbeatTime or 0,
+                user=t.user,
+                host=t.hostname,
+                agent_info=t.agentInfo,
+            )
+            for t in sorted(answer.open_txns or (), key=lambda t: t.id)
+        ]
+
+    def add_dynamic_partitions(
+        self,
+        txn_id: int,
+        write_id: int,
+        table_name: str,
+        partition_names: Sequence[str],
+        operation: OperationType = OperationType.INSERT,
+    ) -> None:
+        self._register(txn_id, TableWrite(table_name, write_id, {p: operation for p in partition_names}))
+
+    def add_write_notification(
+        self,
+        txn_id: int,
+        write_id: int,
+        table_name: str,
+        partition_name: str | None,
+        files: Sequence[str | WrittenFile],
+    ) -> None:
+        self._register(txn_id, TableWrite(table_name, write_id, files={partition_name: files}))
+
+    def perform_timeouts(self) -> list[int]:
+        raise unsupported(Capability.HOUSEKEEPING, "perform_timeouts", self.backend_name)
+
     # --- snapshots -----------------------------------------------------------------------------------------
 
     def snapshot(self) -> ValidTxnList:
         """Now, as Hive's readers take it: ``get_open_txns`` made into a ``ValidReadTxnList``."""
         return valid_txn_list(self._call("get_open_txns"))
+
+    def get_open_txns(self) -> ValidTxnList:
+        return self.snapshot()
 
     def get_valid_write_ids(
         self, table_name: str, txn_id: int | None = None, *, snapshot: ValidTxnList | None = None
@@ -371,7 +476,7 @@ class HiveMetastoreClient:
         after ``timeout`` remove the waiting lock and raise :class:`LockTimeoutException` (``DbLockManager``)."""
         default_user, default_host = client_identity()
         request = ttypes.LockRequest(
-            component=[_lock_component(c) for c in components],
+            component=[_lock_component(c, self._partitioned(c)) for c in components],
             txnid=txn_id,
             user=user or default_user or "",
             hostname=host or default_host,
@@ -395,10 +500,85 @@ class HiveMetastoreClient:
             self._call("unlock", ttypes.UnlockRequest(lockid=answer.lockid))
         raise LockTimeoutException(f"lock {answer.lockid} not acquired within {limit:g}s at {self.url}")
 
+    def _partitioned(self, component: LockComponent) -> bool:
+        """Whether the component's table is partitioned (asked once per table and client)."""
+        if component.table is None or not component.is_dynamic_partition_write:
+            return False
+        name = f"{component.db}.{component.table}".lower()
+        if name not in self._partitioning:
+            self._partitioning[name] = bool(self.get_table(name).partition_keys)
+        return self._partitioning[name]
 
-def _lock_component(component: LockComponent) -> ttypes.LockComponent:
+    def unlock(self, lock_id: int) -> None:
+        self._call("unlock", ttypes.UnlockRequest(lockid=lock_id))
+
+    def show_locks(self, table_name: str | None = None) -> list[LockInfo]:
+        """Hive's ``SHOW LOCKS``, of one table or all."""
+        request = ttypes.ShowLocksRequest()
+        if table_name is not None:
+            request.dbname, request.tablename = split_name(table_name)
+        answer = self._call("show_locks", request)
+        return [_lock_info(e) for e in answer.locks or ()]
+
+    # --- what Hive's metastore keeps no record of --------------------------------------------------------------
+
+    def unfinished_publications(self, table_name: str, baseline: int) -> list[Publication]:
+        """None: on Hive a compaction's output is visible only through its visibility txn, so a listing never
+        meets one half published."""
+        return []
+
+    def recorded_lengths(self, table_name: str, partition: str | None, low: int, high: int) -> dict[str, int]:
+        """None: Hive's write notifications carry no file lengths, so only the files themselves are checked."""
+        return {}
+
+    def notifications(self, after_event_id: int = 0, limit: int = 1000) -> list[NotificationEvent]:
+        raise unsupported(Capability.NOTIFICATIONS, "notifications", self.backend_name)
+
+    def current_notification_event_id(self) -> int:
+        raise unsupported(Capability.NOTIFICATIONS, "current_notification_event_id", self.backend_name)
+
+    def repl_write_id_txns(self, table_name: str, write_ids: Sequence[int]) -> dict[int, int]:
+        raise unsupported(Capability.NOTIFICATIONS, "repl_write_id_txns", self.backend_name)
+
+    def repl_follower_progress(self, name: str, event_id: int, lease: float) -> None:
+        raise unsupported(Capability.NOTIFICATIONS, "repl_follower_progress", self.backend_name)
+
+    def repl_followers(self) -> list[tuple[str, int, int, int]]:
+        raise unsupported(Capability.NOTIFICATIONS, "repl_followers", self.backend_name)
+
+    def repl_drop_follower(self, name: str) -> bool:
+        raise unsupported(Capability.NOTIFICATIONS, "repl_drop_follower", self.backend_name)
+
+    def repl_apply(
+        self,
+        policy: str,
+        source: str,
+        event_id: int,
+        event_time: int,
+        ops: Sequence[ReplOp],
+        *,
+        bootstrap: bool = False,
+    ) -> list[str]:
+        raise unsupported(Capability.REPLICA_STATE, "repl_apply", self.backend_name)
+
+    def repl_state(self, policy: str) -> ReplState | None:
+        raise unsupported(Capability.REPLICA_STATE, "repl_state", self.backend_name)
+
+    def repl_states(self) -> list[ReplState]:
+        raise unsupported(Capability.REPLICA_STATE, "repl_states", self.backend_name)
+
+    def repl_file_state(self, path: str) -> tuple[int, int] | None:
+        raise unsupported(Capability.REPLICA_STATE, "repl_file_state", self.backend_name)
+
+    def repl_target_txns(self, policy: str, src_txn_ids: Sequence[int]) -> dict[int, int]:
+        raise unsupported(Capability.REPLICA_STATE, "repl_target_txns", self.backend_name)
+
+
+def _lock_component(component: LockComponent, partitioned: bool) -> ttypes.LockComponent:
     """Hive's component; a table's is transactional (acidstream's tables all are), so the metastore records
-    what the txn writes, for write conflicts and the compactor, as ``DbTxnManager`` marks it."""
+    what the txn writes, for write conflicts and the compactor, as ``DbTxnManager`` marks it. A write to an
+    unpartitioned table is never a dynamic-partition write for Hive: its component is recorded with the lock
+    (there is no partition to add later)."""
     return ttypes.LockComponent(
         type=_LOCK_TYPES[component.type],
         level=_LOCK_LEVELS[component.level],
@@ -407,7 +587,26 @@ def _lock_component(component: LockComponent) -> ttypes.LockComponent:
         partitionname=component.partition,
         operationType=_OPERATIONS.get(component.operation, ttypes.DataOperationType.UNSET),
         isTransactional=component.table is not None,
-        isDynamicPartitionWrite=component.is_dynamic_partition_write,
+        isDynamicPartitionWrite=component.is_dynamic_partition_write and partitioned,
+    )
+
+
+def _lock_info(element: ttypes.ShowLocksResponseElement) -> LockInfo:
+    return LockInfo(
+        lock_id=element.lockid,
+        component_id=element.lockIdInternal or 0,
+        txn_id=element.txnid or None,
+        db=element.dbname,
+        table=element.tablename,
+        partition=element.partname,
+        state=_LOCK_STATES.get(element.state, LockState.WAITING),
+        type=_SHOWN_LOCK_TYPES.get(element.type, LockType.SHARED_WRITE),
+        last_heartbeat=element.lastheartbeat or 0,
+        acquired_at=element.acquiredat,
+        user=element.user,
+        host=element.hostname,
+        agent_info=element.agentInfo,
+        blocked_by=element.blockedByExtId,
     )
 
 

@@ -11,6 +11,9 @@ from acidstream.metastore.models import Table
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 ORC_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
 ORC_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
+#: What ``HiveMetaStoreClient`` declares (its ``VERSION``): without it the metastore refuses to describe an
+#: insert-only table at all, and we would not name the table as not full-ACID.
+CLIENT_CAPABILITIES = ttypes.ClientCapabilities(values=[ttypes.ClientCapability.INSERT_ONLY_TABLES])
 
 
 def file_uri(location: str) -> str:

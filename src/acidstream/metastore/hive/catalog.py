@@ -1,0 +1,171 @@
+"""Databases, tables and partitions on a Hive Metastore: the calls Hive's DDL makes, for full-ACID ORC tables.
+
+A table is created as Hive's ``CREATE TABLE ... STORED AS ORC TBLPROPERTIES ('transactional'='true')`` creates
+it (managed, ORC serde and formats, the table's bucketing); the metastore picks its location under the
+database's, and drops delete the data of managed tables themselves (``deleteData``), as for Hive's ``DROP``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hive_metastore import ttypes
+
+from acidstream.acid.partitions import make_part_name
+from acidstream.acid.types import Column
+from acidstream.errors import AlreadyExistsException, NoSuchObjectException
+from acidstream.metastore.catalog import split_name, valid_name, validate_table
+from acidstream.metastore.hive.tables import (
+    CLIENT_CAPABILITIES,
+    ORC_INPUT_FORMAT,
+    ORC_OUTPUT_FORMAT,
+    ORC_SERDE,
+    file_uri,
+)
+from acidstream.metastore.models import Partition
+
+if TYPE_CHECKING:
+    from acidstream.metastore.models import Table
+
+#: What Hive writes into a new transactional table's parameters (``bucketing_version`` 2: Hive 3+ tables).
+ACID_PARAMETERS = {"transactional": "true", "transactional_properties": "default", "bucketing_version": "2"}
+
+
+class HiveCatalogCalls:
+    """Catalog calls of the Hive backend (mixed into :class:`~acidstream.metastore.hive.client.HiveMetastoreClient`)."""
+
+    if TYPE_CHECKING:
+
+        def _call(self, name: str, *args: Any, idempotent: bool = True) -> Any: ...
+
+        def get_table(self, table_name: str) -> Table: ...
+
+    def create_database(self, name: str, if_not_exists: bool = False, comment: str | None = None) -> None:
+        database = ttypes.Database(name=valid_name("database", name), description=comment, parameters={})
+        try:
+            self._call("create_database", database, idempotent=False)
+        except AlreadyExistsException:
+            if not if_not_exists:
+                raise
+
+    def drop_database(self, name: str, cascade: bool = False, if_exists: bool = False) -> list[str]:
+        """Drop a database (with ``cascade`` its tables); the metastore deletes the data of managed tables, so
+        nothing is left for the caller to delete."""
+        try:
+            self._call("drop_database", name.lower(), True, cascade, idempotent=False)
+        except NoSuchObjectException:
+            if not if_exists:
+                raise
+        return []
+
+    def list_databases(self) -> list[str]:
+        return sorted(self._call("get_all_databases"))
+
+    def create_table(
+        self,
+        db: str,
+        name: str,
+        columns: Sequence[Column],
+        *,
+        partition_keys: Sequence[Column] = (),
+        bucket_columns: Sequence[str] = (),
+        num_buckets: int = 0,
+        properties: Mapping[str, str] | None = None,
+        if_not_exists: bool = False,
+    ) -> Table:
+        valid_name("table", name)
+        validate_table(columns, partition_keys, bucket_columns, num_buckets)
+        sd = ttypes.StorageDescriptor(
+            cols=[_field(c) for c in columns],
+            inputFormat=ORC_INPUT_FORMAT,
+            outputFormat=ORC_OUTPUT_FORMAT,
+            serdeInfo=ttypes.SerDeInfo(serializationLib=ORC_SERDE, parameters={}),
+            numBuckets=num_buckets if num_buckets > 0 else -1,
+            bucketCols=list(bucket_columns),
+            sortCols=[],
+            parameters={},
+        )
+        table = ttypes.Table(
+            tableName=name.lower(),
+            dbName=db.lower(),
+            tableType="MANAGED_TABLE",
+            sd=sd,
+            partitionKeys=[_field(c) for c in partition_keys],
+            parameters={**ACID_PARAMETERS, **(properties or {})},
+        )
+        try:
+            self._call("create_table", table, idempotent=False)
+        except AlreadyExistsException:
+            if not if_not_exists:
+                raise
+        return self.get_table(f"{db}.{name}")
+
+    def list_tables(self, db: str = "default") -> list[str]:
+        self._call("get_database", db.lower())  # NoSuchObjectException for a missing database
+        return sorted(self._call("get_all_tables", db.lower()))
+
+    def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
+        """Drop the table; the metastore deletes a managed table's data, so nothing is left to delete."""
+        db, name = split_name(table_name)
+        try:
+            self._call("drop_table", db, name, True, idempotent=False)
+        except NoSuchObjectException:
+            if not if_exists:
+                raise
+        return []
+
+    def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
+        db, name = split_name(table_name)
+        request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=CLIENT_CAPABILITIES)
+        table = self._call("get_table_req", request).table
+        table.parameters = {**(table.parameters or {}), **properties}
+        self._call("alter_table", db, name, table, idempotent=False)
+
+    def add_partition(
+        self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
+    ) -> Partition:
+        """Create a partition (``append_partition``, with the table's location scheme); an existing one is
+        returned when ``if_not_exists``, as Hive's streaming client swallows ``AlreadyExistsException``."""
+        db, name = split_name(table_name)
+        vals = ["" if v is None else v for v in values]
+        try:
+            part = self._call("append_partition", db, name, vals, idempotent=False)
+        except AlreadyExistsException:
+            if not if_not_exists:
+                raise
+            part = self._call("get_partition", db, name, vals)
+        return self._partition(table_name, part)
+
+    def get_partition(self, table_name: str, values: Sequence[str | None]) -> Partition | None:
+        db, name = split_name(table_name)
+        vals = ["" if v is None else v for v in values]
+        try:
+            return self._partition(table_name, self._call("get_partition", db, name, vals))
+        except NoSuchObjectException:
+            return None
+
+    def list_partitions(self, table_name: str) -> list[Partition]:
+        db, name = split_name(table_name)
+        parts = self._call("get_partitions", db, name, -1)
+        keys = self._keys(table_name)
+        return sorted((self._partition(table_name, p, keys) for p in parts), key=lambda p: p.name)
+
+    def drop_partition(self, table_name: str, values: Sequence[str]) -> None:
+        db, name = split_name(table_name)
+        with contextlib.suppress(NoSuchObjectException):  # as our own catalog: dropping a missing one is fine
+            self._call("drop_partition", db, name, list(values), True, idempotent=False)
+
+    def _keys(self, table_name: str) -> list[str]:
+        return [k.name for k in self.get_table(table_name).partition_keys]
+
+    def _partition(self, table_name: str, part: ttypes.Partition, keys: list[str] | None = None) -> Partition:
+        db, name = split_name(table_name)
+        keys = self._keys(table_name) if keys is None else keys
+        values = tuple(part.values)
+        return Partition(f"{db}.{name}", values, make_part_name(keys, values), file_uri(part.sd.location))
+
+
+def _field(column: Column) -> ttypes.FieldSchema:
+    return ttypes.FieldSchema(name=column.name, type=str(column.type), comment=column.comment)
