@@ -14,24 +14,31 @@ from replhelpers import stream, view
 from acidstream import repl
 from acidstream.catalog import Metastore
 from acidstream.compactor import Cleaner, CompactorConfig
+from acidstream.errors import ReplicationError
+from acidstream.metastore.replication import POLICY_PROPERTY
 from acidstream.repl.sync import follower_name
 
 TABLE = "default.t"
 
 
-def _stream(ms: Metastore, first: int, txns: int) -> None:
-    with stream(ms, "default.t") as conn:
+def _stream(ms: Metastore, first: int, txns: int, table: str = TABLE) -> None:
+    with stream(ms, table) as conn:
         for i in range(txns):
             conn.begin_transaction()
             conn.write_batch(pa.table({"id": [first + i], "msg": [f"m{first + i}"]}))
             conn.commit_transaction()
 
 
+def _create(ms: Metastore, name: str, properties: str = "") -> None:
+    ms.execute(
+        f"CREATE TABLE {name} (id int, msg string) STORED AS ORC "
+        f"TBLPROPERTIES ('transactional'='true'{properties})"
+    )
+
+
 @pytest.fixture
 def table(source: Metastore) -> str:
-    source.execute(
-        f"CREATE TABLE {TABLE} (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-    )
+    _create(source, TABLE)
     return TABLE
 
 
@@ -267,3 +274,59 @@ def test_a_replaced_table_dropped_later_takes_its_old_copy_along(
     repl.load(replica, dumps, cleaner_retention=0)
     assert replica.list_tables("default") == []
     assert not os.path.exists(old_location) and not os.path.exists(new_location)
+
+
+def test_a_newer_bootstrap_keeps_the_replicas_own_tables(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    """Only what this policy replicated is replaced: tables made on the replica itself, in a replicated database
+    or in one of its own, keep their rows; a source that is itself a replica does not lend its mark."""
+    upstream = f", '{POLICY_PROPERTY}'='upstream'"
+    _create(source, "default.relayed", upstream)
+    dumps = str(tmp_path / "dumps")
+    last = repl.dump(source, dumps).last_event_id
+    repl.load(replica, dumps)
+    _create(source, "default.evented", upstream)
+    source.execute(f"ALTER TABLE default.relayed SET TBLPROPERTIES ('{POLICY_PROPERTY}'='upstream')")
+    repl.dump(source, dumps, from_event=last)
+    repl.load(replica, dumps)
+    for name in (table, "default.relayed", "default.evented"):
+        assert replica.table(name).properties[POLICY_PROPERTY] == "default"
+    replica.execute("CREATE DATABASE mine")
+    own = ["default.local", "mine.local"]
+    for i, name in enumerate(own):
+        _create(replica, name)
+        _stream(replica, 10 * i, 2, name)
+    kept = view(replica, own)
+    _stream(source, 0, 2)
+    result = repl.load(replica, repl.dump(source, dumps).path)  # a newer bootstrap
+    assert result.bootstrapped
+    assert result.replaced == ["default.evented", "default.relayed", table] and result.dropped == []
+    assert view(replica, own) == kept and view(replica, [table]) == view(source, [table])
+    assert replica.list_databases() == ["default", "mine"]
+    assert replica.list_tables("default") == ["evented", "local", "relayed", "t"]
+
+
+def test_a_newer_bootstrap_refuses_to_replace_a_local_table(
+    source: Metastore, replica: Metastore, table: str, tmp_path: Path
+) -> None:
+    """A table made on the replica under a name the newer bootstrap carries is not this policy's to replace:
+    the load is refused, naming it, before anything changes."""
+    dumps = str(tmp_path / "dumps")
+    repl.dump(source, dumps)
+    repl.load(replica, dumps)
+    _create(replica, "default.clash")
+    _stream(replica, 0, 2, "default.clash")
+    before = view(replica, [table, "default.clash"])
+    last = replica.repl_state("default").last_event_id
+    _create(source, "default.clash")
+    _stream(source, 10, 2)
+    newer = repl.dump(source, dumps)
+    with pytest.raises(
+        ReplicationError, match=r"carries default\.clash, which the replica .* did not create"
+    ):
+        repl.load(replica, newer.path)
+    assert view(replica, [table, "default.clash"]) == before
+    assert replica.repl_state("default").last_event_id == last
+    assert POLICY_PROPERTY not in replica.table("default.clash").properties
+    assert not list(Path(replica.table(table).location).parent.glob(f"*-{newer.last_event_id:012d}"))

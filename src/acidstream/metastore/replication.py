@@ -37,6 +37,9 @@ T2W = s.txn_to_write_id.c
 NWI = s.next_write_id.c
 
 REPL_AGENT = "acidstream-repl"
+# The table property naming the policy whose replication created a table: a newer bootstrap replaces only the
+# tables of its own policy, never a replica's local tables or another policy's.
+POLICY_PROPERTY = "acidstream.repl.policy"
 
 
 @dataclass(frozen=True)
@@ -255,7 +258,7 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
             partition_keys=[Column(n, parse_type(t)) for n, t in op.partition_keys],
             bucket_columns=op.bucket_columns,
             num_buckets=op.num_buckets,
-            properties=dict(op.properties),
+            properties={**dict(op.properties), POLICY_PROPERTY: run.policy},  # a replica's replica: its own
             if_not_exists=True,
             location=op.location,
         )
@@ -265,7 +268,10 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
         _retire_table(conn, op)
     elif isinstance(op, AlterTable):
         with contextlib.suppress(NoSuchObjectException):  # dropped later on the source: the drop follows
-            catalog.alter_table_properties(conn, op.db, op.name, dict(op.properties))
+            props = dict(op.properties)
+            if POLICY_PROPERTY in props:  # the source is a replica itself: the mark here stays this policy's
+                props[POLICY_PROPERTY] = run.policy
+            catalog.alter_table_properties(conn, op.db, op.name, props)
     elif isinstance(op, AddPartition):
         catalog.add_partition(conn, op.db, op.table, op.values, if_not_exists=True)
     elif isinstance(op, DropPartition):

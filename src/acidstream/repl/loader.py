@@ -91,8 +91,9 @@ class Loader:
         self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
 
     def replace(self, plan: BootstrapPlan, result: LoadResult) -> None:
-        """Load a bootstrap newer than the replica's last event: its tables replace the replica's, tables it no
-        longer has go, and this policy's replica txns it does not carry as open are aborted.
+        """Load a bootstrap newer than the replica's last event: its tables replace this policy's, this policy's
+        tables it no longer has go, and this policy's replica txns it does not carry as open are aborted. The
+        replica's local tables and other policies' stay; one named as a table of the dump is refused.
 
         Each table's files are copied first into a directory of its own (``<table>-<event id>``, emptied of
         what a killed attempt left), unseen by readers; then one DB transaction swaps the catalog over, moves
@@ -105,13 +106,24 @@ class Loader:
                 f"the bootstrap at event {plan.event_id} is not newer than the replica {self.target.url}'s last "
                 f"event {last} (policy {self.policy!r})"
             )
-        held = {db: self.target.list_tables(db) for db in self.target.list_databases()}
+        held = self._policies()
         wanted = {op.name for op in plan.ops if isinstance(op, r.CreateDatabase)}
         locations = {
             f"{op.db}.{op.name}": f"{table_location(self.target.warehouse, op.db, op.name)}-{plan.event_id:012d}"
             for op in plan.ops
             if isinstance(op, r.CreateTable)
         }
+        if clash := [
+            f"{db}.{name}"
+            for db, tables in held.items()
+            for name, policy in tables.items()
+            if policy != self.policy and f"{db}.{name}" in locations
+        ]:
+            raise ReplicationError(
+                f"the bootstrap at event {plan.event_id} carries {', '.join(clash)}, which the replica "
+                f"{self.target.url} holds as tables replication policy {self.policy!r} did not create (local "
+                "tables, or another policy's): nothing was loaded; rename or drop them on the replica first"
+            )
         for location in locations.values():
             _delete(*table_filesystem(location))
         states = []
@@ -122,14 +134,21 @@ class Loader:
             crash_window()
         retire: list[r.ReplOp] = []
         for db, tables in held.items():
-            for name in tables:
+            for name in (name for name, p in tables.items() if p == self.policy):
                 retire += [*self._forget_table(db, name), r.RetireTable(db, name, plan.event_id)]
                 if f"{db}.{name}" not in locations:
                     result.dropped.append(f"{db}.{name}")
+        # a database goes when the dump lacks it and it held only this policy's tables (an empty one may be
+        # the replica's own: it stays)
+        gone = [
+            db
+            for db, tables in held.items()
+            if db not in wanted and tables and set(tables.values()) == {self.policy}
+        ]
         ops: list[r.ReplOp] = [
             r.AbortUncarried(plan.carried_open),
             *retire,
-            *(r.DropDatabase(db) for db in held if db not in wanted),
+            *(r.DropDatabase(db) for db in gone),
             *(
                 dataclasses.replace(op, location=locations[f"{op.db}.{op.name}"])
                 if isinstance(op, r.CreateTable)
@@ -142,6 +161,16 @@ class Loader:
         self.target.repl_apply(self.policy, plan.source, plan.event_id, plan.event_time, ops, bootstrap=True)
         self._tables.clear()
         result.replaced += sorted(locations)
+
+    def _policies(self) -> dict[str, dict[str, str | None]]:
+        """Each database's tables with the policy whose replication created them (None: a local table)."""
+        return {
+            db: {
+                name: self.target.table(f"{db}.{name}").properties.get(r.POLICY_PROPERTY)
+                for name in self.target.list_tables(db)
+            }
+            for db in self.target.list_databases()
+        }
 
     def _copy_whole(
         self, fs: pafs.FileSystem, target: str, written: WrittenFile, event_id: int | None = None
