@@ -50,6 +50,8 @@ GUIDES = tuple(
 EXAMPLE_LANGS = ("python", "bash", "toml")
 #: The bucket the README's S3 example writes its warehouse to.
 S3_BUCKET = "acidstream-demo"
+#: The variable the README's Hive example reads its metastore's URI from.
+HIVE_URIS = "HIVE_METASTORE_URIS"
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
 ACTIVATE = "source scripts/activate"
 
@@ -131,12 +133,14 @@ def as_a_new_user(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def examples_before_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def examples_before_spark(tmp_path_factory: pytest.TempPathFactory, hive4_metastore: str) -> Path:
     """The examples before the first Spark one, run once in a fresh directory, which is kept as a copy for
-    each example test to start from (the same path: a metastore records absolute locations)."""
+    each example test to start from (the same path: a metastore records absolute locations). The Hive example
+    meets the suite's Hive 4 metastore through the variable it reads."""
     home = tmp_path_factory.mktemp("readme")
     blocks = example_blocks()
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv(HIVE_URIS, hive4_metastore)
         work = as_a_new_user(monkeypatch, home)
         for block in blocks[: before_spark(blocks)]:
             run_block(block, work)
@@ -145,7 +149,9 @@ def examples_before_spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def workspace(examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch, s3_endpoint: str) -> Path:
+def workspace(
+    examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch, s3_endpoint: str, hive4_metastore: str
+) -> Path:
     """The directory as the examples before the first Spark one left it, with a new user's environment (and
     the S3 server the object-store example writes to, through the AWS environment variables, with that example's
     bucket empty: an earlier test's run of it left files its new metastore does not know)."""
@@ -153,6 +159,7 @@ def workspace(examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch, s3_e
     empty_bucket(s3_endpoint, S3_BUCKET)  # the S3 example's metastore is in the work directory, new each test
     shutil.rmtree(home / "work")
     shutil.copytree(home / "after", home / "work", symlinks=True)
+    monkeypatch.setenv(HIVE_URIS, hive4_metastore)
     return as_a_new_user(monkeypatch, home)
 
 

@@ -169,7 +169,7 @@ def metastore_options(func: F) -> F:
         "--metastore",
         envvar=ENV_METASTORE,
         default=None,
-        help="Metastore URL: sqlite:///path.db or postgresql://...  [default: from "
+        help="Metastore URL: sqlite:///path.db, postgresql://... or a Hive Metastore's thrift://host:9083  [default: from "
         f"{CONFIG_FILE}, else sqlite under the warehouse]",
     )(with_options)
     return with_options  # type: ignore[return-value]  # same call signature as far as click is concerned
@@ -177,15 +177,23 @@ def metastore_options(func: F) -> F:
 
 def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kwargs: Any) -> Metastore:
     """Connect to the metastore; unless ``create``, only to an existing one, so reading leaves nothing behind.
+    A Hive Metastore (``thrift://``) always exists and knows where its tables live: ``warehouse`` is not used.
 
     The database layer loads here, not at import: ``acidstream --help`` stays quick.
     """
     from acidstream.catalog import Metastore
 
     with _said_when_slow(metastore):
+        if is_hive(metastore):
+            return Metastore.connect(metastore, **kwargs)
         if not create:
             _require_existing(metastore)
         return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
+
+
+def is_hive(url: str) -> bool:
+    """Whether ``url`` names a Hive Metastore (thrift) rather than acidstream's own SQL metastore."""
+    return url.lower().startswith("thrift://")
 
 
 @contextlib.contextmanager

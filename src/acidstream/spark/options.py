@@ -46,7 +46,8 @@ def client(url: str, warehouse: str) -> Metastore:
     with _clients_lock:
         ms = _clients.get(key)
         if ms is None:
-            ms = _clients[key] = Metastore.connect(url, warehouse=warehouse)
+            hive = url.lower().startswith("thrift://")  # a Hive Metastore knows where its tables live
+            ms = _clients[key] = Metastore.connect(url, warehouse=None if hive else warehouse)
         return ms
 
 
