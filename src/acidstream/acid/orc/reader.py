@@ -80,6 +80,12 @@ class _BoundedFile(io.RawIOBase):
         return len(data)
 
 
+#: A file of a remote filesystem up to this size is read in one request: ORC's reader asks for its PostScript,
+#: its footer and each stream of a stripe apart, a request each on an object store (8 GETs for a small delta file
+#: on S3, where a merge's or a compaction's reads were nine requests in ten).
+WHOLE_READ_BYTES = 16 << 20
+
+
 @contextlib.contextmanager
 def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, int, bool]]:
     """A random-access view of ``[0, length)``, that length, and whether it is the whole file."""
@@ -90,7 +96,7 @@ def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[
             length = size
         if length > size:
             raise CorruptFileError(path, f"length {length} is beyond the end of the file ({size} bytes)")
-        if isinstance(raw, pa.MemoryMappedFile):
+        if isinstance(raw, pa.MemoryMappedFile) or length <= WHOLE_READ_BYTES:
             view: pa.NativeFile = pa.BufferReader(raw.read_buffer(length) if length else pa.py_buffer(b""))
         else:
             view = pa.PythonFile(_BoundedFile(raw, length), mode="r")
