@@ -29,6 +29,7 @@ from click.testing import CliRunner
 
 from acidstream.cli import cli
 from acidstream.cli._options import read_config
+from acidstream.storage import delete_locations
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -50,6 +51,8 @@ GUIDES = tuple(
 EXAMPLE_LANGS = ("python", "bash", "toml")
 #: The bucket the README's S3 example writes its warehouse to.
 S3_BUCKET = "acidstream-demo"
+#: The directory the README's HDFS example writes its warehouse to, on the namenode of ``$HADOOP_CONF_DIR``.
+HDFS_DEMO = "hdfs:///acidstream-demo"
 #: The variable the README's Hive example reads its metastore's URI from.
 HIVE_URIS = "HIVE_METASTORE_URIS"
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
@@ -150,13 +153,19 @@ def examples_before_spark(tmp_path_factory: pytest.TempPathFactory, hive4_metast
 
 @pytest.fixture
 def workspace(
-    examples_before_spark: Path, monkeypatch: pytest.MonkeyPatch, s3_endpoint: str, hive4_metastore: str
+    examples_before_spark: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    s3_endpoint: str,
+    hive4_metastore: str,
+    hdfs_namenode: object,
 ) -> Path:
     """The directory as the examples before the first Spark one left it, with a new user's environment (and
     the S3 server the object-store example writes to, through the AWS environment variables, with that example's
-    bucket empty: an earlier test's run of it left files its new metastore does not know)."""
+    bucket empty: an earlier test's run of it left files its new metastore does not know; likewise the HDFS
+    example's directory on the session's namenode, which ``$HADOOP_CONF_DIR`` names)."""
     home = examples_before_spark
     empty_bucket(s3_endpoint, S3_BUCKET)  # the S3 example's metastore is in the work directory, new each test
+    delete_locations([HDFS_DEMO])
     shutil.rmtree(home / "work")
     shutil.copytree(home / "after", home / "work", symlinks=True)
     monkeypatch.setenv(HIVE_URIS, hive4_metastore)
