@@ -176,3 +176,27 @@ def test_a_partition_is_compacted_by_alter_table(
         "failed",
         "not wanted",
     )
+
+
+def test_spark_compacts_every_partition_from_hive_queue(
+    spark: Any, hive4: Referee, hive4_metastore: str, queue: Metastore
+) -> None:
+    from acidstream.spark import compact
+
+    table = create_table(hive4_metastore, partition_keys=["part"])
+    stream(queue, table, [(1, "a", "p0"), (2, "b", "p1"), (3, "c", "p0"), (4, "d", "p1")])
+    outcomes = compact(spark, table, "major", metastore=hive4_metastore)
+    assert [(o.info.partition, o.info.state) for o in outcomes] == [
+        ("part=p0", "ready for cleaning"),
+        ("part=p1", "ready for cleaning"),
+    ]
+    txns = queue.snapshot()
+    write_ids = queue.get_valid_write_ids(table, snapshot=txns)
+    location = table_filesystem(queue.table(table).location)[1]
+    expected = {"p0": [(1, "a"), (3, "c")], "p1": [(2, "b"), (4, "d")]}
+    for info in (o.info for o in outcomes):
+        directory = f"{location}/{info.partition}"
+        base = hive4.select(directory, write_ids, txns)[0]
+        assert base is not None and base.startswith("base_") and base.endswith(f"_v{info.txn_id:07d}")
+        rows = [row for _, row in hive4.read(directory, COLUMNS, write_ids, txns)]
+        assert rows == expected[(info.partition or "").split("=")[1]]
