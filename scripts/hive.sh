@@ -5,7 +5,8 @@
 #                                      Prints the cache directory: lib/ (Hive 4), streaming3/ (Hive's streaming
 #                                      client, see interop/hive/streaming3/pom.xml), scripts/.
 #   bash scripts/hive.sh start DIR     a standalone Hive Metastore with ACID on, its Derby database, warehouse,
-#                                      config and log in DIR, on a free loopback port. Prints its thrift:// URI.
+#                                      config and log in DIR, on a free loopback port (a restart in the same DIR
+#                                      takes the port it had, so its clients' URI stays valid). Prints its URI.
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -118,7 +119,7 @@ start() {
         return
     fi
     local port
-    port="$(free_port)"
+    port="$(cat "$dir/port" 2>/dev/null || free_port)"
     site_xml "$dir" "$port" >"$dir/conf/metastore-site.xml"
     cp "$root/interop/hive/log4j2.properties" "$dir/conf/metastore-log4j2.properties"
     local -a run=("$java_bin" "${java_opts[@]}" -Dderby.stream.error.file="$dir/derby.log"
