@@ -150,6 +150,8 @@ def test_a_partition_is_compacted_by_alter_table(
     [shown] = [row for row in queue.execute("SHOW COMPACTIONS") or [] if row[0] == request]
     assert shown[1:6] == (*table.split("."), "part=p0", "MINOR", "initiated")
 
+    major = queue.compact(table, {"part": "p1"}, "major")
+    assert queue.find_next_compaction("w", major) is None  # Hive claims in queue order: p0's request first
     outcome = Worker(queue).run_next(request)
     assert outcome is not None and outcome.info.state == "ready for cleaning"
     info = queue.get_compaction(request)
@@ -170,7 +172,6 @@ def test_a_partition_is_compacted_by_alter_table(
     ]
     assert rows == [(1, "a"), (2, "b"), (3, "c")]
 
-    major = queue.compact(table, {"part": "p1"}, "major")
     queue.mark_failed(major, "not wanted")  # by id, as an operator would: no worker holds it
     assert (queue.get_compaction(major).state, queue.get_compaction(major).error_message) == (
         "failed",

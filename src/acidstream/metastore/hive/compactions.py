@@ -360,7 +360,8 @@ class HiveCompactionQueue:
         the next one is this worker's to run.
         """
         if compaction_id is not None:
-            waiting = [e.id for e in self._show(ShowCompactRequest()) if e.state == "initiated"]
+            initiated = self._show(ShowCompactRequest(state="i"))  # Hive filters by its state code
+            waiting = [e.id for e in initiated if e.state == "initiated"]
             if compaction_id not in waiting or min(waiting) != compaction_id:
                 return None
         while True:
