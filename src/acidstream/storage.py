@@ -46,8 +46,8 @@ def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     elif location.startswith(("hdfs://", "webhdfs://")):
         fs, path = hdfs_filesystem(location)
     elif location.startswith("s3://"):
-        # Delayed open: a file opens without a HEAD and a LIST, and one that closes within its first part is one
-        # PUT instead of a multipart upload's three requests (a streaming commit of 6 files: 36 -> 24 requests).
+        # Delayed open: a file that closes within its first part (10 MiB) is one PUT instead of a multipart
+        # upload's three requests (a streaming commit of 6 files: 36 -> 24 requests).
         fs, path = pafs.FileSystem.from_uri(
             f"{location}{'&' if '?' in location else '?'}allow_delayed_open=true"
         )
