@@ -154,33 +154,61 @@ def _webhdfs_client_class() -> type:
         ) from exc
 
     class PublishingFile(WebHDFile):
-        """Every ``flush()`` sends the bytes written since as one WebHDFS append, which the namenode has
-        completed when it returns: readers see the flushed prefix (what ``hflush`` gives a JVM writer, and
-        what streaming's side files rely on), and the next bytes append. fsspec would hold them back until a
-        block's worth is buffered."""
+        """Every ``flush()`` sends the bytes written since as one WebHDFS request that ends with the file
+        complete: readers see the flushed prefix (what ``hflush`` gives a JVM writer, and what streaming's side
+        files rely on), and the next bytes append. fsspec would hold them back until a block's worth is
+        buffered, and makes a new file empty before it appends its bytes (two more requests per file)."""
 
         buffer: io.BytesIO
         offset: int | None
         location: str | None
+        closed: bool
 
         def _initiate_upload(self) -> None:
-            """fsspec learns where to append only for a new file ("wb"); an append ("ab") asks here."""
-            if "a" not in self.mode:
-                super()._initiate_upload()
-                return
-            out = self.fs._call("APPEND", "POST", self.path, redirect=False)
-            self.location = self.fs._apply_proxy(out.headers["Location"])
+            """Nothing to ask yet: the first upload creates (or, "ab", appends to) the file."""
+            self.location = None
+
+        def _upload_chunk(self, final: bool = False) -> bool:
+            """CREATE with the first bytes ("wb"); then APPEND, at the DataNode address learnt once."""
+            if self.location is None:
+                create = "w" in self.mode and not self.offset
+                op, method = ("CREATE", "PUT") if create else ("APPEND", "POST")
+                out = self.fs._call(
+                    op, method, self.path, redirect=False, **({"overwrite": "true"} if create else {})
+                )
+                location = self.fs._apply_proxy(out.headers["Location"])
+                if not create:
+                    self.location = location
+            else:
+                location, method = self.location, "POST"
+            done = self.fs.session.request(
+                method,
+                location,
+                data=self.buffer.getvalue(),
+                headers={"content-type": "application/octet-stream"},
+            )
+            done.raise_for_status()
+            return True
 
         def flush(self, force: bool = False) -> None:
-            if force or self.closed or self.readable() or not self.buffer.tell():
+            """Send what was written since the last flush. After a failed request the file's end is unknown:
+            the file is then closed, and nothing more is sent (not even by ``close()``)."""
+            if self.closed or self.readable():
                 super().flush(force)
                 return
-            if self.offset is None:  # creates the file, learns where to append
-                self.offset = 0
-                self._initiate_upload()
-            self._upload_chunk()
-            self.offset += self.buffer.seek(0, io.SEEK_END)
-            self.buffer = io.BytesIO()
+            try:
+                if force or not self.buffer.tell():
+                    super().flush(force)
+                    return
+                if self.offset is None:
+                    self.offset = 0
+                    self._initiate_upload()
+                self._upload_chunk()
+                self.offset += self.buffer.seek(0, io.SEEK_END)
+                self.buffer = io.BytesIO()
+            except BaseException:
+                self.closed = True
+                raise
 
     class Client(WebHDFS):
         """Files written in place (no temporary name), renames that fail loudly, errors as ``OSError``."""

@@ -240,3 +240,32 @@ def test_the_webhdfs_port_comes_from_the_location_the_environment_or_hadoop_conf
     monkeypatch.setenv(WEBHDFS_PORT_ENV, "http")
     with pytest.raises(StorageLocationError, match=r"hdfs://nn:8020/wh.*'http'"):
         url("hdfs://nn:8020/wh")
+
+
+def test_a_datanode_lost_mid_batch_aborts_it_and_keeps_what_committed(
+    hdfs_namenode: MiniHdfs, hdfs_ms: Metastore
+) -> None:
+    """The only DataNode stops after a batch's first commit: the next commit cannot publish its bytes and
+    fails, the batch's txns end aborted, and once the DataNode is back the committed rows read and the table
+    takes new writes."""
+    ms = hdfs_ms
+    ms.execute(DDL)
+    conn = _connect(ms, batch=3)
+    try:
+        conn.begin_transaction()
+        _write(conn, 1)
+        conn.commit_transaction()
+        hdfs_namenode.stop_datanode()
+        try:
+            conn.begin_transaction()
+            _write(conn, 2)
+            with pytest.raises(AcidStreamError):
+                conn.commit_transaction()
+        finally:
+            hdfs_namenode.restart_datanode()
+    finally:
+        conn.close()
+    assert not [t for t in ms.show_txns() if t.state.name == "OPEN"]
+    assert _ids(ms) == [10, 11, 12]
+    _stream(ms, 5, 1)
+    assert _ids(ms) == [10, 11, 12, 50, 51, 52]
