@@ -38,13 +38,15 @@ DDL = (
 def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CutProxy]:
     """The session's S3 server behind a proxy that the AWS environment points at for this test.
 
-    Table locations get an S3 filesystem that gives up at the first refused connection: pyarrow's own keeps
-    reconnecting for 6 s per request, which would change no outcome here (the server stays away longer) and
-    would make each test last a minute."""
+    Table locations get the S3 filesystem acidstream makes (delayed open), except that it gives up at the
+    first refused connection: pyarrow's keeps reconnecting for 6 s per request, which would change no outcome
+    here (the server stays away longer) and would make each test last a minute."""
     with cut_proxy(s3_endpoint) as p:
         monkeypatch.setenv("AWS_ENDPOINT_URL", p.url)
         impatient = pafs.S3FileSystem(
-            endpoint_override=p.url, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1)
+            endpoint_override=p.url,
+            allow_delayed_open=True,
+            retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1),
         )
         with armed("storage.filesystem", lambda fs: impatient if fs.type_name == "s3" else fs):
             yield p
@@ -94,7 +96,7 @@ def _as_list(rows: pa.Table) -> list[tuple[int, str]]:
     return list(zip(rows.column("id").to_pylist(), rows.column("payload").to_pylist(), strict=True))
 
 
-def warehouse_key(ms: Metastore) -> str:
+def _warehouse_key(ms: Metastore) -> str:
     return ms.warehouse.removeprefix(f"s3://{BUCKET}/")
 
 
@@ -103,30 +105,37 @@ def _dirs(ms: Metastore) -> list[str]:
     return sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(path)))
 
 
+def _merge(ms: Metastore, rows: pa.Table) -> None:
+    ms.table("events").merge(rows, on=["id"], workers=1)  # in this process, which the proxy's settings reach
+
+
+WRITES = {"streaming commit": _commit, "merge": _merge}
+
+
+@pytest.mark.parametrize("write", WRITES)
 def test_a_server_dying_inside_a_multipart_upload_fails_the_txn_typed_and_retryable(
-    ms: Metastore, proxy: CutProxy
+    ms: Metastore, proxy: CutProxy, write: str
 ) -> None:
     ms.execute(DDL.format(buckets=1))
     committed = _rows(0, 100)
-    _commit(ms, committed)
+    WRITES[write](ms, committed)
     proxy.cut_at(rb"PUT /[^ ]*/bucket_00000\?partNumber=2&")  # part 1 of the file is up, part 2 starts
-    conn = _connect(ms)
-    conn.begin_transaction()
-    conn.write_batch(_rows(1000, 60_000, width=256))  # about 15 MiB: two parts
     with pytest.raises(StreamingIOFailure, match="bucket_00000") as failure:
-        conn.commit_transaction()
+        WRITES[write](ms, _rows(1000, 60_000, width=256))  # about 15 MiB in one file: two parts
     assert proxy.cuts == 1 and failure.value.retryable
-    conn.close()
     proxy.restore()
     assert _scan(ms) == _as_list(committed)
-    pending = boto3.client("s3").list_multipart_uploads(Bucket=BUCKET, Prefix=warehouse_key(ms))
-    assert [u["Key"].rsplit("/", 2)[-2] for u in pending["Uploads"]] == [
-        "delta_0000002_0000002"
-    ]  # docs/s3.md
+    pending = boto3.client("s3").list_multipart_uploads(Bucket=BUCKET, Prefix=_warehouse_key(ms))
+    assert [u["Key"].rsplit("/", 2)[-2] for u in pending["Uploads"]] == [_delta(2, write)]  # docs/s3.md
     assert [t.state.name for t in ms.show_txns()] == ["ABORTED"]
     later = _rows(200_000, 10)
-    _commit(ms, later)
+    WRITES[write](ms, later)
     assert _scan(ms) == _as_list(committed) + _as_list(later)
+
+
+def _delta(write_id: int, write: str) -> str:
+    """The delta directory of ``write_id``: a mutation's has a statement id."""
+    return f"delta_{write_id:07d}_{write_id:07d}" + ("_0000" if write == "merge" else "")
 
 
 def test_a_server_dying_inside_a_compaction_leaves_the_committed_rows_and_the_next_pass_succeeds(
