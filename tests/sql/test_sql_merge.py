@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from sqlhelpers import ACCOUNTS, CHANGES, changes, table_rows
 
-from acidstream.catalog import Metastore, Table
+from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, SqlSyntaxError
 from acidstream.metastore import TxnState
+from acidstream.read.scan import TableScan
+from acidstream.sql import merge as sql_merge
 
 UPSERT = [
     {"id": 1, "name": "one", "balance": 1.5, "region": "EU", "op": "u"},
@@ -157,16 +159,15 @@ def test_two_source_rows_for_one_target_row_are_refused(ms: Metastore) -> None:
 def test_the_source_is_read_at_the_txn_snapshot(ms: Metastore, monkeypatch: pytest.MonkeyPatch) -> None:
     """A delete committed to the source after the merge's txn took its snapshot is not seen by the merge."""
     changes(ms, [{"id": 30, "name": "late", "balance": 0, "region": "US", "op": None}])
-    scan = Table.scan
     interfered = []
 
-    def scan_after_a_concurrent_delete(self: Table, *args: Any, **kwargs: Any) -> Any:
-        if self.full_name == CHANGES and kwargs.get("snapshot") is not None and not interfered:
+    def scan_after_a_concurrent_delete(metastore: Any, table: Any, **kwargs: Any) -> TableScan:
+        if table.full_name == CHANGES and kwargs.get("snapshot") is not None and not interfered:
             interfered.append(None)
             interfered[0] = ms.execute("DELETE FROM bank.changes")  # commits before the merge reads it
-        return scan(self, *args, **kwargs)
+        return TableScan(metastore, table, **kwargs)
 
-    monkeypatch.setattr(Table, "scan", scan_after_a_concurrent_delete)
+    monkeypatch.setattr(sql_merge, "TableScan", scan_after_a_concurrent_delete)
     counts = ms.execute(
         "MERGE INTO bank.accounts t USING bank.changes s ON t.id = s.id "
         "WHEN NOT MATCHED THEN INSERT (id, region) VALUES (s.id, s.region)"

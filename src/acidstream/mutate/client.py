@@ -364,9 +364,9 @@ class MutatorClientBuilder:
                 raise ConnectionException(
                     "with_metastore(url) needs warehouse=... (where the table files live)"
                 )
-            from acidstream.catalog import Metastore as Catalog
+            from acidstream.metastore import Metastore
 
-            metastore, owns = Catalog.connect(metastore, warehouse=self._warehouse), True
+            metastore, owns = Metastore.connect(metastore, warehouse=self._warehouse), True
         user, host = client_identity()
         return MutatorClient(
             metastore,

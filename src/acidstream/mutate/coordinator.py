@@ -595,9 +595,9 @@ class MutatorCoordinatorBuilder:
         if isinstance(metastore, str):
             if self._warehouse is None:
                 raise WorkerException("with_metastore(url) needs warehouse=... (where the table files live)")
-            from acidstream.catalog import Metastore as Catalog
+            from acidstream.metastore import Metastore
 
-            metastore = Catalog.connect(metastore, warehouse=self._warehouse)
+            metastore = Metastore.connect(metastore, warehouse=self._warehouse)
         return MutatorCoordinator(
             self._table,
             metastore=metastore,

@@ -43,12 +43,12 @@ from acidstream.mutate.forked import TxnProbe, merge_forked, merge_workers
 from acidstream.mutate.matching import Progress, match_keys, partition_coded, rows_at, write_changes
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
+from acidstream.read.scan import TableScan
 from acidstream.storage import check_location
 from acidstream.txn import Transaction, TxnHeartbeat
 
 if TYPE_CHECKING:
-    from acidstream.catalog import Metastore, Table
-    from acidstream.read.scan import TableScan
+    from acidstream.metastore import Metastore, Table
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,14 @@ class TableMutation:
     # --- reading ----------------------------------------------------------------------------------------------
 
     def scan(self, columns: Sequence[str], filter: pc.Expression | None = None) -> TableScan:
-        return self.table.scan(columns=columns, filter=filter, with_row_id=True, snapshot=self.snapshot)
+        return TableScan(
+            self.metastore,
+            self.table,
+            columns=columns,
+            filter=filter,
+            with_row_id=True,
+            snapshot=self.snapshot,
+        )
 
     def read_target(
         self, columns: Sequence[str], filter: pc.Expression | None = None

@@ -22,7 +22,7 @@ from acidstream.sql.expressions import Resolve, Translator
 from acidstream.sql.parse import error_at, parse_statement, unsupported
 
 if TYPE_CHECKING:
-    from acidstream.catalog import Metastore, Table
+    from acidstream.metastore import Metastore, Table
 
 Counts = list[tuple[int, int, int]]
 #: What evaluating a statement's expressions on the rows can raise: the rows decide, as in Hive, where the same

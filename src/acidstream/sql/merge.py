@@ -28,12 +28,13 @@ from sqlglot import exp
 
 from acidstream.errors import InvalidObjectException
 from acidstream.mutate.merge import TableMutation, evaluate_assignment
+from acidstream.read.scan import TableScan
 from acidstream.sql.dml import TableRef, assignments, qualifier_of, refuse_extras
 from acidstream.sql.expressions import Resolve, Translator, common_type
 from acidstream.sql.parse import error_at
 
 if TYPE_CHECKING:
-    from acidstream.catalog import Metastore
+    from acidstream.metastore import Metastore
 
 Side = Literal["t", "s"]
 TARGET: Side = "t"
@@ -92,7 +93,9 @@ def run_merge(ms: Metastore, sql: str, statement: exp.Merge) -> dict[str, int]:
         for clause in (*plan.matched, *plan.by_source):
             if clause.action == "update" and clause.explicit:
                 m.changes.check_assignments(clause.values)
-        source = plan.source.table.scan(columns=plan.source_columns(), snapshot=m.snapshot).to_arrow()
+        source = TableScan(
+            ms, plan.source.table, columns=plan.source_columns(), snapshot=m.snapshot
+        ).to_arrow()
         # without BY SOURCE clauses only target rows whose keys the source holds matter
         target, parts = m.read_target(
             plan.target_columns(), None if plan.by_source else _key_filter(plan, source)
