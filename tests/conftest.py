@@ -39,8 +39,9 @@ def s3_endpoint() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def hdfs_namenode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A MiniDFSCluster on loopback for the session (scripts/hdfs.sh: a NameNode and a DataNode, WebHDFS on);
-    ``$HADOOP_CONF_DIR`` names it meanwhile. Without Java, Maven or the jars: fails under CI, skips elsewhere."""
+    """A MiniDFSCluster on loopback for the session (scripts/hdfs.sh: a NameNode and a DataNode, WebHDFS on),
+    with a Hadoop client configuration naming it (``conf_dir``, for ``$HADOOP_CONF_DIR``). Without Java, Maven
+    or the jars: fails under CI, skips elsewhere."""
     from support.hdfscluster import HdfsUnavailable, hdfs_cluster
 
     running = ExitStack()

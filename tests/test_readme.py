@@ -30,6 +30,7 @@ from click.testing import CliRunner
 from acidstream.cli import cli
 from acidstream.cli._options import read_config
 from acidstream.storage import delete_locations
+from support.hdfscluster import MiniHdfs
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -157,7 +158,7 @@ def workspace(
     monkeypatch: pytest.MonkeyPatch,
     s3_endpoint: str,
     hive4_metastore: str,
-    hdfs_namenode: object,
+    hdfs_namenode: MiniHdfs,
 ) -> Path:
     """The directory as the examples before the first Spark one left it, with a new user's environment (and
     the S3 server the object-store example writes to, through the AWS environment variables, with that example's
@@ -165,6 +166,7 @@ def workspace(
     example's directory on the session's namenode, which ``$HADOOP_CONF_DIR`` names)."""
     home = examples_before_spark
     empty_bucket(s3_endpoint, S3_BUCKET)  # the S3 example's metastore is in the work directory, new each test
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
     delete_locations([HDFS_DEMO])
     shutil.rmtree(home / "work")
     shutil.copytree(home / "after", home / "work", symlinks=True)

@@ -30,8 +30,10 @@ DDL = (
 
 
 @pytest.fixture
-def hdfs_ms(hdfs_namenode: MiniHdfs, tmp_path: Path) -> Iterator[Metastore]:
-    """A SQLite metastore whose warehouse is a new directory of the session's HDFS."""
+def hdfs_ms(hdfs_namenode: MiniHdfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Metastore]:
+    """A SQLite metastore whose warehouse is a new directory of the session's HDFS, whose WebHDFS port the
+    Hadoop client configuration says."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
     warehouse = f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}/wh"
     with Metastore.connect(f"sqlite:///{tmp_path / 'hdfs.db'}", warehouse=warehouse) as ms:
         yield ms

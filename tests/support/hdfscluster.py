@@ -1,11 +1,11 @@
 """HDFS for the tests: Hadoop's MiniDFSCluster (one NameNode, one DataNode, WebHDFS on) started by
-``scripts/hdfs.sh``, found by acidstream as Hadoop's clients find a cluster: through ``$HADOOP_CONF_DIR``, whose
-``core-site.xml`` (``fs.defaultFS``) and ``hdfs-site.xml`` (``dfs.namenode.http-address``) :func:`hdfs_cluster`
-writes and points at for as long as the cluster runs."""
+``scripts/hdfs.sh``, found by acidstream as Hadoop's clients find a cluster: through a client configuration
+directory, whose ``core-site.xml`` (``fs.defaultFS``) and ``hdfs-site.xml`` (``dfs.namenode.http-address``)
+:func:`hdfs_cluster` writes. Tests point ``$HADOOP_CONF_DIR`` at it for as long as they need it, not the whole
+session: a Spark JVM started meanwhile would take the cluster for its default filesystem."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -36,11 +36,13 @@ def hdfs_sh(*args: str) -> str:
 
 @dataclass(frozen=True)
 class MiniHdfs:
-    """A running cluster: its ``hdfs://`` URI, WebHDFS port, and the launcher's control port."""
+    """A running cluster: its ``hdfs://`` URI, WebHDFS port, the launcher's control port, and a Hadoop client
+    configuration directory naming it."""
 
     uri: str
     webhdfs_port: int
     control_port: int
+    conf_dir: Path
 
     def stop_datanode(self) -> None:
         """Stop the only DataNode: writes fail until :meth:`restart_datanode`."""
@@ -67,25 +69,16 @@ def _site_xml(properties: dict[str, str]) -> str:
 
 @contextmanager
 def hdfs_cluster(state: Path) -> Iterator[MiniHdfs]:
-    """Fetch (cached) and start a cluster with its storage in ``state``; ``$HADOOP_CONF_DIR`` names it while
-    it runs. Raises :class:`HdfsUnavailable` when it cannot start."""
+    """Fetch (cached) and start a cluster with its storage and client configuration in ``state``. Raises
+    :class:`HdfsUnavailable` when it cannot start."""
     hdfs_sh("fetch")
     uri = hdfs_sh("start", str(state))
     try:
         _, http, control = (state / "ports").read_text().split()
-        cluster = MiniHdfs(uri, int(http), int(control))
         conf = state / "conf"
         conf.mkdir(exist_ok=True)
         (conf / "core-site.xml").write_text(_site_xml({"fs.defaultFS": uri}))
         (conf / "hdfs-site.xml").write_text(_site_xml({"dfs.namenode.http-address": f"127.0.0.1:{http}"}))
-        saved = os.environ.get("HADOOP_CONF_DIR")
-        os.environ["HADOOP_CONF_DIR"] = str(conf)
-        try:
-            yield cluster
-        finally:
-            if saved is None:
-                os.environ.pop("HADOOP_CONF_DIR", None)
-            else:
-                os.environ["HADOOP_CONF_DIR"] = saved
+        yield MiniHdfs(uri, int(http), int(control), conf)
     finally:
         hdfs_sh("stop", str(state))
