@@ -129,4 +129,4 @@ class Metastore(_ms.Metastore):
         outcome = Worker(self).run_next(compaction_id)
         if outcome is not None:
             return outcome.info
-        return super().wait_for_compaction(compaction_id, timeout)  # type: ignore[safe-super]
+        return super().wait_for_compaction(compaction_id, timeout)

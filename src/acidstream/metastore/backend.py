@@ -221,11 +221,8 @@ class CompactionQueue(Protocol):
         partition: str | Mapping[str, Any] | None = None,
         kind: str = "major",
         *,
-        wait: bool = False,
         initiator_id: str | None = None,
     ) -> int: ...
-
-    def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> CompactionInfo: ...
 
     def get_compaction(self, compaction_id: int) -> CompactionInfo: ...
 

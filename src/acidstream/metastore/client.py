@@ -579,41 +579,19 @@ class MetastoreClient:
         partition: str | Mapping[str, Any] | None = None,
         kind: str = "major",
         *,
-        wait: bool = False,
         initiator_id: str | None = None,
     ) -> int:
         """Queue a ``major``/``minor`` compaction of a table or (required for partitioned tables) one partition,
         given as ``"k=v/k2=v2"`` or ``{"k": v}``; returns the request id (an initiated or working request for
-        the same target is returned instead of a second one). ``wait``: return once a worker has finished it
-        (see :meth:`wait_for_compaction`)."""
+        the same target is returned instead of a second one)."""
         db, name = catalog.split_name(table_name)
         part = _partition_name(partition)
         if initiator_id is None:
             _, host = _identify(None, None)
             initiator_id = f"{host}-manual"
-        cq_id = self._write(
+        return self._write(
             lambda c: compaction.enqueue(c, db, name, part, kind.lower(), initiator_id=initiator_id)
         )
-        if wait:
-            self.wait_for_compaction(cq_id)
-        return cq_id
-
-    def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> CompactionInfo:
-        """Poll until request ``compaction_id`` is no longer initiated or working (compactor daemons do the work:
-        ``acidstream.catalog.Metastore`` runs it in this process instead); raises LockTimeoutException after
-        ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.05
-        while True:
-            info = self.get_compaction(compaction_id)
-            if info.state not in ("initiated", "working"):
-                return info
-            if deadline is not None and time.monotonic() >= deadline:
-                raise LockTimeoutException(
-                    f"compaction {compaction_id} still {info.state} after {timeout:g}s"
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
 
     def get_compaction(self, compaction_id: int) -> CompactionInfo:
         return self._read(lambda c: compaction.get(c, compaction_id))

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from acidstream.acid.types import Column
-from acidstream.errors import MetastoreUrlError
+from acidstream.errors import LockTimeoutException, MetastoreUrlError
 from acidstream.metastore import models
 from acidstream.metastore.backend import Capability, unsupported
 from acidstream.metastore.ddl import run
@@ -108,6 +109,43 @@ class Metastore(_Calls):
         check_location(self.warehouse)
         super().create_table(db, name, columns, **kw)  # type: ignore[safe-super]
         return self.table(f"{db}.{name}")
+
+    def compact(
+        self,
+        table_name: str,
+        partition: str | Mapping[str, Any] | None = None,
+        kind: str = "major",
+        *,
+        wait: bool = False,
+        initiator_id: str | None = None,
+    ) -> int:
+        """Queue a ``major``/``minor`` compaction of a table or (required for partitioned tables) one partition,
+        given as ``"k=v/k2=v2"`` or ``{"k": v}``; returns the request id (an initiated or working request for
+        the same target is returned instead of a second one). ``wait``: return once it is done (see
+        :meth:`wait_for_compaction`)."""
+        compaction_id: int = super().compact(  # type: ignore[safe-super]
+            table_name, partition, kind, initiator_id=initiator_id
+        )
+        if wait:
+            self.wait_for_compaction(compaction_id)
+        return compaction_id
+
+    def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> models.CompactionInfo:
+        """Poll until request ``compaction_id`` is no longer initiated or working (compactor workers do the
+        work: ``acidstream.catalog.Metastore`` runs it in this process instead); raises
+        :class:`LockTimeoutException` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            info = self.get_compaction(compaction_id)
+            if info.state not in ("initiated", "working"):
+                return info
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LockTimeoutException(
+                    f"compaction {compaction_id} still {info.state} after {timeout:g}s"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
         """Drop the table and delete its files (as Hive does for managed tables)."""

@@ -30,22 +30,6 @@ from acidstream.txn.state import TxnState
 from acidstream.txn.transaction import acquire, commit_refusal, range_failures
 
 
-class BatchTxnManager(TxnManager, Protocol):
-    """A :class:`TxnManager` that also opens a whole batch with its first lock in one call (Hive's streaming
-    client does the same in two)."""
-
-    def open_txns_with_write_ids_and_lock(
-        self,
-        n: int,
-        table_name: str,
-        components: Sequence[LockComponent],
-        *,
-        user: str | None = None,
-        host: str | None = None,
-        agent_info: str | None = None,
-    ) -> tuple[list[tuple[int, int]], LockResponse]: ...
-
-
 class TxnBatch(Protocol):
     """What a streaming connection drives: consecutive txns, each begun, then committed or aborted."""
 
@@ -149,7 +133,7 @@ class TransactionBatch(_Txns):
 
     def __init__(
         self,
-        manager: BatchTxnManager,
+        manager: TxnManager,
         pairs: Sequence[tuple[int, int]],
         lock: LockComponent,
         *,
@@ -166,7 +150,7 @@ class TransactionBatch(_Txns):
 
     @classmethod
     def open(
-        cls, manager: BatchTxnManager, size: int, table_name: str, lock: LockComponent, *, agent_info: str
+        cls, manager: TxnManager, size: int, table_name: str, lock: LockComponent, *, agent_info: str
     ) -> TransactionBatch:
         pairs, first_lock = manager.open_txns_with_write_ids_and_lock(
             size, table_name, [lock], agent_info=agent_info

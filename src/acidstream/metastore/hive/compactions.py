@@ -235,7 +235,6 @@ class HiveCompactionQueue:
         partition: str | Mapping[str, Any] | None = None,
         kind: str = "major",
         *,
-        wait: bool = False,
         initiator_id: str | None = None,
     ) -> int:
         """``compact2``: queue a ``major``/``minor`` compaction in Hive's queue; Hive returns the initiated or
@@ -264,8 +263,6 @@ class HiveCompactionQueue:
                 + (f"/{part}" if part else "")
                 + f": {answer.state} {answer.errormessage or ''}".rstrip()
             )
-        if wait:
-            self.wait_for_compaction(compaction_id)
         return int(compaction_id)
 
     def _target_partition(self, table_name: str, partition: str | Mapping[str, Any] | None) -> str | None:
@@ -288,22 +285,6 @@ class HiveCompactionQueue:
         name = make_part_name(keys, [None if spec[k] is None else str(spec[k]) for k in keys])
         self._call("get_partition_by_name", table.db, table.name, name)  # NoSuchObjectException if missing
         return name
-
-    def wait_for_compaction(self, compaction_id: int, timeout: float | None = None) -> CompactionInfo:
-        """Poll until the request is no longer initiated or working (a worker of Hive's queue does it);
-        :class:`LockTimeoutException` after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.05
-        while True:
-            info = self.get_compaction(compaction_id)
-            if info.state not in ("initiated", "working"):
-                return info
-            if deadline is not None and time.monotonic() >= deadline:
-                raise LockTimeoutException(
-                    f"compaction {compaction_id} still {info.state} after {timeout:g}s"
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
 
     def get_compaction(self, compaction_id: int) -> CompactionInfo:
         """A queued or finished request (``show_compact`` filtered by its id)."""
