@@ -35,6 +35,9 @@ public final class MiniHdfs {
     // a lost DataNode is noticed in seconds, not the default ten minutes
     conf.setInt("dfs.heartbeat.interval", 1);
     conf.setInt("dfs.namenode.heartbeat.recheck-interval", 2000);
+    // a WebHDFS append ends with the DataNode's client completing the file, which it asks again after a
+    // pause until the NameNode has the block: 400 ms at first by default, once per flush
+    conf.setInt("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", 10);
     // one DataNode: a pipeline cannot swap a failed node for another, so do not try
     conf.set("dfs.client.block.write.replace-datanode-on-failure.enable", "false");
     MiniDFSCluster cluster =
