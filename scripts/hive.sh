@@ -7,6 +7,8 @@
 #   bash scripts/hive.sh start DIR     a standalone Hive Metastore with ACID on, its Derby database, warehouse,
 #                                      config and log in DIR, on a free loopback port (a restart in the same DIR
 #                                      takes the port it had, so its clients' URI stays valid). Prints its URI.
+#                                      ACIDSTREAM_HIVE_DML_EVENTS=false: Hive's default of not logging DML events
+#                                      (the tests log them, for the write notifications replication reads).
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -95,7 +97,7 @@ site_xml() { # dir port
         metastore.compactor.initiator.on false
         metastore.compactor.cleaner.on false
         metastore.compactor.worker.threads 0
-        hive.metastore.dml.events true
+        hive.metastore.dml.events "${ACIDSTREAM_HIVE_DML_EVENTS:-true}"
         metastore.event.db.notification.api.auth false
         metastore.metadata.transformer.class " "
         hive.metastore.event.db.notification.api.auth false
