@@ -20,7 +20,7 @@ from sqlalchemy import Connection, select
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import LockTimeoutException, MetastoreUrlError
+from acidstream.errors import MetastoreUrlError
 from acidstream.metastore import (
     catalog,
     compaction,
@@ -38,6 +38,7 @@ from acidstream.metastore.backend import Capability
 from acidstream.metastore.counters import now_ms
 from acidstream.metastore.engine import DEFAULT_WAIT_TIMEOUT, Database
 from acidstream.metastore.identity import client_identity
+from acidstream.metastore.lockwait import wait_for_lock
 from acidstream.metastore.models import (
     CompactionInfo,
     CompletedComponent,
@@ -514,7 +515,7 @@ class MetastoreClient:
         user, host = _identify(user, host)
 
         timeout_ms = self._timeout_ms
-        lock_id, state, blocker = self._write_once(
+        lock_id, state, _blocker = self._write_once(
             lambda c: locks.request(
                 c,
                 components,
@@ -527,23 +528,22 @@ class MetastoreClient:
             encode=lambda got: [got[0], got[1].value, got[2]],
             decode=lambda _c, got: (got[0], LockState(got[1]), got[2]),
         )
-        if state is LockState.ACQUIRED or not wait:
+        if state is not LockState.WAITING or not wait:
             return LockResponse(lock_id, state)
-        limit = self.lock_wait_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        pause = 0.005
-        while time.monotonic() < deadline:
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, 0.25)
-            state, blocker = self._write(lambda c: locks.check(c, lock_id))
-            if state is LockState.ACQUIRED:
-                return LockResponse(lock_id, state)
-        self._write(lambda c: locks.unlock(c, lock_id, waiting_only=True))
-        if self._lock_exists(lock_id):
-            return LockResponse(
-                lock_id, LockState.ACQUIRED
-            )  # acquired between the last check and the release
-        raise LockTimeoutException(f"lock {lock_id} not acquired within {limit:g}s: waiting for {blocker}")
+
+        def withdraw() -> bool:
+            """Remove the request if still waiting; whether it was granted between the last check and now."""
+            self._write(lambda c: locks.unlock(c, lock_id, waiting_only=True))
+            return self._lock_exists(lock_id)
+
+        return wait_for_lock(
+            lock_id,
+            lambda: self._write(lambda c: locks.check(c, lock_id)),
+            withdraw,
+            self.lock_wait_timeout if timeout is None else timeout,
+            first_pause=0.005,
+            max_pause=0.25,
+        )
 
     def _lock_exists(self, lock_id: int) -> bool:
         return self._read(

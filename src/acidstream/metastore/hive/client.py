@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -22,7 +21,6 @@ from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import (
     InvalidObjectException,
-    LockTimeoutException,
     MetaException,
     MetastoreUnavailable,
     NoSuchTxnException,
@@ -38,6 +36,7 @@ from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_
 from acidstream.metastore.hive.tables import CLIENT_CAPABILITIES, file_uri, table_from_thrift
 from acidstream.metastore.hive.transport import ThriftConnection
 from acidstream.metastore.identity import client_identity
+from acidstream.metastore.lockwait import wait_for_lock
 from acidstream.metastore.models import (
     HeartbeatTxnRangeResponse,
     LockComponent,
@@ -486,19 +485,25 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         state = _LOCK_STATES[answer.state]
         if state is not LockState.WAITING or not wait:
             return LockResponse(answer.lockid, state)
-        limit = self.lock_wait_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        pause = 0.05
-        while time.monotonic() < deadline:
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, 1.0)
+
+        def check() -> tuple[LockState, str | None]:
             check = ttypes.CheckLockRequest(lockid=answer.lockid, txnid=txn_id)
-            state = _LOCK_STATES[self._call("check_lock", check).state]
-            if state is not LockState.WAITING:
-                return LockResponse(answer.lockid, state)
-        with contextlib.suppress(MetaException):  # gone already: its txn ended
-            self._call("unlock", ttypes.UnlockRequest(lockid=answer.lockid))
-        raise LockTimeoutException(f"lock {answer.lockid} not acquired within {limit:g}s at {self.url}")
+            return _LOCK_STATES[self._call("check_lock", check).state], None
+
+        def withdraw() -> bool:
+            with contextlib.suppress(MetaException):  # gone already: its txn ended
+                self._call("unlock", ttypes.UnlockRequest(lockid=answer.lockid))
+            return False
+
+        return wait_for_lock(
+            answer.lockid,
+            check,
+            withdraw,
+            self.lock_wait_timeout if timeout is None else timeout,
+            first_pause=0.05,
+            max_pause=1.0,
+            where=f" at {self.url}",
+        )
 
     def _partitioned(self, component: LockComponent) -> bool:
         """Whether the component's table is partitioned (asked once per table and client)."""
