@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from acidstream.metastore.models import TableWrite
 from acidstream.spark.task_write import TaskResult, statement_dirs
 from acidstream.txn.written import describe_closed
 
@@ -54,7 +55,8 @@ def commit_write(
     for name in sorted(files):
         written = describe_closed(table.location, sorted(files[name]), fsync=table.fsync)
         ms.add_write_notification(txn_id, write_id, table_name, name or None, written)
-    ms.commit_txn(txn_id, key=key, value=value)
+    # the write names its table: a Hive Metastore keeps the key/value as a parameter of the table written
+    ms.commit_txn(txn_id, key=key, value=value, writes=[TableWrite(table_name, write_id)])
     return rows
 
 

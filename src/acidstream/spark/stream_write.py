@@ -73,6 +73,10 @@ def sink_id_from(options: Mapping[str, str]) -> str:
     return "ck-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:16]
 
 
+#: A sink's property before its first commit (see :meth:`SinkState.load`).
+NO_BATCH_YET = "{}"
+
+
 @dataclass(frozen=True)
 class SinkState:
     """The last batch committed into the table through one sink, read from the table's properties."""
@@ -82,10 +86,16 @@ class SinkState:
 
     @staticmethod
     def load(ms: Metastore, table: str, sink_id: str) -> SinkState | None:
-        raw = ms.table(table).properties.get(PROPERTY_PREFIX + sink_id)
+        """The sink's last batch; None before its first. That first time the property is made, empty
+        (:data:`NO_BATCH_YET`), because a Hive Metastore only updates a commit's key where it exists."""
+        key = PROPERTY_PREFIX + sink_id
+        raw = ms.table(table).properties.get(key)
         if raw is None:
+            ms.alter_table_properties(table, {key: NO_BATCH_YET})
             return None
         data = json.loads(raw)
+        if not data:
+            return None
         return SinkState(str(data["queryId"]), int(data["batchId"]))
 
 
