@@ -92,6 +92,9 @@ _LOCK_STATES = {
     ttypes.LockState.ABORT: LockState.ABORT,
 }
 _TIME_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
+#: The oldest Hive Metastore acidstream runs on: Hive 4's txn calls (``get_latest_txnid_in_conflict``, the
+#: remote worker's ``find_next_compact2``) and its ``ShowCompactRequest`` are what the backend calls.
+MIN_HIVE_VERSION = (4, 0)
 #: Hive's default ``metastore.txn.timeout``.
 DEFAULT_TXN_TIMEOUT = 300.0
 
@@ -138,10 +141,11 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
 
     @classmethod
     def open(cls, url: str, *, warehouse: str | None = None, **options: Any) -> Self:
-        """Connect and check that a metastore answers (``MetastoreUnavailable`` naming ``url`` otherwise)."""
+        """Connect and check that a metastore answers (``MetastoreUnavailable`` naming ``url`` otherwise) and
+        that it is a Hive release acidstream runs on (:data:`MIN_HIVE_VERSION`), before anything is written."""
         client = cls(url, warehouse=warehouse, **options)
         try:
-            client._call("get_all_databases")
+            check_version(client._call("getVersion"), client.url)
         except BaseException:
             client.close()
             raise
@@ -613,6 +617,17 @@ def _lock_info(element: ttypes.ShowLocksResponseElement) -> LockInfo:
         agent_info=element.agentInfo,
         blocked_by=element.blockedByExtId,
     )
+
+
+def check_version(version: str, url: str) -> None:
+    """Refuse a metastore older than :data:`MIN_HIVE_VERSION`, naming it and its version."""
+    match = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    if match is None or (int(match[1]), int(match[2])) < MIN_HIVE_VERSION:
+        need = ".".join(map(str, MIN_HIVE_VERSION))
+        raise MetaException(
+            f"the Hive Metastore at {url} is version {version!r}: acidstream needs Hive {need} or later "
+            "(its full-ACID transactions, write ids and compaction calls)"
+        )
 
 
 def _seconds(text: str) -> float:
