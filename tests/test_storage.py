@@ -1,12 +1,40 @@
-"""The storage boundary: filesystem capabilities by what pyarrow says a filesystem is, and dropped data's removal."""
+"""The storage boundary: filesystem capabilities by what pyarrow says a filesystem is, the stores' settings, and
+dropped data's removal."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
+import pytest
 
-from acidstream.storage import capabilities, delete_locations, local_path, table_filesystem
+from acidstream.errors import StorageLocationError
+from acidstream.storage import (
+    capabilities,
+    configure_stores,
+    delete_locations,
+    hdfs_filesystem,
+    local_path,
+    table_filesystem,
+)
+
+S3 = {
+    "endpoint_override": "http://127.0.0.1:9",
+    "region": "eu-west-3",
+    "access_key": "key",
+    "secret_key": "secret",
+    "session_token": "token",
+    "scheme": "http",
+}
+
+
+@pytest.fixture
+def unconfigured() -> Iterator[None]:
+    """The process's store settings as the environment's while the test runs, and as they were after it."""
+    previous = configure_stores()
+    yield
+    configure_stores(**previous)
 
 
 def test_local_disks_flush_and_append_object_stores_do_neither(tmp_path: Path) -> None:
@@ -30,3 +58,40 @@ def test_deleting_a_dropped_tables_locations_tolerates_one_already_gone(tmp_path
     (tmp_path / "t" / "delta_0000001_0000001" / "bucket_00000").write_bytes(b"x")
     delete_locations([str(tmp_path / "t"), str(tmp_path / "never")])
     assert not (tmp_path / "t").exists()
+
+
+def test_s3_settings_make_the_s3_filesystem_of_s3_locations(unconfigured: None) -> None:
+    assert configure_stores(s3=S3) == {"s3": {}, "hdfs": {}}
+    fs, path = table_filesystem("s3://bucket/wh/t/")
+    assert fs == pafs.S3FileSystem(**S3, allow_delayed_open=True) and path == "bucket/wh/t"
+    assert table_filesystem("s3://bucket/other")[0] is fs  # one client for the settings
+    assert not capabilities(fs).can_rename_directories
+    configure_stores(s3={**S3, "region": "us-west-2"})
+    assert table_filesystem("s3://bucket/wh")[0] != fs
+
+
+def test_hdfs_settings_replace_the_environments(unconfigured: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACIDSTREAM_WEBHDFS_PORT", "1234")
+    monkeypatch.setenv("HADOOP_USER_NAME", "someone")
+    pytest.importorskip("fsspec")
+    configure_stores(hdfs={"webhdfs_port": 50070, "user": "etl"})
+    fs, path = hdfs_filesystem("hdfs://nn:8020/wh")
+    client = fs.handler.fs
+    assert (client.url, client.user, path) == ("http://nn:50070/webhdfs/v1", "etl", "/wh")
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"s3": {"endpoint": "http://h:1"}}, "endpoint"),
+        ({"hdfs": {"port": 9870}}, "port"),
+        ({"s3": {"region": 3}}, "region"),
+        ({"hdfs": {"webhdfs_port": "9870"}}, "webhdfs_port"),
+    ],
+)
+def test_an_unknown_setting_or_a_bad_value_is_refused_naming_it(
+    unconfigured: None, settings: dict[str, dict[str, object]], named: str
+) -> None:
+    with pytest.raises(StorageLocationError, match=named):
+        configure_stores(**settings)
+    assert configure_stores() == {"s3": {}, "hdfs": {}}  # nothing was set

@@ -13,7 +13,7 @@ import getpass
 import io
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,17 +34,75 @@ OBJECT_STORES = frozenset({"s3", "gcs", "abfs"})
 WEBHDFS_PORT_ENV = "ACIDSTREAM_WEBHDFS_PORT"
 #: Hadoop 3's ``dfs.namenode.http-address`` port.
 DEFAULT_WEBHDFS_PORT = 9870
+#: The settings :func:`configure_stores` takes for S3: ``pyarrow.fs.S3FileSystem``'s arguments of those names.
+S3_SETTINGS = ("endpoint_override", "region", "access_key", "secret_key", "session_token", "scheme")
+#: The settings :func:`configure_stores` takes for HDFS: the namenode's WebHDFS port, the user requests assert.
+HDFS_SETTINGS = ("webhdfs_port", "user")
+
+#: What :func:`configure_stores` set last: ``{"s3": {...}, "hdfs": {...}}``, empty when never called.
+_stores: dict[str, dict[str, Any]] = {"s3": {}, "hdfs": {}}
+
+
+def configure_stores(
+    *, s3: Mapping[str, Any] | None = None, hdfs: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Set how this process reaches S3 and HDFS, in place of the environment; returns the settings it replaces
+    (``configure_stores(**previous)`` restores them). Nothing is set until a program calls this: the library
+    leaves a process's stores to it (the command line calls it with its ``acidstream.toml``'s tables).
+
+    ``s3`` takes :data:`S3_SETTINGS`, passed to ``pyarrow.fs.S3FileSystem`` for every ``s3://`` location;
+    unset ones are the AWS environment's (``AWS_ACCESS_KEY_ID``...). ``hdfs`` takes ``webhdfs_port`` (in place
+    of ``$ACIDSTREAM_WEBHDFS_PORT`` and ``$HADOOP_CONF_DIR``'s) and ``user`` (in place of
+    ``$HADOOP_USER_NAME``). ``None`` or ``{}`` is the environment's, as before any call. Only this process
+    sees them: Spark executors elsewhere reach S3 as their own job's configuration says.
+
+    An unknown setting, or a value of the wrong type, is a :class:`StorageLocationError` naming it."""
+    global _stores
+    previous, _stores = _stores, store_settings(s3=s3, hdfs=hdfs)
+    return previous
+
+
+def store_settings(
+    *, s3: Mapping[str, Any] | None = None, hdfs: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The settings :func:`configure_stores` would set, checked (a configuration file is checked this way
+    before a program uses it); raises as :func:`configure_stores` does."""
+    return {"s3": _checked("s3", s3 or {}, S3_SETTINGS), "hdfs": _checked("hdfs", hdfs or {}, HDFS_SETTINGS)}
+
+
+def _checked(store: str, given: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+    """``given`` when every key is one of ``known`` and its value fits (a port number, else a string)."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise StorageLocationError(
+            f"unknown {store} setting(s) {', '.join(unknown)} (known: {', '.join(known)})"
+        )
+    for key, value in given.items():
+        if key == "webhdfs_port":
+            fits, wanted = type(value) is int and 0 < value < 65536, "a port number"
+        else:
+            fits, wanted = isinstance(value, str) and bool(value), "a non-empty string"
+        if not fits:
+            raise StorageLocationError(f"{store} setting {key}: {value!r} is not {wanted}")
+    return dict(given)
 
 
 def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """``(filesystem, path)`` for a local path, a ``file://`` URI, an ``hdfs://`` or ``webhdfs://`` URI (through
-    WebHDFS, see :func:`hdfs_filesystem`) or any other URI pyarrow resolves (s3://).
+    WebHDFS, see :func:`hdfs_filesystem`) or any other URI pyarrow resolves (s3://, with the AWS environment's
+    settings unless :func:`configure_stores` set some).
 
     Tests may substitute the filesystem (the ``storage.filesystem`` fault point) with one that fails."""
     if location.startswith("file://"):
         fs, path = pafs.LocalFileSystem(), os.path.abspath(location[len("file://") :])
     elif location.startswith(("hdfs://", "webhdfs://")):
         fs, path = hdfs_filesystem(location)
+    elif location.startswith("s3://") and _stores["s3"]:
+        parts = urlsplit(location)
+        fs, path = (
+            _s3_filesystem(tuple(sorted(_stores["s3"].items()))),
+            (parts.netloc + parts.path).rstrip("/"),
+        )
     elif location.startswith("s3://"):
         # Delayed open: a file that closes within its first part (10 MiB) is one PUT instead of a multipart
         # upload's three requests (a streaming commit of 6 files: 36 -> 24 requests).
@@ -58,6 +116,12 @@ def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     return substitute("storage.filesystem", fs), path
 
 
+@functools.cache
+def _s3_filesystem(settings: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
+    """One S3 client for each set of :func:`configure_stores` settings (its connections are reused)."""
+    return pafs.S3FileSystem(**dict(settings), allow_delayed_open=True)
+
+
 def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """HDFS through its namenode's WebHDFS (HTTP) API, with fsspec's client: pyarrow's own HDFS filesystem
     needs libhdfs and a JVM on the client.
@@ -66,7 +130,8 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     ``$ACIDSTREAM_WEBHDFS_PORT``, else the port of ``dfs.namenode.http-address`` in the Hadoop client
     configuration (``$HADOOP_CONF_DIR/hdfs-site.xml``), else 9870. ``hdfs:///p`` is on the namenode of that
     configuration's ``fs.defaultFS``, as Hadoop's clients read it. The user is ``$HADOOP_USER_NAME`` or the
-    login name, as Hadoop's clients assert it on a cluster without Kerberos."""
+    login name, as Hadoop's clients assert it on a cluster without Kerberos. :func:`configure_stores`'s
+    ``webhdfs_port`` and ``user`` replace the environment's."""
     parts = urlsplit(location)
     host = parts.hostname
     if parts.scheme == "webhdfs":
@@ -75,8 +140,10 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
         if not host:
             default = _hadoop_setting("core-site.xml", "fs.defaultFS") or ""
             host = urlsplit(default).hostname if default.startswith("hdfs://") else None
-        configured = os.environ.get(WEBHDFS_PORT_ENV) or _hadoop_setting(
-            "hdfs-site.xml", "dfs.namenode.http-address"
+        configured = (
+            str(_stores["hdfs"].get("webhdfs_port") or "")
+            or os.environ.get(WEBHDFS_PORT_ENV)
+            or _hadoop_setting("hdfs-site.xml", "dfs.namenode.http-address")
         )
         port = _port(location, configured.rsplit(":", 1)[-1]) if configured else DEFAULT_WEBHDFS_PORT
     if not host:
@@ -84,7 +151,7 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
             f"{location}: names no namenode (hdfs://host:port/path), and $HADOOP_CONF_DIR/core-site.xml has no "
             "hdfs:// fs.defaultFS"
         )
-    user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    user = _stores["hdfs"].get("user") or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
     client = _webhdfs_client_class()(host, port=port, user=user)
     return pafs.PyFileSystem(_WebHdfsHandler(client)), parts.path or "/"
 
