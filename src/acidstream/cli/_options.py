@@ -10,12 +10,13 @@ environment; if neither names either, the nearest ``acidstream.toml`` in the cur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
 import threading
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,7 +43,8 @@ LOCATION_RULE = f"""Which metastore and warehouse: --metastore/--warehouse, else
 if neither names either, the nearest {CONFIG_FILE} in the current directory or a parent (`metastore init`
 writes one; keys `warehouse` and `metastore`, paths relative to the file); else ./wh. An unset metastore is
 the SQLite file metastore.db in the warehouse. Only `metastore init`, `main-job` and, on the replica's side,
-`repl load` and `repl sync` create a metastore."""
+`repl load` and `repl sync` create a metastore. The nearest {CONFIG_FILE}'s [s3] and [hdfs] tables say how
+every command reaches S3 and HDFS, in place of the environment (docs/cli.md)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class Location:
     source: str
     #: the acidstream.toml they came from, if they did
     config_file: str | None = None
+    #: that file's ``[s3]`` and ``[hdfs]`` tables, checked (``acidstream.storage.configure_stores``'s arguments)
+    stores: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         return f"metastore {shown_url(self.metastore)}, warehouse {self.warehouse} (from {self.source})"
@@ -109,17 +113,62 @@ def read_config(path: str) -> Location:
             data = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigFileError(f"{path}: {exc}") from exc
-    unknown = sorted(set(data) - {"metastore", "warehouse"})
+    unknown = sorted(set(data) - {"metastore", "warehouse", *STORE_TABLES})
     if unknown:
-        raise ConfigFileError(f"{path}: unknown key(s) {', '.join(unknown)} (known: metastore, warehouse)")
+        raise ConfigFileError(
+            f"{path}: unknown key(s) {', '.join(unknown)} (known: metastore, warehouse, [s3], [hdfs])"
+        )
     for key, value in data.items():
-        if not isinstance(value, str) or not value:
+        if key in STORE_TABLES:
+            if not isinstance(value, dict):
+                raise ConfigFileError(f"{path}: {key} must be a table ([{key}])")
+        elif not isinstance(value, str) or not value:
             raise ConfigFileError(f"{path}: {key} must be a non-empty string")
     base = os.path.dirname(path)
     warehouse = _absolute(data.get("warehouse", DEFAULT_WAREHOUSE), base)
     metastore = data.get("metastore")
     url = _sqlite_against(metastore, base) if metastore else default_metastore_url(warehouse)
-    return Location(url, warehouse, path, config_file=path)
+    return Location(url, warehouse, path, config_file=path, stores=_store_settings(path, data))
+
+
+#: The tables of ``acidstream.toml`` that say how to reach the stores.
+STORE_TABLES = ("s3", "hdfs")
+
+
+def _store_settings(path: str, data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The file's ``[s3]`` and ``[hdfs]`` tables, checked as ``configure_stores`` checks them (pyarrow loads
+    here, not at import: ``acidstream --help`` stays quick)."""
+    from acidstream.errors import StorageLocationError
+    from acidstream.storage import store_settings
+
+    if not any(table in data for table in STORE_TABLES):
+        return {}
+    try:
+        return store_settings(s3=data.get("s3"), hdfs=data.get("hdfs"))
+    except StorageLocationError as exc:
+        raise ConfigFileError(f"{path}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _stores_configured(location: Location) -> Iterator[None]:
+    """The stores as the nearest ``acidstream.toml`` says, whichever way the metastore and warehouse were
+    chosen, while the command runs (the command line owns its process; the settings it replaced come back
+    after, for callers that run it in theirs)."""
+    if location.config_file:
+        stores = location.stores
+    else:
+        config = find_config(os.getcwd())
+        stores = read_config(config).stores if config else {}
+    if not stores:
+        yield
+        return
+    from acidstream.storage import configure_stores
+
+    previous = configure_stores(**stores)
+    try:
+        yield
+    finally:
+        configure_stores(**previous)
 
 
 def resolve_location(ctx: click.Context, metastore: str | None, warehouse: str | None) -> Location:
@@ -156,7 +205,8 @@ def metastore_options(func: F) -> F:
         ctx = click.get_current_context()
         location = resolve_location(ctx, metastore, warehouse)
         ctx.meta[LOCATION_KEY] = location
-        return func(*args, metastore=location.metastore, warehouse=location.warehouse, **kwargs)
+        with _stores_configured(location):
+            return func(*args, metastore=location.metastore, warehouse=location.warehouse, **kwargs)
 
     with_options = click.option(
         "--warehouse",
