@@ -1,5 +1,6 @@
-"""The same jobs on a local disk and on S3 (moto's server on loopback, in a child process), beside the nearest
-peer on the same store, with the S3 requests each commit costs.
+"""The same jobs on a local disk, on S3 (moto's server on loopback, in a child process) and on HDFS (Hadoop's
+MiniDFSCluster, ``scripts/hdfs.sh``), beside the nearest peer on the same store, with the requests each commit
+costs.
 
 Jobs, each on each store:
 
@@ -11,15 +12,19 @@ Jobs, each on each store:
 * ``compaction``: a major compaction of the streaming job's table (T deltas) against pyarrow reading the same
   insert files and writing their rows as plain ORC, one file per bucket, on the same store (no ACID logic).
 
-The S3 server counts the requests it serves by kind (``bench/_s3server.py``); each commit is counted from its
-txn's start to its end, so a request per commit costs the peer as much as acidstream (about a millisecond:
-both are timed with it). The goal: a commit costs O(files it writes) requests, never O(files in the table),
+The S3 server counts the requests it serves by kind (``bench/_s3server.py``). On HDFS, proxies in front of the
+NameNode count (``bench/_hdfsproxy.py``): acidstream's WebHDFS requests by operation, with the DataNode requests
+a CREATE, APPEND or OPEN is redirected to (``DN``), and deltalake's Hadoop RPC calls to the NameNode by method
+(its native client streams block data to the DataNode, uncounted). Each commit is counted from its txn's start
+to its end, so a request per commit costs the peer as much as acidstream (about a millisecond: both are timed
+with it). The goal: a commit costs O(files it writes) requests, never O(files in the table),
 shown by the streaming commits' requests early (the first tenth of the txns) against late (the last tenth),
 when the table holds ten times the files. Times are one run each (``--rounds`` for medians); the ratio is the
 peer's time over acidstream's (above 1: acidstream faster). Prints a markdown table; ``--json`` writes the
-figures too. HDFS (the storage layer's WebHDFS store) is not among the stores yet.
+figures too.
 
     python bench/bench_stores.py [--records 1000000] [--txns 100] [--merge-rows 2000000] [--rounds 1]
+                                 [--stores local,s3,hdfs]
     python bench/bench_stores.py --records 100000 --merge-rows 200000        # a quick run at a tenth
 """
 
@@ -37,14 +42,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from _s3server import KINDS, S3Server, s3_server
+from _hdfsproxy import HdfsCluster, hdfs_cluster
+from _s3server import S3Server, s3_server
 from _tuning import tuned
 from bench_merge import create_table, load, rows_for
 
@@ -53,12 +59,16 @@ STREAMED, MERGED = "bench.streamed", "bench.merged"
 
 
 class Store:
-    """Where one run's tables live, and the requests they cost there (none counted on a local disk)."""
+    """Where one run's tables live, and the requests they cost there (none counted on a local disk). On HDFS,
+    ``server`` is the cluster's counting proxy (an :class:`S3Server` in what it counts)."""
 
     def __init__(self, name: str, root: Path, server: S3Server | None) -> None:
         self.name, self.root, self.server = name, root, server
         run = uuid.uuid4().hex[:8]
-        self.base = str(root) if server is None else f"s3://{BUCKET}/{run}"
+        if server is None:
+            self.base = str(root)
+        else:
+            self.base = f"{server.uri}/{run}" if isinstance(server, HdfsCluster) else f"s3://{BUCKET}/{run}"
         self.delta_options = None if server is None else server.storage_options()
 
     def location(self, name: str) -> str:
@@ -164,7 +174,8 @@ def _early_late(per_commit: list[Counter[str]]) -> dict[str, dict[str, float]]:
     tenth = max(1, len(per_commit) // 10)
 
     def mean(commits: list[Counter[str]]) -> dict[str, float]:
-        return {k: sum(c[k] for c in commits) / len(commits) for k in KINDS if any(c[k] for c in commits)}
+        kinds = sorted(set().union(*commits))
+        return {k: sum(c[k] for c in commits) / len(commits) for k in kinds}
 
     return {"early": mean(per_commit[:tenth]), "late": mean(per_commit[-tenth:])}
 
@@ -335,19 +346,24 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="streamed records")
     parser.add_argument("--txns", type=int, default=100, help="streaming txns (and deltalake commits)")
     parser.add_argument("--merge-rows", type=int, default=2_000_000)
-    parser.add_argument("--stores", default="local,s3", help="comma list of local, s3")
+    parser.add_argument("--stores", default="local,s3", help="comma list of local, s3, hdfs")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     stores = args.stores.split(",")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results: dict[str, list[dict[str, dict[str, Any]]]] = {s: [] for s in stores}
-    with s3_server(BUCKET) as server:  # first: merge workers fork from a server that inherits its settings
+    with ExitStack() as started_stores:  # first: merge workers fork from a server that inherits the settings
+        servers: dict[str, S3Server | None] = {
+            "local": None,
+            **({"s3": started_stores.enter_context(s3_server(BUCKET))} if "s3" in stores else {}),
+            **({"hdfs": started_stores.enter_context(hdfs_cluster())} if "hdfs" in stores else {}),
+        }
         for _ in range(args.rounds):
             for name in stores:
                 root = Path(tempfile.mkdtemp(prefix=f"bench_stores_{name}_"))
                 try:
-                    store = Store(name, root, server if name == "s3" else None)
+                    store = Store(name, root, servers[name])
                     results[name].append(run(store, args))
                 finally:
                     shutil.rmtree(root, ignore_errors=True)
@@ -358,7 +374,8 @@ def main() -> None:
         f"\n{args.records:,} records in {args.txns} txns; merge into {args.merge_rows:,} rows; "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, pyarrow "
         f"{pyarrow.__version__}, deltalake {deltalake.__version__}, started {started}, load average "
-        f"{os.getloadavg()[0]:.1f} at the end; {args.rounds} round(s); S3: moto on loopback\n"
+        f"{os.getloadavg()[0]:.1f} at the end; {args.rounds} round(s); S3: moto on loopback; HDFS: MiniDFSCluster "
+        "on loopback, acidstream and pyarrow through WebHDFS, deltalake through its native client\n"
     )
     report(results)
     if args.json:
