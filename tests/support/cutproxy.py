@@ -26,6 +26,7 @@ class CutProxy:
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._pattern: re.Pattern[bytes] | None = None
+        self._held: socket.socket | None = None  # the port, bound but not listening, while cut
         self.cuts = 0
         self._listener: socket.socket | None = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -53,7 +54,12 @@ class CutProxy:
             conns, self._conns = self._conns, set()
             self.cuts += 1
         if listener is not None:
+            # shut down first: closed only, it would go on listening while _accept's thread waits in accept()
+            # on it, until a connection came, and restore() could not listen on the port meanwhile
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+            self._held = _hold(self.port)
         for sock in conns:
             _reset(sock)
 
@@ -62,11 +68,16 @@ class CutProxy:
         with self._lock:
             if self._listener is not None:
                 return
+            if self._held is not None:
+                self._held.close()
+                self._held = None
             self._listener = socket.create_server(("127.0.0.1", self.port))
         self._serve()
 
     def close(self) -> None:
         self.cut()
+        if self._held is not None:
+            self._held.close()
 
     def _serve(self) -> None:
         threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
@@ -133,6 +144,16 @@ def _recv(sock: socket.socket) -> bytes:
         return sock.recv(65536)
     except OSError:
         return b""
+
+
+def _hold(port: int) -> socket.socket:
+    """A socket bound to ``port`` that does not listen: connections to the port are refused, as with none,
+    and no other socket takes the port meanwhile (a connection from this machine elsewhere given it as its own
+    end, a server binding port 0), which would leave :meth:`CutProxy.restore` unable to listen on it again."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
 
 
 def _reset(sock: socket.socket) -> None:
