@@ -8,6 +8,8 @@ a Spark driver, a streaming agent or the library's own loops decide retry-or-fai
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 
@@ -218,6 +220,35 @@ class LockTimeoutException(MetaException):
     """A lock could not be acquired within the wait timeout."""
 
     retryable = True
+
+
+# --- storage ---------------------------------------------------------------------------------------------------
+
+
+class StorageUnavailable(AcidStreamError):
+    """A table's directory could not be listed or a file of it read: the store did not answer or failed the
+    request (a network cut, an object store down, a disk's I/O error). Nothing is known about the bytes, so
+    this is never a :class:`CorruptFileError`, which says bytes were read and do not decode. Retryable: the
+    same read succeeds once the store answers. ``location`` is the directory or file, ``cause`` the store's
+    error. (The write side's failures are :class:`StreamingIOFailure`, a streaming client's error.)"""
+
+    retryable = True
+
+    def __init__(self, location: str, cause: OSError) -> None:
+        super().__init__(f"{location}: the store cannot be read: {cause}")
+        self.location, self.cause = location, cause
+
+
+@contextmanager
+def reading_from(location: str) -> Iterator[None]:
+    """The store's errors inside (``OSError``) as :class:`StorageUnavailable` naming ``location``. A missing
+    file stays ``FileNotFoundError``: the store answered, and whether that is fine is the caller's to say."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageUnavailable(location, exc) from exc
 
 
 # --- on-disk format errors ---------------------------------------------------------------------------------

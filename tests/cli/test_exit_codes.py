@@ -97,6 +97,12 @@ def test_5_storage_io(ms: Metastore, warehouse: Path) -> None:
     assert code == 5 and "No space left on device" in err
 
 
+def test_5_storage_io_in_a_scan(ms: Metastore, warehouse: Path) -> None:
+    assert run(warehouse, "stream", "testing.alerts", stdin=b"1,a,Asia,India\n")[0] == 0
+    code, err = run(warehouse, "cat", "testing.alerts", faults="scan.listing=oserror:EIO")
+    assert code == 5 and "StorageUnavailable" in err and "continent=Asia/country=India" in err, err
+
+
 def test_6_transaction_failure(ms: Metastore, warehouse: Path) -> None:
     """The stream's txn is aborted under it (as the housekeeper aborts one that timed out) before its commit."""
     proc = subprocess.Popen(

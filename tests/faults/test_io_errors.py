@@ -1,9 +1,10 @@
-"""I/O errors at each write and flush of a transaction batch.
+"""I/O errors at each write and flush of a transaction batch, and in a scan's listings and reads.
 
 The table's filesystem fails from its k-th write or flush call on, for every k a clean run makes (data files,
 side files, version files; intermediate and final footers): whichever call fails, no transaction commits
 partially, every committed row stays readable, the failed txn is aborted and later calls on it raise, and the
-table takes new transactions afterwards. Then each named flush point fails in turn (acidstream.faults).
+table takes new transactions afterwards. Then each named flush point fails in turn (acidstream.faults). A scan
+on a disk that fails its reads says so with ``StorageUnavailable``, never a bare ``OSError`` or a corrupt file.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from acidstream import Metastore, faults
-from acidstream.errors import StreamingException, StreamingIOFailure
-from support.faultinjection import WriteBudget, failing_writes
+from acidstream.errors import StorageUnavailable, StreamingException, StreamingIOFailure
+from support.faultinjection import WriteBudget, failing_reads, failing_writes
 from support.streamcheck import Ledger, assert_batch_killed, check_table, create_table, stream
 
 PER_TXN = 1000
@@ -66,3 +67,19 @@ def test_an_io_error_at_each_named_flush_point(tmp_path: Path, warehouse: Path, 
         check_table(ms, "t", ledger, PER_TXN)
         stream(ms, "t", [TXNS], PER_TXN, ledger, batch=3)
         assert check_table(ms, "t", ledger, PER_TXN)[TXNS] == PER_TXN
+
+
+@pytest.mark.parametrize(
+    ("fails", "named"), [("listing", "t"), ("reading", "t/delta_0000001_0000003/bucket_0000")]
+)
+def test_a_disk_failing_a_scan_is_storage_unavailable_naming_the_location(
+    tmp_path: Path, warehouse: Path, fails: str, named: str
+) -> None:
+    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(warehouse)) as ms:
+        create_table(ms, "t")
+        ledger = Ledger()
+        stream(ms, "t", range(3), 10, ledger, batch=3)
+        with failing_reads(fails), pytest.raises(StorageUnavailable, match=f"{warehouse}/{named}") as failure:
+            ms.table("t").scan().to_arrow()
+        assert failure.value.retryable and "Input/output error (injected" in str(failure.value)
+        assert check_table(ms, "t", ledger, 10) == {seq: 10 for seq in range(3)}  # the disk is well again

@@ -1,9 +1,10 @@
-"""An S3 server that vanishes mid-write, and one that refuses our credentials.
+"""An S3 server that vanishes mid-write or mid-read, and one that refuses our credentials.
 
 The server vanishes behind a :class:`~support.cutproxy.CutProxy`: to the client its cut is the server's death
 (open connections reset mid-request, new ones refused), while the server behind keeps what was committed, as a
 real S3 does and as a killed in-memory server would not. The cut is armed for a request line, so that it lands
-inside a multipart upload (pyarrow uploads 10 MiB parts) or inside a compaction's in-place publication.
+inside a multipart upload (pyarrow uploads 10 MiB parts), inside a compaction's in-place publication, or
+inside the reading of a file too large to be read in one request.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import pyarrow.fs as pafs
 import pytest
 
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream.acid.orc.reader import WHOLE_READ_BYTES
 from acidstream.compactor import Cleaner, CompactorConfig
-from acidstream.errors import StorageLocationError, StreamingIOFailure
+from acidstream.errors import StorageLocationError, StorageUnavailable, StreamingIOFailure
 from acidstream.faults import armed
 from support.cutproxy import CutProxy, cut_proxy
 from support.s3server import BUCKETS, s3_server_process
@@ -161,6 +163,44 @@ def test_a_server_dying_inside_a_compaction_leaves_the_committed_rows_and_the_ne
     (cleaned,) = Cleaner(ms, CompactorConfig(retention=0)).run_once()
     assert half in cleaned.removed  # with the aborted writes' directories
     assert _dirs(ms) == [f"base_0000004_v{done.txn_id:07d}"] and _scan(ms) == expected
+
+
+def test_a_scan_while_the_server_is_away_fails_typed_naming_the_table_and_succeeds_once_it_is_back(
+    ms: Metastore, proxy: CutProxy
+) -> None:
+    ms.execute(DDL.format(buckets=2))
+    committed = _rows(0, 100)
+    _commit(ms, committed)
+    proxy.cut()
+    with pytest.raises(
+        StorageUnavailable, match=re.escape(ms.table("events").location.removeprefix("s3://"))
+    ) as failure:
+        _scan(ms)
+    assert failure.value.retryable and "NETWORK_CONNECTION" in str(failure.value)
+    proxy.restore()
+    assert _scan(ms) == _as_list(committed)
+
+
+def test_a_server_dying_inside_the_read_of_a_large_file_is_no_corrupt_file(
+    ms: Metastore, proxy: CutProxy
+) -> None:
+    """A file over ``WHOLE_READ_BYTES`` is read in ranges: the cut lands in a stripe's, after the tail's.
+    pyarrow's ORC reader says ``OSError`` for that as for bytes that do not decode."""
+    ms.execute(DDL.format(buckets=1))
+    committed = _rows(0, 96_000, width=256)  # about 18 MiB in one file (the payloads compress by a quarter)
+    _commit(ms, committed)
+    fs, path = pafs.FileSystem.from_uri(ms.table("events").location)
+    (data,) = [
+        i for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.base_name == "bucket_00000"
+    ]
+    assert data.size > WHOLE_READ_BYTES
+    # a range from 100 kB to 10 MB in: stripes, read in 128 KiB ranges, after the tail at the file's end
+    proxy.cut_at(rb"GET /[^ ]*/bucket_00000 HTTP/1\.1\r\n(?:[^\r\n]*\r\n)*?range: bytes=[1-9][0-9]{5,6}-")
+    with pytest.raises(StorageUnavailable, match="bucket_00000") as failure:
+        _scan(ms)
+    assert proxy.cuts == 1 and failure.value.retryable and "NETWORK_CONNECTION" in str(failure.value)
+    proxy.restore()
+    assert _scan(ms) == _as_list(committed)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Real faults for tests: a small tmpfs that fills up, a ``pyarrow.fs`` filesystem whose writes fail, a SQLite
-write lock held by another process.
+"""Real faults for tests: a small tmpfs that fills up, a ``pyarrow.fs`` filesystem whose writes (or reads)
+fail, a SQLite write lock held by another process.
 
 A tmpfs needs root (``mount``); :func:`full_disk` uses one when it can and otherwise substitutes, through the
 ``storage.filesystem`` fault point, a filesystem that refuses writes past a byte budget as a full disk does.
@@ -175,6 +175,33 @@ def failing_writes(budget: WriteBudget) -> Iterator[WriteBudget]:
 
 
 #: The kinds of full disk :func:`full_disk` makes (tests parametrise over them; a tmpfs needs root).
+class _UnreadableHandler(_FailingHandler):
+    """A disk whose directory listings (``fails="listing"``) or data file reads (``"reading"``) fail with
+    EIO, as a disk with bad sectors answers; side files and writes work."""
+
+    def __init__(self, base: pafs.FileSystem, fails: str) -> None:
+        super().__init__(base, WriteBudget())
+        self.fails = fails
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        if self.fails == "listing":
+            raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: listing {selector.base_dir})")
+        return super().get_file_info_selector(selector)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        if self.fails == "reading":
+            raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: reading {path})")
+        return super().open_input_file(path)
+
+
+@contextlib.contextmanager
+def failing_reads(fails: str) -> Iterator[None]:
+    """Every table location opened meanwhile (``storage.filesystem``) fails its listings or its data files'
+    reads (see :class:`_UnreadableHandler`)."""
+    with faults.armed("storage.filesystem", lambda fs: pafs.PyFileSystem(_UnreadableHandler(fs, fails))):
+        yield
+
+
 DISK_KINDS = ("tmpfs", "failing-fs")
 
 

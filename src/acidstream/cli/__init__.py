@@ -30,6 +30,7 @@ from acidstream.errors import (
     MetastoreUrlError,
     NoSuchTxnException,
     SerializationError,
+    StorageUnavailable,
     StreamingConnectionError,
     StreamingIOFailure,
     TransactionError,
@@ -54,6 +55,7 @@ EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
     (StreamingConnectionError, EXIT_METASTORE),
     (MetaException, EXIT_METASTORE),
     (StreamingIOFailure, 5),
+    (StorageUnavailable, 5),  # a scan's listing or read failed
     (TransactionError, EXIT_TRANSACTION),
     (HeartBeatFailure, EXIT_TRANSACTION),
     (TransactionException, EXIT_TRANSACTION),

@@ -22,7 +22,8 @@ from acidstream.acid.selection import AcidDir, AcidState, FileRef, get_acid_stat
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import CorruptFileError, InvalidPartition
+from acidstream.errors import CorruptFileError, InvalidPartition, reading_from
+from acidstream.faults import fault_point
 
 
 @dataclass(frozen=True)
@@ -86,17 +87,21 @@ def plan_partition(
     ignore: Collection[str] = (),
 ) -> tuple[list[BucketTask], AcidState | None]:
     """Tasks for one partition (or unpartitioned table) directory; a missing directory has no rows.
-    ``ignore``: directory names to treat as absent (see ``get_acid_state``)."""
-    info = fs.get_file_info(directory)
-    if info.type != pafs.FileType.Directory:
-        return [], None
-    state = get_acid_state(fs, directory, write_ids, txns, ignore=ignore)
+    ``ignore``: directory names to treat as absent (see ``get_acid_state``). A store that fails a listing or
+    a side file's read raises :class:`StorageUnavailable` naming ``directory``, never its bare ``OSError``
+    (a process's scans fail so at the ``scan.listing`` fault point)."""
     inserts: dict[int, list[FileSlice]] = defaultdict(list)
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
-    dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
-    for acid_dir in dirs:
-        for piece in dir_slices(fs, acid_dir):
-            (deletes if acid_dir.is_delete_delta else inserts)[piece.bucket_id].append(piece)
+    with reading_from(directory):
+        fault_point("scan.listing")
+        info = fs.get_file_info(directory)
+        if info.type != pafs.FileType.Directory:
+            return [], None
+        state = get_acid_state(fs, directory, write_ids, txns, ignore=ignore)
+        dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
+        for acid_dir in dirs:
+            for piece in dir_slices(fs, acid_dir):
+                (deletes if acid_dir.is_delete_delta else inserts)[piece.bucket_id].append(piece)
     for original in state.original_files:
         piece = original_slice(original)
         inserts[piece.bucket_id].append(piece)

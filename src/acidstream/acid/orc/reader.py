@@ -2,7 +2,9 @@
 
 The tail is parsed and checked by us first (so a length that is not on a footer boundary, a truncated file
 or a non-ACID schema is a :class:`CorruptFileError`, never wrong rows); pyarrow then decodes the stripes
-through a view bounded at ``length``.
+through a view bounded at ``length``. Bytes the store fails to deliver are a :class:`StorageUnavailable`, never
+a :class:`CorruptFileError`: pyarrow's ORC reader reports both as ``OSError``, so the view remembers its own
+failed reads to tell them apart.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from acidstream.acid.orc.events import (
 )
 from acidstream.acid.orc.protobuf import Message
 from acidstream.acid.orc.tail import FOOTER, TYPE, OrcTail, TailError, read_postscript, read_tail
-from acidstream.errors import CorruptFileError
+from acidstream.errors import CorruptFileError, StorageUnavailable, reading_from
 
 _STRUCT = 12
 T = TypeVar("T")
@@ -57,6 +59,7 @@ class _BoundedFile(io.RawIOBase):
 
     def __init__(self, f: pa.NativeFile, length: int) -> None:
         self._f, self._length, self._pos = f, length, 0
+        self.failure: OSError | None = None  # what the store raised on a read (pyarrow then reports its own)
 
     def readable(self) -> bool:
         return True
@@ -74,7 +77,11 @@ class _BoundedFile(io.RawIOBase):
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         n = max(0, min(len(buffer), self._length - self._pos))
-        data = self._f.read_at(n, self._pos) if n else b""
+        try:
+            data = self._f.read_at(n, self._pos) if n else b""
+        except OSError as exc:
+            self.failure = exc
+            raise
         buffer[: len(data)] = data
         self._pos += len(data)
         return len(data)
@@ -86,28 +93,68 @@ class _BoundedFile(io.RawIOBase):
 WHOLE_READ_BYTES = 16 << 20
 
 
+@dataclass
+class _View:
+    """A random-access view of ``[0, length)`` of a file, and whether that is the whole file."""
+
+    path: str
+    file: pa.NativeFile
+    length: int
+    whole: bool
+    source: _BoundedFile | None  # the store's file, read on demand (else the bytes are all in memory)
+
+    def unavailable(self) -> StorageUnavailable | None:
+        """The store's failure to deliver bytes of this view, if a read of it failed."""
+        failure = self.source.failure if self.source is not None else None
+        return StorageUnavailable(self.path, failure) if failure is not None else None
+
+    @contextlib.contextmanager
+    def decoding(self, what: str) -> Iterator[None]:
+        """pyarrow's failures inside as :class:`CorruptFileError` ("``what``: ..."), unless a read of the
+        store failed meanwhile: then the bytes were never there to decode."""
+        try:
+            yield
+        except (pa.ArrowException, OSError) as exc:
+            raise (self.unavailable() or CorruptFileError(self.path, f"{what}: {exc}")) from exc
+
+
 @contextlib.contextmanager
-def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, int, bool]]:
-    """A random-access view of ``[0, length)``, that length, and whether it is the whole file."""
-    raw = pa.memory_map(path, "r") if isinstance(fs, pafs.LocalFileSystem) else fs.open_input_file(path)
+def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[_View]:
+    """A view of ``[0, length)`` (the whole file when None). What the store raises while the file is opened
+    or read, by pyarrow or by our own tail checks, is a :class:`StorageUnavailable`; a missing file stays
+    ``FileNotFoundError``."""
+    with reading_from(path):
+        raw = pa.memory_map(path, "r") if isinstance(fs, pafs.LocalFileSystem) else fs.open_input_file(path)
     with raw:
-        size = raw.size()
-        if length is None:
-            length = size
-        if length > size:
-            raise CorruptFileError(path, f"length {length} is beyond the end of the file ({size} bytes)")
-        if isinstance(raw, pa.MemoryMappedFile) or length <= WHOLE_READ_BYTES:
-            view: pa.NativeFile = pa.BufferReader(raw.read_buffer(length) if length else pa.py_buffer(b""))
-        else:
-            view = pa.PythonFile(_BoundedFile(raw, length), mode="r")
-        yield view, length, length == size
+        with reading_from(path):
+            size = raw.size()
+            if length is None:
+                length = size
+            if length > size:
+                raise CorruptFileError(path, f"length {length} is beyond the end of the file ({size} bytes)")
+            source = None
+            if isinstance(raw, pa.MemoryMappedFile) or length <= WHOLE_READ_BYTES:
+                file: pa.NativeFile = pa.BufferReader(
+                    raw.read_buffer(length) if length else pa.py_buffer(b"")
+                )
+            else:
+                source = _BoundedFile(raw, length)
+                file = pa.PythonFile(source, mode="r")
+        view = _View(path, file, length, length == size, source)
+        try:
+            yield view
+        except OSError as exc:
+            unavailable = view.unavailable()
+            if unavailable is None:
+                raise
+            raise unavailable from exc
 
 
 @contextlib.contextmanager
-def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[pa.NativeFile, OrcTail]]:
+def _open(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[_View, OrcTail]]:
     """A random-access view of ``[0, length)`` and its validated tail."""
-    with _view(fs, path, length) as (view, length, _):
-        yield view, _checked_tail(path, view, length)
+    with _view(fs, path, length) as view:
+        yield view, _checked_tail(path, view.file, view.length)
 
 
 def _checked_tail(path: str, view: pa.NativeFile, length: int) -> OrcTail:
@@ -126,27 +173,27 @@ def _at_footer(path: str, length: int, read: Callable[[], T]) -> T:
 
 
 @contextlib.contextmanager
-def _open_orc(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[tuple[po.ORCFile, pa.Schema]]:
-    """pyarrow's reader of ``[0, length)`` and its schema, checked to be an event file's.
+def _open_orc(
+    fs: pafs.FileSystem, path: str, length: int | None
+) -> Iterator[tuple[po.ORCFile, pa.Schema, _View]]:
+    """pyarrow's reader of ``[0, length)``, its schema, checked to be an event file's, and the view it reads.
 
     A prefix (a file still being written, its length from a side file) gets our whole tail check first: a
     length off a footer boundary must fail, never decode part of a stripe. A whole file only needs its
     PostScript checked (a cut file fails there) before ORC C++ parses the footer, and its schema checked from
     pyarrow's: parsing every committed file's tail twice was a tenth of a merge's time."""
-    with _view(fs, path, length) as (view, length, whole):
-        if whole:
-            _at_footer(path, length, functools.partial(read_postscript, view, length))
+    with _view(fs, path, length) as view:
+        if view.whole:
+            _at_footer(path, view.length, functools.partial(read_postscript, view.file, view.length))
         else:
-            _checked_tail(path, view, length)
-        try:
-            orc = po.ORCFile(view)
+            _checked_tail(path, view.file, view.length)
+        with view.decoding("the ORC footer does not decode"):
+            orc = po.ORCFile(view.file)
             schema = orc.schema
-        except (pa.ArrowException, OSError) as exc:
-            raise CorruptFileError(path, f"the ORC footer does not decode: {exc}") from exc
-        problem = _arrow_event_schema_problem(schema) if whole else None
+        problem = _arrow_event_schema_problem(schema) if view.whole else None
         if problem is not None:
             raise CorruptFileError(path, problem)
-        yield orc, schema
+        yield orc, schema, view
 
 
 def _check_event_schema(path: str, tail: OrcTail) -> None:
@@ -220,11 +267,8 @@ def read_events(
     ``row_fields`` (positions) decodes only those children of ``row``, in file order.
     """
     cols = _columns(columns, include_row)
-    with _open_orc(fs, path, length) as (orc, schema):
-        try:
-            return orc.read(columns=_project_row(schema, cols, row_fields))
-        except (pa.ArrowException, OSError) as exc:
-            raise CorruptFileError(path, f"stripes do not decode: {exc}") from exc
+    with _open_orc(fs, path, length) as (orc, schema, view), view.decoding("stripes do not decode"):
+        return orc.read(columns=_project_row(schema, cols, row_fields))
 
 
 def iter_event_batches(
@@ -240,17 +284,14 @@ def iter_event_batches(
     ``row_fields`` as in :func:`read_events`. ``part`` ``(k, n)`` reads only the k-th of n consecutive runs of
     the file's stripes, as near equal in count as can be: parts ``0..n-1`` read every stripe once, in order."""
     cols = _columns(columns, True)
-    with _open_orc(fs, path, length) as (orc, schema):
-        k, n = part or (0, 1)
-        try:
-            count = orc.nstripes
-            cols = _project_row(schema, cols, row_fields)
-            for i in range(count * k // n, count * (k + 1) // n):
-                stripe = orc.read_stripe(i, columns=cols)
-                for start in range(0, stripe.num_rows, batch_rows):
-                    yield stripe.slice(start, batch_rows)
-        except (pa.ArrowException, OSError) as exc:
-            raise CorruptFileError(path, f"stripes do not decode: {exc}") from exc
+    k, n = part or (0, 1)
+    with _open_orc(fs, path, length) as (orc, schema, view), view.decoding("stripes do not decode"):
+        count = orc.nstripes
+        cols = _project_row(schema, cols, row_fields)
+        for i in range(count * k // n, count * (k + 1) // n):
+            stripe = orc.read_stripe(i, columns=cols)
+            for start in range(0, stripe.num_rows, batch_rows):
+                yield stripe.slice(start, batch_rows)
 
 
 def read_acid_metadata(fs: pafs.FileSystem, path: str, length: int | None = None) -> AcidFileMetadata:
@@ -265,10 +306,8 @@ def read_acid_metadata(fs: pafs.FileSystem, path: str, length: int | None = None
         except (ValueError, UnicodeDecodeError) as exc:
             raise CorruptFileError(path, f"bad ACID metadata: {exc}") from exc
         version = meta[ACID_VERSION].decode("utf-8", "replace") if ACID_VERSION in meta else None
-        try:
-            row_type = po.ORCFile(view).schema.field("row").type
-        except (pa.ArrowException, OSError) as exc:
-            raise CorruptFileError(path, f"schema does not decode: {exc}") from exc
+        with view.decoding("schema does not decode"):
+            row_type = po.ORCFile(view.file).schema.field("row").type
         return AcidFileMetadata(
             key_index=key_index,
             stats=stats,
