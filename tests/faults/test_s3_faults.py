@@ -125,6 +125,7 @@ def test_a_server_dying_inside_a_multipart_upload_fails_the_txn_typed_and_retrya
     with pytest.raises(StreamingIOFailure, match="bucket_00000") as failure:
         WRITES[write](ms, _rows(1000, 60_000, width=256))  # about 15 MiB in one file: two parts
     assert proxy.cuts == 1 and failure.value.retryable
+    assert "UploadPart" in str(failure.value)  # the cause leads; a failed cleanup after it is a note at most
     proxy.restore()
     assert _scan(ms) == _as_list(committed)
     pending = boto3.client("s3").list_multipart_uploads(Bucket=BUCKET, Prefix=_warehouse_key(ms))

@@ -565,7 +565,10 @@ class AcidWriter:
                 self._side.close_and_delete()
         except OSError as exc:
             failure = self._failure(f"close of {self._path} failed: {exc}", exc)
-            self._abandon()
+            try:
+                self._abandon()
+            except StreamingIOFailure as abort:  # the store that failed the close often fails this too
+                failure.add_note(str(abort))  # the close's failure is the cause: it leads
             raise failure from exc
 
     def abort_close(self) -> None:
