@@ -12,6 +12,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.orc as po
 import pytest
 
 from acidstream import Metastore, faults
@@ -83,3 +85,17 @@ def test_a_disk_failing_a_scan_is_storage_unavailable_naming_the_location(
             ms.table("t").scan().to_arrow()
         assert failure.value.retryable and "Input/output error (injected" in str(failure.value)
         assert check_table(ms, "t", ledger, 10) == {seq: 10 for seq in range(3)}  # the disk is well again
+
+
+def test_a_disk_failing_the_read_of_an_original_file_is_no_corrupt_file(
+    tmp_path: Path, warehouse: Path
+) -> None:
+    """Files from before the table was transactional are read apart from event files."""
+    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(warehouse)) as ms:
+        ms.execute("CREATE TABLE o (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+        location = Path(ms.table("o").location)
+        location.mkdir(parents=True, exist_ok=True)
+        po.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int32())}), str(location / "000000_0"))
+        with failing_reads("reading"), pytest.raises(StorageUnavailable, match=f"{location}/000000_0"):
+            ms.table("o").scan().to_arrow()
+        assert ms.table("o").scan().to_arrow().column("id").to_pylist() == [1, 2, 3]

@@ -13,11 +13,10 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.orc as po
 
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.orc.events import EVENT_FIELDS
-from acidstream.errors import CorruptFileError
+from acidstream.acid.orc.reader import iter_orc_stripes
 from acidstream.read.planning import FileSlice
 
 
@@ -27,19 +26,11 @@ def original_events(
     """Events of one original file, stripe by stripe in slices of at most ``batch_rows`` rows."""
     bucket = BucketCodec.V1.encode(piece.bucket_id, 0)
     row_id = first_row_id
-    try:
-        with fs.open_input_file(piece.path) as handle:
-            orc = po.ORCFile(handle)
-            for i in range(orc.nstripes):
-                stripe = orc.read_stripe(i)
-                for start in range(0, stripe.num_rows, batch_rows):
-                    rows = stripe.slice(start, batch_rows)
-                    yield _as_events(rows, bucket, row_id)
-                    row_id += rows.num_rows
-    except (pa.ArrowException, OSError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise CorruptFileError(piece.path, f"original file does not decode as ORC: {exc}") from exc
+    for stripe in iter_orc_stripes(fs, piece.path):
+        for start in range(0, stripe.num_rows, batch_rows):
+            rows = stripe.slice(start, batch_rows)
+            yield _as_events(rows, bucket, row_id)
+            row_id += rows.num_rows
 
 
 def _as_events(rows: pa.RecordBatch, bucket: int, first_row_id: int) -> pa.RecordBatch:

@@ -294,6 +294,15 @@ def iter_event_batches(
                 yield stripe.slice(start, batch_rows)
 
 
+def iter_orc_stripes(fs: pafs.FileSystem, path: str) -> Iterator[pa.RecordBatch]:
+    """The stripes of any ORC file (an original, non-ACID one), one at a time. Bytes that do not decode are a
+    :class:`CorruptFileError`, bytes the store could not deliver a :class:`StorageUnavailable`."""
+    with _view(fs, path, None) as view, view.decoding("original file does not decode as ORC"):
+        orc = po.ORCFile(view.file)
+        for i in range(orc.nstripes):
+            yield orc.read_stripe(i)
+
+
 def read_acid_metadata(fs: pafs.FileSystem, path: str, length: int | None = None) -> AcidFileMetadata:
     """Key index, acid stats and version from the footer of ``[0, length)``."""
     with _open(fs, path, length) as (view, tail):
