@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -68,6 +70,54 @@ def test_parts_read_every_stripe_once_in_order(tmp_path: Path, fs: pafs.FileSyst
         assert pa.Table.from_batches([b for part in parts for b in part]).equals(whole)
         stripes = sorted(len(part) for part in parts)  # one batch per stripe of 100 rows
         assert stripes[-1] - stripes[0] <= 1 and sum(stripes) == 3
+
+
+class _CountingHandler(pafs.FSSpecHandler):
+    """A local filesystem through pyarrow's Python bridge (as remote stores are) that counts the bytes read."""
+
+    def __init__(self) -> None:
+        import fsspec
+
+        super().__init__(fsspec.filesystem("file"))
+        self.bytes_read = 0
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return pa.PythonFile(_Counted(self.fs.open(path, "rb"), self), mode="r")
+
+
+class _Counted:
+    """A file object whose reads add to its handler's count; everything else is the file's."""
+
+    def __init__(self, raw: Any, handler: _CountingHandler) -> None:
+        self._raw, self._handler = raw, handler
+
+    def read(self, nbytes: int = -1) -> bytes:
+        data: bytes = self._raw.read(nbytes)
+        self._handler.bytes_read += len(data)
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+def test_a_part_of_a_file_reads_its_range_not_the_whole_file(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """A small remote file read whole is one request; a file split between threads must not be read whole by
+    every part (each part once read all of it: the bytes read grew with the number of parts)."""
+    path = write_path(tmp_path, "delta_0000001_0000003")
+    w = AcidWriter(fs, path, COLS, options=WriterOptions(), side_file=True)
+    for wid in (1, 2, 3):  # three stripes of ~200 KB: far above ORC's 16 KB guess at a footer
+        msgs = [os.urandom(24).hex() for _ in range(4000)]
+        w.insert(wid, B0, pa.table({"id": pa.array(range(4000), pa.int32()), "msg": msgs}))
+        length = w.flush()
+    w.close()
+    counting = _CountingHandler()
+    remote = pafs.PyFileSystem(counting)
+    list(iter_event_batches(remote, path, length=length))
+    assert counting.bytes_read == length  # all of it, at once
+    counting.bytes_read = 0
+    for k in range(3):
+        list(iter_event_batches(remote, path, length=length, part=(k, 3)))
+    assert counting.bytes_read < 1.5 * length  # each part its stripes (and the tail), not the whole file
 
 
 def test_column_selection(tmp_path: Path, fs: pafs.FileSystem) -> None:

@@ -119,10 +119,12 @@ class _View:
 
 
 @contextlib.contextmanager
-def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[_View]:
+def _view(fs: pafs.FileSystem, path: str, length: int | None, *, all_of_it: bool = True) -> Iterator[_View]:
     """A view of ``[0, length)`` (the whole file when None). What the store raises while the file is opened
     or read, by pyarrow or by our own tail checks, is a :class:`StorageUnavailable`; a missing file stays
-    ``FileNotFoundError``."""
+    ``FileNotFoundError``. ``all_of_it``: the caller reads every stripe, so a file up to
+    :data:`WHOLE_READ_BYTES` is read in one request (a part of a file split between threads reads its range
+    only: each part reading the whole file multiplied the bytes read by the number of parts)."""
     with reading_from(path):
         raw = pa.memory_map(path, "r") if isinstance(fs, pafs.LocalFileSystem) else fs.open_input_file(path)
     with raw:
@@ -133,7 +135,7 @@ def _view(fs: pafs.FileSystem, path: str, length: int | None) -> Iterator[_View]
             if length > size:
                 raise CorruptFileError(path, f"length {length} is beyond the end of the file ({size} bytes)")
             source = None
-            if isinstance(raw, pa.MemoryMappedFile) or length <= WHOLE_READ_BYTES:
+            if isinstance(raw, pa.MemoryMappedFile) or (all_of_it and length <= WHOLE_READ_BYTES):
                 file: pa.NativeFile = pa.BufferReader(
                     raw.read_buffer(length) if length else pa.py_buffer(b"")
                 )
@@ -174,15 +176,16 @@ def _at_footer(path: str, length: int, read: Callable[[], T]) -> T:
 
 @contextlib.contextmanager
 def _open_orc(
-    fs: pafs.FileSystem, path: str, length: int | None
+    fs: pafs.FileSystem, path: str, length: int | None, *, all_of_it: bool = True
 ) -> Iterator[tuple[po.ORCFile, pa.Schema, _View]]:
     """pyarrow's reader of ``[0, length)``, its schema, checked to be an event file's, and the view it reads.
 
     A prefix (a file still being written, its length from a side file) gets our whole tail check first: a
     length off a footer boundary must fail, never decode part of a stripe. A whole file only needs its
     PostScript checked (a cut file fails there) before ORC C++ parses the footer, and its schema checked from
-    pyarrow's: parsing every committed file's tail twice was a tenth of a merge's time."""
-    with _view(fs, path, length) as view:
+    pyarrow's: parsing every committed file's tail twice was a tenth of a merge's time. ``all_of_it``: see
+    :func:`_view`."""
+    with _view(fs, path, length, all_of_it=all_of_it) as view:
         if view.whole:
             _at_footer(path, view.length, functools.partial(read_postscript, view.file, view.length))
         else:
@@ -285,7 +288,10 @@ def iter_event_batches(
     the file's stripes, as near equal in count as can be: parts ``0..n-1`` read every stripe once, in order."""
     cols = _columns(columns, True)
     k, n = part or (0, 1)
-    with _open_orc(fs, path, length) as (orc, schema, view), view.decoding("stripes do not decode"):
+    with (
+        _open_orc(fs, path, length, all_of_it=n == 1) as (orc, schema, view),
+        view.decoding("stripes do not decode"),
+    ):
         count = orc.nstripes
         cols = _project_row(schema, cols, row_fields)
         for i in range(count * k // n, count * (k + 1) // n):
