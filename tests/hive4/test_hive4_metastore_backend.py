@@ -4,10 +4,10 @@ reads exactly the rows our client committed, at the snapshot our client takes.""
 
 from __future__ import annotations
 
-import itertools
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -42,7 +42,6 @@ pytestmark = pytest.mark.hive4
 hms = pytest.importorskip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive]) is not installed")
 
 COLUMNS = [("id", "int"), ("msg", "string")]
-_names = itertools.count()
 
 
 def create_table(
@@ -50,7 +49,7 @@ def create_table(
 ) -> str:
     """A table created through the metastore's thrift ``create_table`` (full-ACID ORC unless ``properties``
     say otherwise); its ``db.name``."""
-    name = f"t{next(_names)}"
+    name = f"t{uuid.uuid4().hex[:12]}"  # unique however many times this module is imported (other tests do)
     raw = ThriftConnection(uri)
     try:
         raw.call(
