@@ -364,3 +364,36 @@ def test_a_streaming_connection_runs_on_the_hive_metastore(
     assert rows == [(0, "m0"), (2, "m2"), (10, "m10"), (12, "m12")]
     hive_txns, hive_ids = hive_snapshot(hive4, hive4_metastore, table)
     assert (txns, str(client.get_valid_write_ids(table))) == (ValidTxnList.parse(hive_txns), hive_ids)
+
+
+def test_threads_calling_at_once_each_get_a_socket(hive4_metastore: str) -> None:
+    """A call in one thread does not wait for another's: each runs on a socket of its own, and the sockets are
+    reused afterwards (at most IDLE_SOCKETS stay open)."""
+    from acidstream.metastore.hive import transport
+
+    connection = ThriftConnection(hive4_metastore)
+    inside = threading.Barrier(3, timeout=30)
+
+    def call() -> list[str]:
+        def both_inside(client: Any) -> list[str]:
+            inside.wait()  # all three calls are in flight at once: three sockets
+            return list(client.get_all_databases())
+
+        return connection.call("get_all_databases", both_inside, idempotent=True)
+
+    try:
+        threads = [threading.Thread(target=call) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not inside.broken
+        assert len(connection._idle) == 3
+        assert "default" in connection.call(
+            "get_all_databases", lambda c: c.get_all_databases(), idempotent=True
+        )
+        assert len(connection._idle) == 3  # reused, not a fourth
+        assert transport.IDLE_SOCKETS >= 3
+    finally:
+        connection.close()
+    assert connection._idle == []

@@ -103,7 +103,8 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
     """Catalog, transactions, write ids, locks, heartbeats, snapshots, readers and the compaction queue on a
     Hive Metastore (``thrift://host:port``); what Hive's metastore has no calls for is in :attr:`missing`.
 
-    Thread-safe: calls are serialised on one connection, so a heartbeat thread may share the client.
+    Thread-safe: calls from several threads (a writer's, its heartbeats, a lock requested ahead) each run on a
+    socket of their own (see :class:`~acidstream.metastore.hive.transport.ThriftConnection`).
     """
 
     missing: ClassVar[frozenset[Capability]] = frozenset(

@@ -57,23 +57,32 @@ class SaslRequired(MetaException):
     which acidstream's Hive backend does not support: only unsecured binary thrift."""
 
 
+#: Sockets kept open between calls: one per thread that calls at once (a writer, its heartbeats, a lock ahead).
+IDLE_SOCKETS = 4
+
+
 class ThriftConnection:
-    """A ``ThriftHiveMetastore.Client`` over a plain socket that reopens itself after a dropped connection."""
+    """``ThriftHiveMetastore.Client`` calls over plain sockets that reopen themselves after a drop.
+
+    A call takes an idle socket or opens one: calls from several threads (a writer's, its heartbeat thread's, a
+    lock requested ahead) run side by side on sockets of their own instead of queueing on one, as Hive's
+    clients keep a connection per thread. At most :data:`IDLE_SOCKETS` stay open between calls.
+    """
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0, socket_timeout: float = 600.0) -> None:
         self.endpoint = Endpoint.parse(url)
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
-        self._lock = threading.RLock()
-        self._socket: TSocket | None = None
-        self._client: Client | None = None
+        self._lock = threading.Lock()
+        self._idle: list[tuple[TSocket, Client]] = []
+        self._generation = 0  # close() bumps it: a socket of an older generation is closed when handed back
         self._answered = False  # a call was ever answered: a closed first call then is not SASL
 
     @property
     def url(self) -> str:
         return self.endpoint.url
 
-    def _open(self) -> Client:
+    def _open(self) -> tuple[TSocket, Client]:
         sock = TSocket(self.endpoint.host, self.endpoint.port)
         sock.setTimeout(self.connect_timeout * 1000)
         try:
@@ -84,47 +93,66 @@ class ThriftConnection:
                 f"{_cause(exc)}"
             ) from exc
         sock.setTimeout(self.socket_timeout * 1000)
-        transport = TBufferedTransport(sock)
-        self._socket = sock
-        self._client = Client(TBinaryProtocol(transport))
-        return self._client
+        return sock, Client(TBinaryProtocol(TBufferedTransport(sock)))
+
+    def _take(self) -> tuple[TSocket, Client, int]:
+        """An idle socket, or a new one; with the generation it belongs to."""
+        with self._lock:
+            generation = self._generation
+            if self._idle:
+                return (*self._idle.pop(), generation)
+        return (*self._open(), generation)
+
+    def _give_back(self, sock: TSocket, client: Client, generation: int) -> None:
+        with self._lock:
+            if generation == self._generation and len(self._idle) < IDLE_SOCKETS:
+                self._idle.append((sock, client))
+                return
+        sock.close()
 
     def close(self) -> None:
-        """Close the socket (idempotent); the next call opens a new one."""
+        """Close the sockets (idempotent; those in use when their call returns); the next call opens a new one."""
         with self._lock:
-            if self._socket is not None:
-                self._socket.close()
-            self._socket = self._client = None
+            idle, self._idle = self._idle, []
+            self._generation += 1
+        for sock, _ in idle:
+            sock.close()
 
     def call(self, name: str, fn: Callable[[Client], T], *, idempotent: bool) -> T:
         """Run ``fn`` on the client, its thrift exceptions as acidstream's; after a dropped socket reconnect,
         and repeat ``fn`` once if ``idempotent``, else raise :class:`MetastoreUnavailable` (whether the
         metastore did it is unknown)."""
-        with self._lock:
-            for attempt in (1, 2):
-                client = self._client or self._open()
-                try:
-                    result = fn(client)
-                except DROPPED as exc:
-                    self.close()
-                    if not self._answered and _refused(exc):
-                        raise SaslRequired(
-                            f"the Hive Metastore at {self.url} refused the first call ({name}) as a SASL server "
-                            "does: it requires SASL/Kerberos (hive.metastore.sasl.enabled), which is out of "
-                            f"scope for acidstream's Hive backend (unsecured thrift only): {_cause(exc)}"
-                        ) from exc
-                    if idempotent and attempt == 1:
-                        continue
-                    raise MetastoreUnavailable(
-                        f"lost the connection to the Hive Metastore at {self.url} during {name}: {_cause(exc)}"
+        for attempt in (1, 2):
+            sock, client, generation = self._take()
+            try:
+                result = fn(client)
+            except DROPPED as exc:
+                sock.close()
+                self.close()  # the others are likely dropped too (a restarted metastore)
+                if not self._answered and _refused(exc):
+                    raise SaslRequired(
+                        f"the Hive Metastore at {self.url} refused the first call ({name}) as a SASL server "
+                        "does: it requires SASL/Kerberos (hive.metastore.sasl.enabled), which is out of "
+                        f"scope for acidstream's Hive backend (unsecured thrift only): {_cause(exc)}"
                     ) from exc
-                except TApplicationException as exc:  # an unknown method, a server-side failure
-                    raise MetaException(f"{name} at the Hive Metastore {self.url}: {exc.message}") from exc
-                except TException as exc:  # the metastore's answer: an exception the IDL declares
-                    self._answered = True
-                    raise translate(exc, name, self.url) from exc
+                if idempotent and attempt == 1:
+                    continue
+                raise MetastoreUnavailable(
+                    f"lost the connection to the Hive Metastore at {self.url} during {name}: {_cause(exc)}"
+                ) from exc
+            except TApplicationException as exc:  # an unknown method, a server-side failure
+                self._give_back(sock, client, generation)
+                raise MetaException(f"{name} at the Hive Metastore {self.url}: {exc.message}") from exc
+            except TException as exc:  # the metastore's answer: an exception the IDL declares
                 self._answered = True
-                return result
+                self._give_back(sock, client, generation)
+                raise translate(exc, name, self.url) from exc
+            except BaseException:  # interrupted half way: the socket's state is unknown
+                sock.close()
+                raise
+            self._answered = True
+            self._give_back(sock, client, generation)
+            return result
         raise AssertionError("unreachable")
 
 
