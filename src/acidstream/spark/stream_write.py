@@ -73,7 +73,8 @@ def sink_id_from(options: Mapping[str, str]) -> str:
     return "ck-" + hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:16]
 
 
-#: A sink's property before its first commit (see :meth:`SinkState.load`).
+#: A sink's property before its first commit: the driver makes it so, because a Hive Metastore only updates a
+#: commit's key/value where the table already has that key.
 NO_BATCH_YET = "{}"
 
 
@@ -86,14 +87,9 @@ class SinkState:
 
     @staticmethod
     def load(ms: Metastore, table: str, sink_id: str) -> SinkState | None:
-        """The sink's last batch; None before its first. That first time the property is made, empty
-        (:data:`NO_BATCH_YET`), because a Hive Metastore only updates a commit's key where it exists."""
-        key = PROPERTY_PREFIX + sink_id
-        raw = ms.table(table).properties.get(key)
-        if raw is None:
-            ms.alter_table_properties(table, {key: NO_BATCH_YET})
-            return None
-        data = json.loads(raw)
+        """The sink's last batch; None before its first (no property, or :data:`NO_BATCH_YET`)."""
+        raw = ms.table(table).properties.get(PROPERTY_PREFIX + sink_id)
+        data = json.loads(raw) if raw is not None else None
         if not data:
             return None
         return SinkState(str(data["queryId"]), int(data["batchId"]))
@@ -209,6 +205,9 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
         if not check_batch(state, self.sink_id, query_id, batchId, self.takeover):
             ms.abort_txn(txn_id)
             return
+        key = PROPERTY_PREFIX + self.sink_id
+        if state is None and key not in ms.table(self.target.name).properties:
+            ms.alter_table_properties(self.target.name, {key: NO_BATCH_YET})
         value = json.dumps(
             {
                 "queryId": query_id,
@@ -225,7 +224,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
             write_id,
             [m.result for m in written if m.result is not None],
             partitioned=bool(self.target.table.partition_keys),
-            key=PROPERTY_PREFIX + self.sink_id,
+            key=key,
             value=value,
         )
         stale = [t for t in _tagged_open_txns(ms, f"{TAG_PREFIX}{self.sink_id}/") if t != txn_id]
