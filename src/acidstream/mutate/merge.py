@@ -199,10 +199,12 @@ class TableMutation:
             operation=OperationType.UPDATE,
             is_dynamic_partition_write=True,  # components per partition, from what is written
         )
-        for _ in range(REOPEN_ATTEMPTS):
+        for attempt in range(REOPEN_ATTEMPTS + 1):
             txn = Transaction.open(self.metastore, [name], agent_info=agent_info)
             try:
                 txn.lock([lock])
+                if attempt == REOPEN_ATTEMPTS:  # still losing to other writers: the commit's check decides
+                    return txn
                 winner = self.metastore.get_latest_txnid_in_conflict(txn.txn_id, name)
                 if not winner:
                     return txn
@@ -225,15 +227,7 @@ class TableMutation:
                 txn_id,
             )
             return Transaction(self.metastore, txn_id, agent_info=agent_info, write_ids={name: write_id})
-        # still losing to other writers: go on; the commit's own conflict check has the last word
-        txn = Transaction.open(self.metastore, [name], agent_info=agent_info)
-        try:
-            txn.lock([lock])
-        except BaseException:
-            with contextlib.suppress(AcidStreamError):
-                txn.abort()
-            raise
-        return txn
+        raise AssertionError("the last attempt returns")
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
