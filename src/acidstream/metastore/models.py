@@ -348,9 +348,13 @@ class Table:
     def all_columns(self) -> tuple[Column, ...]:
         return self.columns + self.partition_keys
 
+    def field_values(self) -> dict[str, Any]:
+        """The definition's fields (a handle's too, without what a handle adds)."""
+        return {f.name: getattr(self, f.name) for f in fields(Table)}
+
     def definition(self) -> Table:
         """The plain definition, also of a handle: what pickles to workers (a handle's metastore does not)."""
-        values = {f.name: getattr(self, f.name) for f in fields(Table)}
+        values = self.field_values()
         values["properties"] = dict(self.properties)  # a plain dict pickles, a read-only view may not
         return Table(**values)
 

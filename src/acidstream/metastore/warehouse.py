@@ -15,7 +15,7 @@ import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from acidstream.acid.types import Column
@@ -102,7 +102,7 @@ class Metastore(_Calls):
 
     def table(self, table_name: str) -> Table:
         definition = super().table(table_name)  # type: ignore[safe-super]
-        return self.table_class(**_fields(definition), metastore=self)
+        return self.table_class(**definition.field_values(), metastore=self)
 
     def create_table(self, db: str, name: str, columns: Sequence[Column], **kw: Any) -> Table:
         """Create the table (see ``Catalog.create_table``) once the warehouse's storage answers."""
@@ -176,10 +176,6 @@ class Metastore(_Calls):
         )
         delete_locations(dropped)
         return dropped
-
-
-def _fields(definition: models.Table) -> dict[str, Any]:
-    return {f.name: getattr(definition, f.name) for f in fields(models.Table)}
 
 
 def _backend_for(url: str) -> type[Backend]:
