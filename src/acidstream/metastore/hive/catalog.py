@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hive_metastore import ttypes
 
@@ -17,6 +17,7 @@ from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.errors import AlreadyExistsException, NoSuchObjectException
 from acidstream.metastore.catalog import split_name, valid_name, validate_table
+from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.hive.tables import (
     CLIENT_CAPABILITIES,
     ORC_INPUT_FORMAT,
@@ -33,14 +34,8 @@ if TYPE_CHECKING:
 ACID_PARAMETERS = {"transactional": "true", "transactional_properties": "default", "bucketing_version": "2"}
 
 
-class HiveCatalogCalls:
+class HiveCatalogCalls(HiveHost):
     """Catalog calls of the Hive backend (mixed into :class:`~acidstream.metastore.hive.client.HiveMetastoreClient`)."""
-
-    if TYPE_CHECKING:
-
-        def _call(self, name: str, *args: Any, idempotent: bool = True) -> Any: ...
-
-        def get_table(self, table_name: str) -> Table: ...
 
     def create_database(self, name: str, if_not_exists: bool = False, comment: str | None = None) -> None:
         database = ttypes.Database(name=valid_name("database", name), description=comment, parameters={})

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from hive_metastore import ttypes
 from hive_metastore.ThriftHiveMetastore import Client
@@ -44,6 +44,7 @@ from acidstream.errors import (
 )
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.catalog import split_name
+from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
     CompactionInfo,
@@ -54,10 +55,6 @@ from acidstream.metastore.models import (
     OperationType,
     PotentialCompaction,
 )
-
-if TYPE_CHECKING:
-    from acidstream.metastore.hive.transport import ThriftConnection
-    from acidstream.metastore.models import LockResponse, Table, TableWrite
 
 #: What the worker tells Hive it runs (``CQ_WORKER_VERSION``, ``CQ_INITIATOR_VERSION``).
 AGENT_VERSION = "acidstream"
@@ -188,44 +185,12 @@ def _unset(value: int | None) -> int | None:
     return value if value is not None and value > 0 else None
 
 
-class HiveCompactionQueue:
+class HiveCompactionQueue(HiveHost):
     """The compaction-queue calls of acidstream's metastore, on a Hive 4 Metastore's queue (thrift).
 
-    A mixin for the Hive backend class, which provides the members declared under ``TYPE_CHECKING``.
+    A mixin for the Hive backend class, which provides what :data:`~acidstream.metastore.hive.host.HiveHost`
+    declares.
     """
-
-    if TYPE_CHECKING:
-        connection: ThriftConnection
-
-        @property
-        def url(self) -> str: ...
-
-        def _call(self, name: str, *args: Any, idempotent: bool = True) -> Any: ...
-
-        def get_table(self, table_name: str) -> Table: ...
-
-        def commit_txn(
-            self,
-            txn_id: int,
-            *,
-            key: str | None = None,
-            value: str | None = None,
-            writes: Sequence[TableWrite] = (),
-        ) -> None: ...
-
-        def abort_txns(self, txn_ids: Sequence[int]) -> None: ...
-
-        def lock(
-            self,
-            components: Sequence[LockComponent],
-            *,
-            txn_id: int | None = None,
-            agent_info: str | None = None,
-            user: str | None = None,
-            host: str | None = None,
-            wait: bool = True,
-            timeout: float | None = None,
-        ) -> LockResponse: ...
 
     # --- what users and workers share ---------------------------------------------------------------------------
 

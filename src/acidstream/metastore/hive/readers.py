@@ -14,52 +14,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hive_metastore import ttypes
 
 from acidstream.errors import NoSuchTxnException, TxnAbortedException
 from acidstream.metastore.catalog import split_name
+from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.models import ReaderRegistration
 
 if TYPE_CHECKING:
-    from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-    from acidstream.metastore.models import TxnInfo
+    from acidstream.acid.writeids import ValidTxnList
 
 #: The agent info of a reader's txn (``SHOW TRANSACTIONS`` in Hive's own tools): ``acidstream-reader <db.table>``.
 READER_AGENT = "acidstream-reader"
 
 
-class HiveReaderTxns:
+class HiveReaderTxns(HiveHost):
     """Reader registrations of the Hive backend (mixed into
     :class:`~acidstream.metastore.hive.client.HiveMetastoreClient`): a registration is a read-only txn."""
 
     #: txn id → (db, table, agent info given) of the readers this client registered
     _readers: dict[int, tuple[str, str, str]]
-
-    if TYPE_CHECKING:
-
-        @property
-        def txn_timeout(self) -> float: ...
-
-        def _call(self, name: str, *args: Any, idempotent: bool = True) -> Any: ...
-
-        def open_txns(
-            self,
-            n: int = 1,
-            *,
-            user: str | None = None,
-            host: str | None = None,
-            agent_info: str | None = None,
-        ) -> list[int]: ...
-
-        def snapshot(self) -> ValidTxnList: ...
-
-        def get_valid_write_ids(
-            self, table_name: str, txn_id: int | None = None, *, snapshot: ValidTxnList | None = None
-        ) -> ValidWriteIdList: ...
-
-        def show_txns(self) -> list[TxnInfo]: ...
 
     @property
     def reader_lease(self) -> float:
