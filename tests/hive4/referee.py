@@ -125,10 +125,15 @@ class Referee(JsonLinesJvm):
         *,
         buckets: int | None = None,
         vectorized: bool = False,
+        splits: str = "hybrid",
     ) -> list[HiveRow]:
         """The rows of a table or partition directory at a snapshot, as a Hive query's table scan reads them
         (``OrcInputFormat`` → ``OrcRawRecordMerger``; ``vectorized``: ``VectorizedOrcAcidRowBatchReader``, as
-        with vectorization on), each with its ROW__ID, sorted by ROW__ID."""
+        with vectorization on), each with its ROW__ID, sorted by ROW__ID.
+
+        ``splits``: ``"hybrid"``, Hive's default split strategy for a one-task scan (several files are listed,
+        not opened), or ``"etl"``, the footer-reading strategy of large and Tez queries
+        (``hive.exec.orc.split.strategy=ETL``) with a split per stripe."""
         answer = self.call(
             op="read",
             dir=str(location),
@@ -138,6 +143,7 @@ class Referee(JsonLinesJvm):
             txns=str(txns),
             buckets=buckets,
             vectorized=vectorized,
+            splits=splits,
         )
         return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
 

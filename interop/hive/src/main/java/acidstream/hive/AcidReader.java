@@ -56,8 +56,10 @@ import org.apache.hadoop.mapred.Reporter;
  * <p>Request: {@code dir}, {@code columns} and {@code types} (the table's data columns, Hive type names),
  * {@code writeids} ({@code ValidWriteIdList} string), {@code txns} ({@code ValidTxnList} string), optional
  * {@code buckets} (bucket count of a bucketed table), optional {@code vectorized} (read through Hive's
- * vectorized ACID reader instead). Each row answers
- * {@code [writeid, bucketid, rowid, [values...]]}.
+ * vectorized ACID reader instead), optional {@code splits}: {@code "hybrid"} (the default: Hive's default
+ * strategy for a one-task query, which lists files without reading them when there are several) or {@code
+ * "etl"} (the strategy of large queries and Tez: every file's footer read at split generation, a split per
+ * stripe). Each row answers {@code [writeid, bucketid, rowid, [values...]]}.
  */
 final class AcidReader {
   private AcidReader() {}
@@ -82,6 +84,22 @@ final class AcidReader {
     HiveConf.setBoolVar(job, HiveConf.ConfVars.HIVE_TRANSACTIONAL_TABLE_SCAN, true);
     job.set(ValidWriteIdList.VALID_WRITEIDS_KEY, request.get("writeids").asText());
     job.set(ValidTxnList.VALID_TXNS_KEY, request.get("txns").asText());
+    // No footer cache across requests: a file rewritten in place is read afresh, as a new query's would be.
+    HiveConf.setVar(job, HiveConf.ConfVars.HIVE_ORC_CACHE_STRIPE_DETAILS_MEMORY_SIZE, "0");
+    String splits = request.path("splits").asText("hybrid");
+    switch (splits) {
+      case "hybrid":
+        break;
+      case "etl":
+        // hive.exec.orc.split.strategy=ETL with a split size below any stripe's: one split per stripe, so
+        // each reader of a base or insert delta works from the key index of its stripe alone.
+        HiveConf.setVar(job, HiveConf.ConfVars.HIVE_ORC_SPLIT_STRATEGY, "ETL");
+        job.setLong(org.apache.hadoop.mapreduce.lib.input.FileInputFormat.SPLIT_MAXSIZE, 1);
+        job.setLong(org.apache.hadoop.mapreduce.lib.input.FileInputFormat.SPLIT_MINSIZE, 1);
+        break;
+      default:
+        throw new IllegalArgumentException("unknown split strategy '" + splits + "'");
+    }
 
     TypeInfo rowType = TypeInfoUtils.getTypeInfoFromTypeString(structType(columns, types));
     VectorizedRowBatchCtx context = null;
