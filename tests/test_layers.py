@@ -20,6 +20,7 @@ LAYERS = {
     "faults": 0,
     "runtime": 0,
     "storage": 0,
+    "webhdfs": 0,
     "acid": 1,
     "metastore": 2,
     "read": 3,

@@ -73,11 +73,11 @@ def test_s3_settings_make_the_s3_filesystem_of_s3_locations(unconfigured: None) 
 def test_hdfs_settings_replace_the_environments(unconfigured: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACIDSTREAM_WEBHDFS_PORT", "1234")
     monkeypatch.setenv("HADOOP_USER_NAME", "someone")
-    pytest.importorskip("fsspec")
-    configure_stores(hdfs={"webhdfs_port": 50070, "user": "etl"})
+    configure_stores(hdfs={"webhdfs_port": 50070, "user": "etl", "connect_timeout": 2, "read_timeout": 3.5})
     fs, path = hdfs_filesystem("hdfs://nn:8020/wh")
-    client = fs.handler.fs
+    client = fs.handler.client
     assert (client.url, client.user, path) == ("http://nn:50070/webhdfs/v1", "etl", "/wh")
+    assert client.timeout == (2, 3.5)
 
 
 @pytest.mark.parametrize(
@@ -87,6 +87,7 @@ def test_hdfs_settings_replace_the_environments(unconfigured: None, monkeypatch:
         ({"hdfs": {"port": 9870}}, "port"),
         ({"s3": {"region": 3}}, "region"),
         ({"hdfs": {"webhdfs_port": "9870"}}, "webhdfs_port"),
+        ({"hdfs": {"read_timeout": 0}}, "read_timeout"),
     ],
 )
 def test_an_unknown_setting_or_a_bad_value_is_refused_naming_it(

@@ -10,9 +10,7 @@ from __future__ import annotations
 import errno
 import functools
 import getpass
-import io
 import os
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +34,9 @@ WEBHDFS_PORT_ENV = "ACIDSTREAM_WEBHDFS_PORT"
 DEFAULT_WEBHDFS_PORT = 9870
 #: The settings :func:`configure_stores` takes for S3: ``pyarrow.fs.S3FileSystem``'s arguments of those names.
 S3_SETTINGS = ("endpoint_override", "region", "access_key", "secret_key", "session_token", "scheme")
-#: The settings :func:`configure_stores` takes for HDFS: the namenode's WebHDFS port, the user requests assert.
-HDFS_SETTINGS = ("webhdfs_port", "user")
+#: The settings :func:`configure_stores` takes for HDFS: the namenode's WebHDFS port, the user requests assert,
+#: and the seconds a request waits to connect and for each part of an answer (10 and 60 when unset).
+HDFS_SETTINGS = ("webhdfs_port", "user", "connect_timeout", "read_timeout")
 
 #: What :func:`configure_stores` set last: ``{"s3": {...}, "hdfs": {...}}``, empty when never called.
 _stores: dict[str, dict[str, Any]] = {"s3": {}, "hdfs": {}}
@@ -52,8 +51,8 @@ def configure_stores(
 
     ``s3`` takes :data:`S3_SETTINGS`, passed to ``pyarrow.fs.S3FileSystem`` for every ``s3://`` location;
     unset ones are the AWS environment's (``AWS_ACCESS_KEY_ID``...). ``hdfs`` takes ``webhdfs_port`` (in place
-    of ``$ACIDSTREAM_WEBHDFS_PORT`` and ``$HADOOP_CONF_DIR``'s) and ``user`` (in place of
-    ``$HADOOP_USER_NAME``). ``None`` or ``{}`` is the environment's, as before any call. Only this process
+    of ``$ACIDSTREAM_WEBHDFS_PORT`` and ``$HADOOP_CONF_DIR``'s), ``user`` (in place of
+    ``$HADOOP_USER_NAME``) and the seconds ``connect_timeout`` and ``read_timeout`` of every request. ``None`` or ``{}`` is the environment's, as before any call. Only this process
     sees them: Spark executors elsewhere reach S3 as their own job's configuration says.
 
     An unknown setting, or a value of the wrong type, is a :class:`StorageLocationError` naming it."""
@@ -80,6 +79,8 @@ def _checked(store: str, given: Mapping[str, Any], known: tuple[str, ...]) -> di
     for key, value in given.items():
         if key == "webhdfs_port":
             fits, wanted = type(value) is int and 0 < value < 65536, "a port number"
+        elif key.endswith("_timeout"):
+            fits, wanted = type(value) in (int, float) and value > 0, "a positive number of seconds"
         else:
             fits, wanted = isinstance(value, str) and bool(value), "a non-empty string"
         if not fits:
@@ -123,15 +124,16 @@ def _s3_filesystem(settings: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
 
 
 def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    """HDFS through its namenode's WebHDFS (HTTP) API, with fsspec's client: pyarrow's own HDFS filesystem
-    needs libhdfs and a JVM on the client.
+    """HDFS through its namenode's WebHDFS (HTTP) API, with :mod:`acidstream.webhdfs`'s client: pyarrow's own
+    HDFS filesystem needs libhdfs and a JVM on the client.
 
     ``webhdfs://nn:9870/p`` names the HTTP port. ``hdfs://nn:8020/p`` names the RPC port, so the HTTP port is
     ``$ACIDSTREAM_WEBHDFS_PORT``, else the port of ``dfs.namenode.http-address`` in the Hadoop client
     configuration (``$HADOOP_CONF_DIR/hdfs-site.xml``), else 9870. ``hdfs:///p`` is on the namenode of that
     configuration's ``fs.defaultFS``, as Hadoop's clients read it. The user is ``$HADOOP_USER_NAME`` or the
     login name, as Hadoop's clients assert it on a cluster without Kerberos. :func:`configure_stores`'s
-    ``webhdfs_port`` and ``user`` replace the environment's."""
+    ``webhdfs_port`` and ``user`` replace the environment's; its ``connect_timeout`` and ``read_timeout`` bound
+    every request."""
     parts = urlsplit(location)
     host = parts.hostname
     if parts.scheme == "webhdfs":
@@ -152,8 +154,14 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
             "hdfs:// fs.defaultFS"
         )
     user = _stores["hdfs"].get("user") or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-    client = _webhdfs_client_class()(host, port=port, user=user)
-    return pafs.PyFileSystem(_WebHdfsHandler(client)), parts.path or "/"
+    try:
+        from acidstream import webhdfs
+    except ImportError as exc:
+        raise StorageLocationError(
+            f"{location}: hdfs:// and webhdfs:// locations need requests: pip install 'acidstream[hdfs]'"
+        ) from exc
+    timeouts = {k: v for k, v in _stores["hdfs"].items() if k in ("connect_timeout", "read_timeout")}
+    return webhdfs.webhdfs_filesystem(webhdfs.WebHdfsClient(host, port, user, **timeouts)), parts.path or "/"
 
 
 def _port(location: str, value: str) -> int:
@@ -178,132 +186,6 @@ def _hadoop_setting(file: str, name: str) -> str | None:
         if (prop.findtext("name") or "").strip() == name:
             return (prop.findtext("value") or "").strip()
     return None
-
-
-class _WebHdfsHandler(pafs.FSSpecHandler):
-    """pyarrow's view of the WebHDFS client, named for :func:`capabilities` (not an object store). It keeps
-    the files it opened for writing, by path, for :func:`flush`."""
-
-    def __init__(self, fs: Any) -> None:
-        super().__init__(fs)
-        self._writing: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-
-    def get_type_name(self) -> str:
-        return "webhdfs"
-
-    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return self._open_writing(path, "wb")
-
-    def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return self._open_writing(path, "ab")
-
-    def _open_writing(self, path: str, mode: str) -> pa.NativeFile:
-        file = self.fs.open(path, mode=mode)
-        self._writing[path] = file
-        return pa.PythonFile(file, mode="w")
-
-    def publish(self, path: str) -> None:
-        """Send what was written to ``path`` since its last publication (nothing when it is not open)."""
-        file = self._writing.get(path)
-        if file is not None and not file.closed:
-            file.flush()
-
-
-@functools.cache
-def _webhdfs_client_class() -> type:
-    """fsspec's WebHDFS client with the changes acidstream's writers need; defined on first use, as fsspec
-    comes with the ``hdfs`` extra only."""
-    try:
-        from fsspec.implementations.webhdfs import WebHDFile, WebHDFS
-    except ImportError as exc:
-        raise StorageLocationError(
-            "hdfs:// and webhdfs:// locations need fsspec: pip install 'acidstream[hdfs]'"
-        ) from exc
-
-    class PublishingFile(WebHDFile):
-        """Every ``flush()`` sends the bytes written since as one WebHDFS request that ends with the file
-        complete: readers see the flushed prefix (what ``hflush`` gives a JVM writer, and what streaming's side
-        files rely on), and the next bytes append. fsspec would hold them back until a block's worth is
-        buffered, and makes a new file empty before it appends its bytes (two more requests per file)."""
-
-        buffer: io.BytesIO
-        offset: int | None
-        location: str | None
-        closed: bool
-
-        def _initiate_upload(self) -> None:
-            """Nothing to ask yet: the first upload creates (or, "ab", appends to) the file."""
-            self.location = None
-
-        def _upload_chunk(self, final: bool = False) -> bool:
-            """CREATE with the first bytes ("wb"); then APPEND, at the DataNode address learnt once."""
-            if self.location is None:
-                create = "w" in self.mode and not self.offset
-                op, method = ("CREATE", "PUT") if create else ("APPEND", "POST")
-                out = self.fs._call(
-                    op, method, self.path, redirect=False, **({"overwrite": "true"} if create else {})
-                )
-                location = self.fs._apply_proxy(out.headers["Location"])
-                if not create:
-                    self.location = location
-            else:
-                location, method = self.location, "POST"
-            done = self.fs.session.request(
-                method,
-                location,
-                data=self.buffer.getvalue(),
-                headers={"content-type": "application/octet-stream"},
-            )
-            done.raise_for_status()
-            return True
-
-        def flush(self, force: bool = False) -> None:
-            """Send what was written since the last flush. After a failed request the file's end is unknown:
-            the file is then closed, and nothing more is sent (not even by ``close()``)."""
-            if self.closed or self.readable():
-                super().flush(force)
-                return
-            try:
-                if force or not self.buffer.tell():
-                    super().flush(force)
-                    return
-                if self.offset is None:
-                    self.offset = 0
-                    self._initiate_upload()
-                self._upload_chunk()
-                self.offset += self.buffer.seek(0, io.SEEK_END)
-                self.buffer = io.BytesIO()
-            except BaseException:
-                self.closed = True
-                raise
-
-    class Client(WebHDFS):
-        """Files written in place (no temporary name), renames that fail loudly, errors as ``OSError``."""
-
-        def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any) -> Any:
-            return PublishingFile(
-                self,
-                path,
-                mode=mode,
-                block_size=block_size or self.blocksize,
-                tempdir=self.tempdir,
-                autocommit=True,
-                replication=kwargs.get("replication"),
-                permissions=kwargs.get("permissions"),
-            )
-
-        def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
-            """HDFS's rename with options: atomic, replaces a file or an empty directory at ``path2`` as
-            POSIX rename does, and fails with the namenode's reason (plain RENAME answers only "false")."""
-            self._call("RENAME", method="put", path=path1, destination=path2, renameoptions="OVERWRITE")
-
-        def _call(self, op: str, method: str = "get", path: str | None = None, **kwargs: Any) -> Any:
-            try:
-                return super()._call(op, method, path, **kwargs)
-            except (RuntimeError, ValueError) as exc:  # fsspec's words for the namenode's other exceptions
-                raise OSError(f"WebHDFS {op} {path} at {self.url}: {exc}") from exc
-
-    return Client
 
 
 @dataclass(frozen=True)
@@ -356,9 +238,8 @@ def flush(fs: pafs.FileSystem, path: str, stream: pa.NativeFile) -> None:
     ``stream.flush()`` does that on a local disk. pyarrow's streams over Python files (``PyFileSystem``, here
     HDFS through WebHDFS) drop a flush before it reaches Python, so the file's own flush is called here."""
     stream.flush()
-    handler = fs.handler if isinstance(fs, pafs.PyFileSystem) else None
-    if isinstance(handler, _WebHdfsHandler):
-        handler.publish(path)
+    if isinstance(fs, pafs.PyFileSystem) and fs.type_name == "py::webhdfs":
+        fs.handler.publish(path)
 
 
 def local_path(fs: pafs.FileSystem, path: str) -> str | None:

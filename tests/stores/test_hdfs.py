@@ -218,7 +218,7 @@ def test_the_webhdfs_port_comes_from_the_location_the_environment_or_hadoop_conf
 
     def url(location: str) -> str:
         fs, _ = hdfs_filesystem(location)
-        return str(fs.handler.fs.url)
+        return str(fs.handler.client.url)
 
     conf = tmp_path / "conf"
     conf.mkdir()
