@@ -145,6 +145,17 @@ class MetastoreUnavailable(MetaException):
     retryable = True
 
 
+class CommitOutcomeUnknown(MetaException):
+    """A commit was sent, its answer was lost, and the metastore did not answer again within the settle bound:
+    the txn may have committed or not. Not retryable: re-sending its writes in a new txn could write them twice.
+    The message names the txn (``txn_id``) and how to learn its outcome once the metastore answers: a txn that is
+    neither open nor aborted (``SHOW TRANSACTIONS``) committed."""
+
+    def __init__(self, message: str, txn_id: int) -> None:
+        super().__init__(message)
+        self.txn_id = txn_id
+
+
 class MetastoreUrlError(MetaException):
     """A metastore URL that does not parse or names a metastore acidstream does not run on (SQLite, PostgreSQL
     or a Hive Metastore over thrift): the caller's mistake, not the metastore's state."""

@@ -7,7 +7,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy.engine import make_url
@@ -23,6 +23,7 @@ class DropProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._marker: bytes | None = None
+        self._then: Callable[[], object] | None = None
         self._lock = threading.Lock()
         self.dropped = 0
         threading.Thread(target=self._accept, daemon=True).start()
@@ -31,9 +32,11 @@ class DropProxy:
         """``url`` (a database URL) pointing at this proxy instead of its server."""
         return make_url(url).set(host="127.0.0.1", port=self.port).render_as_string(hide_password=False)
 
-    def lose_answer_to(self, marker: bytes) -> None:
+    def lose_answer_to(self, marker: bytes, then: Callable[[], object] | None = None) -> None:
+        """Arm the proxy; ``then`` runs once the server had the message, before the connection drops (a kill
+        of the server there: it acted on the message and died before answering)."""
         with self._lock:
-            self._marker = marker
+            self._marker, self._then = marker, then
 
     def close(self) -> None:
         self._listener.close()
@@ -44,7 +47,11 @@ class DropProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self.target)
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:  # the server is down: so is this connection
+                _close(client)
+                continue
             dropping = threading.Event()
             threading.Thread(target=self._up, args=(client, server, dropping), daemon=True).start()
             threading.Thread(target=self._down, args=(server, client, dropping), daemon=True).start()
@@ -53,14 +60,17 @@ class DropProxy:
         while data := _recv(client):
             with self._lock:
                 hit = self._marker is not None and self._marker in data
+                then = self._then if hit else None
                 if hit:
-                    self._marker = None
+                    self._marker = self._then = None
             if hit:
                 dropping.set()  # before forwarding: no byte of the answer may reach the client
             with contextlib.suppress(OSError):
                 server.sendall(data)
             if hit:
                 time.sleep(self.settle)  # the server acts on the message, then finds its client gone
+                if then is not None:
+                    then()
                 self.dropped += 1
                 break
         _close(client, server)

@@ -1,9 +1,14 @@
 """One thrift connection to a Hive Metastore: the URL, the socket with its timeouts, reconnecting after a drop.
 
-Calls are serialised (a streaming connection's heartbeat thread shares the client with its writer) and each
-runs on an open socket; a socket that fails mid-call is closed, so the next call reconnects. Whether a call is
-repeated after a drop is the caller's decision (:meth:`ThriftConnection.call`'s ``idempotent``): a repeated
-``open_txns`` would open txns nobody owns, a repeated ``commit_txn`` is answered by asking the txn's state.
+Each call runs on an open socket; a socket that fails mid-call is closed, so the next call reconnects. Whether
+a call is repeated after a drop is the caller's decision (:meth:`ThriftConnection.call`'s ``idempotent``): a
+repeated ``open_txns`` would open txns nobody owns, a lost ``commit_txn`` answer is settled by the client.
+
+Every call is bounded: opening a socket by ``connect_timeout``, a call by ``socket_timeout`` (Hive's
+``metastore.client.socket.timeout``, 600 s), and the version check that :meth:`HiveMetastoreClient.open
+<acidstream.metastore.hive.client.HiveMetastoreClient.open>` makes by ``connect_timeout`` too, so a port that
+accepts and never answers fails the connect as unreachable. Sockets are opened by the standard library, not by
+thrift's ``TSocket.open``, which logs each failure (with a traceback for an unresolved host) on its logger.
 """
 
 from __future__ import annotations
@@ -49,14 +54,46 @@ class Endpoint:
             port = parts.port or DEFAULT_PORT
         except ValueError as exc:
             raise MetastoreUrlError(f"bad port in Hive Metastore URL {url!r}: {exc}") from None
+        try:
+            parts.hostname.encode("idna")  # what the resolver would refuse: an empty or overlong label
+        except UnicodeError:
+            raise MetastoreUrlError(f"bad host name in Hive Metastore URL {url!r}") from None
         return cls(url, parts.hostname, port)
 
 
 class SaslRequired(MetaException):
-    """The metastore closed a new connection at its first call: it speaks SASL (Kerberos or a password),
+    """The metastore answered the first call with a SASL frame: it speaks SASL (Kerberos or a password),
     which acidstream's Hive backend does not support: only unsecured binary thrift."""
 
 
+class MetastoreUnreachable(MetastoreUnavailable):
+    """No connection to the metastore could be opened: the call was not sent, so it did not happen."""
+
+
+class _Socket(TSocket):
+    """thrift's socket, opened by the standard library (``TSocket.open`` logs every failure on thrift's logger,
+    which prints on stderr unless the application configured logging) and keeping the first bytes it reads,
+    which tell what answered a call that did not parse."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.first_bytes = b""
+
+    def open(self) -> None:
+        self.handle = socket.create_connection((self.host, self.port), timeout=self._timeout)
+
+    def read(self, sz: int) -> bytes:
+        data: bytes = super().read(sz)
+        if len(self.first_bytes) < _SNIFFED:
+            self.first_bytes += data[: _SNIFFED - len(self.first_bytes)]
+        return data
+
+
+#: Bytes of a connection's first answer kept to tell a SASL server or another kind of server from a metastore.
+_SNIFFED = 64
+
+
+TIMED_OUT = "timed out"
 #: Sockets kept open between calls: one per thread that calls at once (a writer, its heartbeats, a lock ahead).
 IDLE_SOCKETS = 4
 
@@ -74,7 +111,7 @@ class ThriftConnection:
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()
-        self._idle: list[tuple[TSocket, Client]] = []
+        self._idle: list[tuple[_Socket, Client]] = []
         self._generation = 0  # close() bumps it: a socket of an older generation is closed when handed back
         self._answered = False  # a call was ever answered: a closed first call then is not SASL
 
@@ -82,28 +119,34 @@ class ThriftConnection:
     def url(self) -> str:
         return self.endpoint.url
 
-    def _open(self) -> tuple[TSocket, Client]:
-        sock = TSocket(self.endpoint.host, self.endpoint.port)
+    def _open(self) -> tuple[_Socket, Client]:
+        sock = _Socket(self.endpoint.host, self.endpoint.port)
         sock.setTimeout(self.connect_timeout * 1000)
         try:
             sock.open()
         except DROPPED as exc:
-            raise MetastoreUnavailable(
+            raise MetastoreUnreachable(
                 f"cannot reach the Hive Metastore at {self.url} within {self.connect_timeout:g}s: "
                 f"{_cause(exc)}"
             ) from exc
         sock.setTimeout(self.socket_timeout * 1000)
         return sock, Client(TBinaryProtocol(TBufferedTransport(sock)))
 
-    def _take(self) -> tuple[TSocket, Client, int]:
-        """An idle socket, or a new one; with the generation it belongs to."""
-        with self._lock:
-            generation = self._generation
-            if self._idle:
-                return (*self._idle.pop(), generation)
+    def _take(self) -> tuple[_Socket, Client, int]:
+        """An idle socket the metastore has not closed meanwhile (a restart), or a new one; with the generation
+        it belongs to. A call then fails before it is sent (:class:`MetastoreUnreachable`) when the metastore is down."""
+        while True:
+            with self._lock:
+                generation = self._generation
+                if not self._idle:
+                    break
+                sock, client = self._idle.pop()
+            if sock.isOpen():  # a peek: the metastore's end closed reads as end of file
+                return sock, client, generation
         return (*self._open(), generation)
 
-    def _give_back(self, sock: TSocket, client: Client, generation: int) -> None:
+    def _give_back(self, sock: _Socket, client: Client, generation: int) -> None:
+        sock.setTimeout(self.socket_timeout * 1000)  # a call with a timeout of its own set it
         with self._lock:
             if generation == self._generation and len(self._idle) < IDLE_SOCKETS:
                 self._idle.append((sock, client))
@@ -118,25 +161,30 @@ class ThriftConnection:
         for sock, _ in idle:
             sock.close()
 
-    def call(self, name: str, fn: Callable[[Client], T], *, idempotent: bool) -> T:
-        """Run ``fn`` on the client, its thrift exceptions as acidstream's; after a dropped socket reconnect,
-        and repeat ``fn`` once if ``idempotent``, else raise :class:`MetastoreUnavailable` (whether the
-        metastore did it is unknown)."""
+    def call(
+        self, name: str, fn: Callable[[Client], T], *, idempotent: bool, timeout: float | None = None
+    ) -> T:
+        """Run ``fn`` on the client, its thrift exceptions as acidstream's, within ``timeout`` seconds (the
+        socket timeout unless given); after a dropped socket reconnect, and repeat ``fn`` once if
+        ``idempotent``, else raise :class:`MetastoreUnavailable` (whether the metastore did it is unknown)."""
         for attempt in (1, 2):
             sock, client, generation = self._take()
+            if timeout is not None:
+                sock.setTimeout(timeout * 1000)
             try:
                 result = fn(client)
             except DROPPED as exc:
                 sock.close()
                 self.close()  # the others are likely dropped too (a restarted metastore)
-                if not self._answered and _refused(exc):
-                    raise SaslRequired(
-                        f"the Hive Metastore at {self.url} refused the first call ({name}) as a SASL server "
-                        "does: it requires SASL/Kerberos (hive.metastore.sasl.enabled), which is out of "
-                        f"scope for acidstream's Hive backend (unsecured thrift only): {_cause(exc)}"
-                    ) from exc
+                if not self._answered:
+                    _check_first_answer(exc, sock.first_bytes, name, self.url)
                 if idempotent and attempt == 1:
                     continue
+                if _cause(exc) == TIMED_OUT:
+                    waited = self.socket_timeout if timeout is None else timeout
+                    raise MetastoreUnavailable(
+                        f"the Hive Metastore at {self.url} did not answer {name} within {waited:g}s"
+                    ) from exc
                 raise MetastoreUnavailable(
                     f"lost the connection to the Hive Metastore at {self.url} during {name}: {_cause(exc)}"
                 ) from exc
@@ -156,28 +204,44 @@ class ThriftConnection:
         raise AssertionError("unreachable")
 
 
-_NOT_THRIFT = (
-    TTransportException.END_OF_FILE,
-    TTransportException.SIZE_LIMIT,
-    TTransportException.NEGATIVE_SIZE,
-)
+#: A SASL server's answer to a plain thrift call: a frame of status ``BAD`` or ``ERROR`` (``NegotiationStatus``),
+#: a 4-byte length and the reason ("Invalid status -128", our call's first byte read as a status).
+_SASL_REFUSALS = (3, 4)
 
 
-def _refused(exc: BaseException) -> bool:
-    """What a SASL server (``TSaslServerTransport``) does with a plain thrift call: it answers a SASL error
-    frame, which is no thrift message (its length field reads as an oversized string here), and closes the
-    connection (end of file, or a reset when our call was not read to its end); not a timeout. Only the first call ever made counts: later
-    these mean a dropped connection."""
+def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -> None:
+    """After the first call ever made to ``url`` failed on the wire: raise what the failure says of the server
+    at ``url``, if anything: :class:`SaslRequired` for a SASL frame, :class:`MetastoreUrlError` for anything
+    else that was not a thrift answer (an HTTP or PostgreSQL port). A timeout, or a refused or reset connection
+    with no answer, says nothing of it: the caller reports the metastore unreachable."""
+    if len(first) >= 5 and first[0] in _SASL_REFUSALS and int.from_bytes(first[1:5], "big") < 1 << 16:
+        raise SaslRequired(
+            f"the Hive Metastore at {url} refused the first call ({name}) as a SASL server does: it requires "
+            "SASL/Kerberos (hive.metastore.sasl.enabled), which is out of scope for acidstream's Hive backend "
+            f"(unsecured thrift only): {first[5:].decode('utf-8', 'replace')}"
+        ) from exc
+    if first or _closed(exc):
+        what = f"its answer begins {first[:24]!r}" if first else "it closed the connection without an answer"
+        raise MetastoreUrlError(
+            f"the server at {url} did not answer the first call ({name}) as a Hive Metastore ({what}): check "
+            "the URL's host and port (a Hive Metastore listens on 9083 unless configured otherwise)"
+        ) from exc
+
+
+def _closed(exc: BaseException) -> bool:
+    """The server closed the connection in order (end of file), or the bytes were no thrift message."""
     if isinstance(exc, TProtocolException):
         return True
-    if isinstance(exc, TTransportException):
-        return exc.type in _NOT_THRIFT or isinstance(exc.inner, ConnectionResetError)
-    return isinstance(exc, ConnectionResetError)
+    return isinstance(exc, TTransportException) and exc.type in (
+        TTransportException.END_OF_FILE,
+        TTransportException.SIZE_LIMIT,
+        TTransportException.NEGATIVE_SIZE,
+    )
 
 
 def _cause(exc: BaseException) -> str:
     inner = getattr(exc, "inner", None)
-    if isinstance(inner, socket.timeout | TimeoutError):
-        return "timed out"
+    if isinstance(inner or exc, socket.timeout | TimeoutError):
+        return TIMED_OUT
     text = str(inner or exc) or type(exc).__name__
     return text
