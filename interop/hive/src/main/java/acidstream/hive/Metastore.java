@@ -7,7 +7,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.hive.common.ValidTxnList;
 import org.apache.hadoop.hive.metastore.HiveMetaStoreClient;
 import org.apache.hadoop.hive.metastore.api.Database;
 import org.apache.hadoop.hive.metastore.api.FieldSchema;
@@ -32,8 +31,9 @@ import org.apache.hadoop.hive.metastore.txn.TxnCommonUtils;
  *       {@code location} each).
  *   <li>{@code open_txns}: {@code count}; answers {@code txns}. {@code allocate_write_ids}: {@code db},
  *       {@code table}, {@code txns}; answers {@code write_ids}. {@code commit_txn}/{@code abort_txn}: {@code txn}.
- *   <li>{@code snapshot}: {@code db}, {@code table}; answers {@code txns} ({@code ValidTxnList}) and
- *       {@code writeids} ({@code ValidWriteIdList}), as a Hive query's compiler takes them.
+ *   <li>{@code snapshot}: {@code db}, {@code table}, optional {@code txns}; answers {@code txns} ({@code
+ *       ValidTxnList}: the one given, else the metastore's now) and {@code writeids} (the table's {@code
+ *       ValidWriteIdList} at those txns), as a Hive query's compiler takes them.
  * </ul>
  */
 final class Metastore {
@@ -77,13 +77,15 @@ final class Metastore {
         client.rollbackTxn(request.get("txn").asLong());
         break;
       case "snapshot":
-        ValidTxnList valid = client.getValidTxns();
+        // The metastore's snapshot now, or its table write ids at a given txn snapshot ("txns").
+        String txnList =
+            request.hasNonNull("txns") ? request.get("txns").asText() : client.getValidTxns().writeToString();
         String full = db + "." + table;
-        answer.put("txns", valid.writeToString());
+        answer.put("txns", txnList);
         answer.put(
             "writeids",
             TxnCommonUtils.createValidReaderWriteIdList(
-                    client.getValidWriteIds(List.of(full), valid.writeToString()).get(0))
+                    client.getValidWriteIds(List.of(full), txnList).get(0))
                 .writeToString());
         break;
       default:
