@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from acidstream.acid.types import HiveType
 
 __all__ = [
     "BUCKETING_VERSION_PROPERTY",
+    "BucketKeyOrder",
     "bucket_hash",
     "bucket_numbers",
     "bucketing_version_of",
@@ -49,6 +51,24 @@ BUCKETING_VERSION_PROPERTY = "bucketing_version"
 _U64 = npt.NDArray[np.uint64]
 _M32 = np.uint64(0xFFFFFFFF)
 _NANOS = 1_000_000_000
+
+
+class BucketKeyOrder(Enum):
+    """The order a Hive writer hashes a table's bucketed columns in: ``h = 31 * h + fieldHash`` depends on it,
+    and Hive's writers differ (docs/format.md, Bucket ids and bucketing)."""
+
+    #: Hive's SQL (INSERT, MERGE's inserts, split updates' new rows): ``GenBucketingSortingDest`` keys the
+    #: ReduceSinkOperator on the columns in ``CLUSTERED BY`` order.
+    CLUSTERED_BY = "clustered_by"
+    #: Hive's streaming client: ``AbstractRecordWriter.getBucketColIDs`` takes them in the table's column order.
+    TABLE = "table"
+
+    def columns(self, table_columns: Sequence[str], bucket_columns: Sequence[str]) -> list[str]:
+        """The bucketed columns (lower-cased) in this order."""
+        if self is BucketKeyOrder.CLUSTERED_BY:
+            return [b.lower() for b in bucket_columns]
+        wanted = {b.lower() for b in bucket_columns}
+        return [c.lower() for c in table_columns if c.lower() in wanted]
 
 
 def bucketing_version_of(table_properties: Mapping[str, str]) -> int:

@@ -1,8 +1,9 @@
 """``BucketIdResolver``: the bucket a row belongs to, from its bucketed columns, exactly as Hive buckets it.
 
 New records get it attached as their ``ROW__ID`` before grouping (the Mutation API's "slightly unintuitive
-trick"): it spreads inserts over workers as Hive's bucketing would, and coordinators check updates against it,
-since a row never moves between buckets.
+trick"): it spreads inserts over workers as Hive's bucketing would, and the Mutation API's coordinators check
+records against it, since a row never moves between buckets. Hive's writers hash the bucketed columns in two
+orders (:class:`~acidstream.acid.bucketing.BucketKeyOrder`); new rows take Hive SQL's, ``CLUSTERED BY`` order.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from acidstream.acid.bucketing import bucket_numbers
+from acidstream.acid.bucketing import BucketKeyOrder, bucket_numbers
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.tabular import as_table
 from acidstream.errors import SerializationError
@@ -24,14 +25,22 @@ from acidstream.mutate.table import AcidTable
 
 
 class BucketIdResolver:
-    """Hive's ``BucketIdResolverImpl`` for one table (unbucketed tables: every row in bucket 0)."""
+    """Hive's ``BucketIdResolverImpl`` for one table (unbucketed tables: every row in bucket 0).
 
-    def __init__(self, table: AcidTable | TableDefinition) -> None:
+    ``order``: the Hive writer whose placement to compute (Hive's resolver hashes the columns its caller lists,
+    in the caller's order); Hive SQL's by default.
+    """
+
+    def __init__(
+        self, table: AcidTable | TableDefinition, order: BucketKeyOrder = BucketKeyOrder.CLUSTERED_BY
+    ) -> None:
         definition = table.table if isinstance(table, AcidTable) else table
         self.num_buckets = definition.num_buckets
         self.version = definition.bucketing_version
+        self.order = order
         by_name = {c.name: c for c in definition.columns}
-        self.columns = [by_name[name.lower()] for name in definition.bucket_columns]
+        names = order.columns([c.name for c in definition.columns], definition.bucket_columns)
+        self.columns = [by_name[name] for name in names]
 
     def compute_bucket_id(self, record: Mapping[str, Any]) -> int:
         """The bucket of one record (a mapping of column name to value)."""

@@ -1,7 +1,10 @@
 """A merge split by bucket, for workers that each hold some buckets' source rows.
 
 When the table is bucketed on merge keys only, a source row and every target row with its keys hash to the same
-bucket, whatever their partitions: matches never cross buckets. A worker given the source rows of some buckets
+bucket, whatever their partitions: matches never cross buckets. That holds only where Hive's writers agree on
+the bucket of a key: a table whose ``CLUSTERED BY`` order is not its columns' order holds rows of one key in
+two buckets (Hive's SQL hashes the columns in the one order, its streaming client in the other), so it is
+merged whole. A worker given the source rows of some buckets
 then reads just those buckets' target rows (at the txn's snapshot, from the plan the driver made), matches and
 builds mutations with the Python merge's own code, and writes them through a coordinator of its own — one pass,
 no join across workers. A merge that deletes unmatched target rows needs every bucket's target rows, whether or
@@ -18,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from acidstream.acid.bucketing import BucketKeyOrder
 from acidstream.acid.runs import runs
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.metastore.models import Table as TableDefinition
@@ -32,12 +36,16 @@ from acidstream.read.scan import bucket_readers
 
 def splits_by_bucket(table: TableDefinition, keys: Sequence[str], actions: MergeActions) -> bool:
     """Whether a merge on ``keys`` with ``actions`` can run as :class:`BucketMerge`: the table is bucketed on
-    columns that are all keys, and unmatched target rows are left alone."""
+    columns that are all keys, in an order all of Hive's writers hash alike, and unmatched target rows are left
+    alone."""
     bucketed = {c.lower() for c in table.bucket_columns}
+    names = [c.name for c in table.columns]
+    orders = {tuple(order.columns(names, table.bucket_columns)) for order in BucketKeyOrder}
     return (
         table.num_buckets > 1
         and bool(bucketed)
         and bucketed <= {k.lower() for k in keys}
+        and len(orders) == 1
         and actions.when_not_matched_by_source is None
     )
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acidstream.errors import InvalidObjectException, SerializationError
+from acidstream.errors import BucketIdException, InvalidObjectException, SerializationError
 from acidstream.metastore.models import Table as TableDefinition
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE
 from acidstream.mutate.bucket_id import BucketIdResolver
@@ -85,10 +85,14 @@ class Changes:
         self, source_columns: Sequence[str], on: Sequence[str], actions: MergeActions
     ) -> list[str]:
         """What a merge reads of the target besides ROW__IDs: the keys, and for updates the columns the
-        source lacks (they keep their value)."""
+        source lacks (they keep their value) and the bucketed columns it has (they must keep theirs)."""
         keys = [k.lower() for k in on]
+        if actions.when_matched != "update":
+            return keys
         missing = [c.name for c in self.table.columns if c.name not in source_columns]
-        return [*dict.fromkeys([*keys, *(missing if actions.when_matched == "update" else [])])]
+        # an update must leave bucketed columns as they are: the source's values are checked against these
+        bucketed = [c for c in self.table.bucket_columns if c in source_columns]
+        return [*dict.fromkeys([*keys, *missing, *bucketed])]
 
     # --- merge ---------------------------------------------------------------------------------------------
 
@@ -132,6 +136,7 @@ class Changes:
         t_take, s_take = pa.array(t_idx), pa.array(s_idx)
         part_codes = target.column(PART).take(t_take)
         self._check_same_partition(part_codes, parts, source, s_take)
+        self._check_same_bucket(target, t_take, source, s_take)
         columns = {
             c.name: (source if c.name in source.column_names else target)
             .column(c.name)
@@ -202,14 +207,30 @@ class Changes:
         for key in keys:
             target_values = typed.column(key.name).take(codes)
             source_values = source.column(key.name).take(s_take)
-            same = pc.fill_null(pc.equal(target_values, source_values), False)
-            both_null = pc.and_(pc.is_null(target_values), pc.is_null(source_values))
-            moved = pc.invert(pc.or_(same, both_null))
-            if pc.any(moved).as_py():
-                i = pc.index(moved, True).as_py()
+            i = _first_change(target_values, source_values)
+            if i is not None:
                 raise InvalidObjectException(
                     f"merge would move a row from {key.name}={target_values[i]} to {source_values[i]}: "
                     "rows never move between partitions (delete and insert it instead)"
+                )
+
+    def _check_same_bucket(
+        self, target: pa.Table, t_take: pa.Array, source: pa.Table, s_take: pa.Array
+    ) -> None:
+        """A matched source row with other values in a bucketed column than its target row's would move the row.
+
+        Values are compared, not hashes: a row stays in the bucket its ROW__ID names, wherever the writer that
+        placed it put it (Hive's SQL and its streaming client hash the columns in different orders)."""
+        for name in self.table.bucket_columns:
+            if name not in source.column_names or name not in target.column_names:
+                continue
+            before, after = target.column(name).take(t_take), source.column(name).take(s_take)
+            i = _first_change(before, after)
+            if i is not None:
+                row_id = target.column(ROW_ID).take(t_take)[i].as_py()
+                raise BucketIdException(
+                    f"merge would change the bucketed column {name} of the row with ROW__ID {row_id} from "
+                    f"{before[i]} to {after[i]}: rows never move between buckets (delete and insert it instead)"
                 )
 
     def _insert_partitions(
@@ -250,6 +271,15 @@ def duplicate_match(who: str, key: Mapping[str, Any]) -> InvalidObjectException:
     )
 
 
+def duplicate_key(who: str, key: Mapping[str, Any]) -> InvalidObjectException:
+    """The error of a merge whose source holds a key no target row has twice: a merge by key takes each key
+    once, so it never inserts two rows of one key (Hive's MERGE would)."""
+    return InvalidObjectException(
+        f"{who} both hold the key {dict(key)}, which no target row has: a merge takes each key at most once "
+        "(deduplicate the source)"
+    )
+
+
 def cast_column(column: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.ChunkedArray:
     if column.type == target:
         return column
@@ -257,6 +287,14 @@ def cast_column(column: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.C
         return pc.cast(column, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise SerializationError(f"cannot convert {column.type} to {target}: {exc}", field=name) from exc
+
+
+def _first_change(before: pa.ChunkedArray | pa.Array, after: pa.ChunkedArray | pa.Array) -> int | None:
+    """The first position where ``after`` differs from ``before`` (two nulls are alike), or None."""
+    same = pc.fill_null(pc.equal(before, after), False)
+    both_null = pc.and_(pc.is_null(before), pc.is_null(after))
+    changed = pc.invert(pc.or_(same, both_null))
+    return pc.index(changed, True).as_py() if pc.any(changed).as_py() else None
 
 
 def _add(parts: list[PartitionValues], values: PartitionValues) -> int:

@@ -8,6 +8,11 @@ few rows each, and encoding their rows in one go shares pyarrow's set-up between
 bounded by one stripe per open file. An update is Hive's split update: a delete event for the old ROW__ID plus
 an insert event with the new values, in the same bucket.
 
+A record inserted or updated through Hive's API must sit in the bucket its bucketed columns hash to, as Hive's
+``MutatorCoordinator`` checks: in either order Hive's writers hash them (``CLUSTERED BY`` order as Hive's SQL,
+the table's column order as Hive's streaming client), so rows either placed are accepted. acidstream's own
+merge, update and delete route every row by its ``ROW__ID`` alone, as Hive's UPDATE does, and turn the check off.
+
 The statement id ``SSSS`` keeps the files of coordinators on other processes or hosts apart: each writes with
 its own and the txn commits them all; the coordinator itself makes no metastore writes unless the table was
 added with ``create_partitions``.
@@ -25,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from acidstream.acid.bucketing import BucketKeyOrder
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
 from acidstream.acid.names import bucket_file, delete_delta_dir, delta_dir
 from acidstream.acid.orc import AcidWriter, WriterOptions
@@ -88,7 +94,8 @@ class MutatorCoordinator:
     """Writes one table's mutations for one txn; build it with :meth:`builder`. Not thread-safe.
 
     After a failed batch call (or any I/O error) the coordinator refuses further work: the txn must be aborted.
-    A record refused by a per-record call changes nothing, as in Hive.
+    A record refused by a per-record call changes nothing, as in Hive. ``check_buckets=False``: rows are
+    routed by their ``ROW__ID`` alone (the caller made sure no bucketed column changes).
     """
 
     def __init__(
@@ -99,6 +106,7 @@ class MutatorCoordinator:
         statement_id: int | None = None,
         delete_delta_if_exists: bool = False,
         buffer_records: int = DEFAULT_BUFFER_RECORDS,
+        check_buckets: bool = True,
     ) -> None:
         if table.table_type is not TableType.SINK:
             raise WorkerException(f"{table.qualified_name} is a source table: it takes no mutations")
@@ -129,7 +137,12 @@ class MutatorCoordinator:
         self._known_fields = {c.name for c in self._columns} | {
             k.name for k in self.definition.partition_keys
         }
-        self._resolver = BucketIdResolver(self.definition)
+        self._check_buckets_on = check_buckets
+        resolvers = [BucketIdResolver(self.definition, order) for order in BucketKeyOrder]
+        #: Hive's placements of a row: one resolver when both orders name the columns alike
+        self._resolvers = [
+            r for i, r in enumerate(resolvers) if r.columns not in (p.columns for p in resolvers[:i])
+        ]
         self._grouping = GroupingValidator()
         self._sequence = SequenceValidator()
         self._group: _Group | None = None
@@ -265,7 +278,7 @@ class MutatorCoordinator:
             if op is not Op.INSERT and not sequenced:
                 self._sequence.check_batch(write_ids[start:end], props[start:end], row_ids[start:end], where)
             run = None if rows is None else rows.slice(start, end - start)
-            if run is not None:
+            if run is not None and self._check_buckets_on:
                 self._check_buckets(
                     run, buckets[start:end], write_ids, props, row_ids, start, first_index, where
                 )
@@ -294,17 +307,22 @@ class MutatorCoordinator:
         first_index: int,
         where: str,
     ) -> None:
-        computed = self._resolver.compute_bucket_ids(rows)
+        computed = self._resolvers[0].compute_bucket_ids(rows)
         wrong = np.flatnonzero(computed != expected)
+        for other in self._resolvers[1:]:  # rows Hive's other writer placed: only the ones the first refused
+            if len(wrong):
+                wrong = wrong[other.compute_bucket_ids(rows.take(pa.array(wrong))) != expected[wrong]]
         if len(wrong):
             i = int(wrong[0])
             record_id = RecordIdentifier(
                 int(write_ids[start + i]), int(props[start + i]), int(row_ids[start + i])
             )
+            streaming = ", nor is it Hive streaming's" if len(self._resolvers) > 1 else ""
             raise BucketIdException(
                 f"record {first_index + start + i} in {where}: ROW__ID {record_id} is in bucket {expected[i]} but its "
-                f"bucketed columns {list(self.definition.bucket_columns)} hash to bucket {computed[i]}: rows never "
-                "move between buckets (an update must not change bucketed columns)"
+                f"bucketed columns {list(self.definition.bucket_columns)} hash to bucket {computed[i]} (Hive SQL's "
+                f"placement{streaming}): rows never move between buckets (an update must not change bucketed "
+                "columns)"
             )
 
     # --- writing --------------------------------------------------------------------------------------------

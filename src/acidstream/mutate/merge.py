@@ -335,7 +335,9 @@ class TableMutation:
     def coordinator(self) -> MutatorCoordinator:
         """This process's coordinator (statement 0), made on first use; :meth:`commit` closes it."""
         if self._coordinator is None:
-            self._coordinator = MutatorCoordinator(self.acid_table, metastore=self.metastore, statement_id=0)
+            self._coordinator = MutatorCoordinator(
+                self.acid_table, metastore=self.metastore, statement_id=0, check_buckets=False
+            )
         return self._coordinator
 
     def write(self, pieces: Sequence[pa.Table], parts: list[PartitionValues]) -> None:

@@ -133,6 +133,7 @@ class BucketMergeStage:
                 metastore=client(self.url, self.warehouse),
                 statement_id=statement_id_for(partition),
                 delete_delta_if_exists=attempt > 0,
+                check_buckets=False,
             )
             try:
                 self.split.write_buckets(coordinator, source, buckets.to_numpy())
@@ -347,7 +348,11 @@ def write_mutations(
                 continue
             if coordinator is None:
                 coordinator = MutatorCoordinator(
-                    table, metastore=metastore, statement_id=statement_id, delete_delta_if_exists=attempt > 0
+                    table,
+                    metastore=metastore,
+                    statement_id=statement_id,
+                    delete_delta_if_exists=attempt > 0,
+                    check_buckets=False,
                 )
             last = _check_single_match(batch, last, keys, table.table)
             ops = batch.column(OP).to_numpy(zero_copy_only=False)
