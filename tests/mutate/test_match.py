@@ -1,4 +1,7 @@
-"""The merge's key matching against a plain-Python reference: one key (hash lookup) and several (join) alike."""
+"""The merge's key matching against a plain-Python reference: one key (hash lookup) and several (join) alike.
+
+A key two source rows hold is refused whether or not a target row has it, naming the first two rows of the
+first such key (the error of a target row matched twice first)."""
 
 from __future__ import annotations
 
@@ -36,6 +39,15 @@ def check(
         row = matched_twice[0]
         first, second = sorted(j for i, j in expected if i == row)[:2]
         with pytest.raises(InvalidObjectException, match=f"source rows {first} and {second} both match"):
+            match_keys(table(target), table(source), names)
+        return
+    keyed = [s for s in source if None not in s]
+    repeated = [s for s in dict.fromkeys(keyed) if keyed.count(s) > 1]
+    if repeated:
+        first, second = [j for j, s in enumerate(source) if s == repeated[0]][:2]
+        with pytest.raises(
+            InvalidObjectException, match=f"source rows {first} and {second} both hold the key"
+        ):
             match_keys(table(target), table(source), names)
         return
     t_idx, s_idx = match_keys(table(target), table(source), names)

@@ -88,6 +88,20 @@ def test_duplicate_source_keys_are_refused_and_nothing_commits(ms: Metastore, ac
     assert all(t.state is not MsState.OPEN for t in ms.show_txns())
 
 
+@pytest.mark.parametrize("on", [["id"], ["id", "name"]])
+def test_duplicate_unmatched_source_keys_are_refused_too(ms: Metastore, accounts: str, on: list[str]) -> None:
+    """One rule for a source's keys, matched or not: each at most once (Hive's MERGE would insert both)."""
+    table = ms.table(accounts)
+    table.merge(frame([1, 2], "a"), on=["id"])
+    source = frame([2, 6, 7, 6], "b")
+    with pytest.raises(InvalidObjectException, match=r"source rows 1 and 3 both hold the key \{'id': 6"):
+        table.merge(source, on=on)
+    with pytest.raises(InvalidObjectException, match="source rows 1 and 3 both hold the key"):
+        table.merge(source, on=on, when_matched=None, when_not_matched=None)
+    assert table_frame(ms, accounts).name.tolist() == ["a1", "a2"]
+    assert all(t.state is not MsState.OPEN for t in ms.show_txns())
+
+
 def test_rows_never_move(ms: Metastore, accounts: str) -> None:
     table = ms.table(accounts)
     table.merge(frame([1], "a", ["p1"]), on=["id"])

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from acidstream.acid.runs import runs
 from acidstream.mutate.apply import apply_mutations
-from acidstream.mutate.changes import PART, PartitionValues, duplicate_match
+from acidstream.mutate.changes import PART, PartitionValues, duplicate_key, duplicate_match
 from acidstream.mutate.coordinator import MutatorCoordinator
 
 #: Told each step of a mutation as it starts ("reading db.t", "writing ...", "committing"), for a progress display.
@@ -57,8 +57,9 @@ def write_changes(
 def match_keys(
     target: pa.Table, source: pa.Table, on: Sequence[str]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(target index, source index) of every matching pair, by target index; null keys never match; a target
-    row matched by two source rows is an error naming the key."""
+    """(target index, source index) of every matching pair, by target index; null keys never match. A key
+    held by two source rows is an error naming the rows and the key, whether it matches a target row or not
+    (a key with a null part is no key: such rows match nothing)."""
     keys = [k.lower() for k in on]
     if len(keys) == 1:
         return _match_one(target.column(keys[0]), source.column(keys[0]), keys[0])
@@ -71,7 +72,8 @@ def match_keys(
             valid = ok if valid is None else pc.and_(valid, ok)
         return t.filter(valid) if valid is not None else t
 
-    joined = keyed(target, "__t").join(keyed(source, "__s"), keys=keys, join_type="inner", use_threads=True)
+    keyed_source = keyed(source, "__s")
+    joined = keyed(target, "__t").join(keyed_source, keys=keys, join_type="inner", use_threads=True)
     t_idx = joined.column("__t").to_numpy()
     s_idx = joined.column("__s").to_numpy()
     counts = np.bincount(t_idx, minlength=target.num_rows) if len(t_idx) else np.zeros(0, dtype=np.int64)
@@ -80,6 +82,12 @@ def match_keys(
         rows = sorted(s_idx[t_idx == row].tolist())[:2]
         key = {k: target.column(k)[row].as_py() for k in keys}
         raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", key)
+    grouped = keyed_source.group_by(keys).aggregate([("__s", "list"), ("__s", "count")])
+    repeated = grouped.filter(pc.greater(grouped.column("__s_count"), 1))
+    if repeated.num_rows:
+        first = min(repeated.to_pylist(), key=lambda g: min(g["__s_list"]))
+        rows = sorted(first["__s_list"])[:2]
+        raise duplicate_key(f"source rows {rows[0]} and {rows[1]}", {k: first[k] for k in keys})
     order = np.argsort(t_idx, kind="stable")
     return t_idx[order], s_idx[order]
 
@@ -94,13 +102,13 @@ def _match_one(
     s_idx = pc.drop_null(position).to_numpy().astype(np.int64)
     counts = pc.value_counts(pc.drop_null(source))
     repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-    if len(repeated) and len(t_idx):
+    if len(repeated):
         hit = pc.is_in(target.take(pa.array(t_idx)), value_set=repeated).to_numpy(zero_copy_only=False)
-        if hit.any():
-            row = int(t_idx[np.argmax(hit)])
-            value = target[row]
-            rows = np.flatnonzero(pc.equal(source, value).to_numpy(zero_copy_only=False))[:2].tolist()
-            raise duplicate_match(f"source rows {rows[0]} and {rows[1]}", {name: value.as_py()})
+        matched = hit.any()
+        value = target[int(t_idx[np.argmax(hit)])] if matched else repeated[0]
+        rows = np.flatnonzero(pc.equal(source, value).to_numpy(zero_copy_only=False))[:2].tolist()
+        refusal = duplicate_match if matched else duplicate_key
+        raise refusal(f"source rows {rows[0]} and {rows[1]}", {name: value.as_py()})
     return t_idx.astype(np.int64), s_idx
 
 
