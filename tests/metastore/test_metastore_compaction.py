@@ -1,7 +1,7 @@
 """The compaction queue's state machine, the initiator's queries and the reader registrations, on both backends.
 
 Ported from Hive's TestCompactionTxnHandler where the behaviour is Hive's (claims, history, failed-compaction
-back-off); the publication/registration rules are acidstream's (see metastore/compaction.py).
+back-off); the publication/registration rules are acidstream's (see metastore/sql/compaction.py).
 """
 
 from __future__ import annotations

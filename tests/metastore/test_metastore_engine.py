@@ -13,8 +13,8 @@ from sqlalchemy import event
 
 from acidstream.errors import MetastoreUnavailable, NoSuchObjectException
 from acidstream.metastore import Metastore, TxnState
-from acidstream.metastore.engine import Database
-from acidstream.metastore.prepared import connection_lost, execute_driver_sql
+from acidstream.metastore.sql.engine import Database
+from acidstream.metastore.sql.prepared import connection_lost, execute_driver_sql
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
 from support.faultinjection import sqlite_write_lock_held
 
@@ -118,7 +118,7 @@ NO_DRIVER = """
 import sys
 sys.modules["psycopg"] = None  # as if acidstream was installed without its postgres extra
 from acidstream.errors import MetastoreUrlError
-from acidstream.metastore.engine import make_engine
+from acidstream.metastore.sql.engine import make_engine
 make_engine("sqlite:///" + sys.argv[1])  # SQLite needs no driver of its own
 try:
     make_engine("postgresql://someone:secret@127.0.0.1:1/db")

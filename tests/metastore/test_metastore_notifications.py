@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.metastore import Metastore, NotificationEvent, notifications
-from acidstream.metastore.engine import Database
+from acidstream.metastore import Metastore, NotificationEvent
+from acidstream.metastore.sql import notifications
+from acidstream.metastore.sql.engine import Database
 
 WRITERS = 4
 CYCLES = 40

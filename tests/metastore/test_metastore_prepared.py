@@ -16,14 +16,10 @@ from acidstream.metastore import (
     Metastore,
     OperationType,
     TableWrite,
-    catalog,
-    counters,
-    locks,
-    notifications,
-    txns,
 )
-from acidstream.metastore import schema as s
-from acidstream.metastore.prepared import Prepared, execute_driver_sql
+from acidstream.metastore.sql import catalog, counters, locks, notifications, txns
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.prepared import Prepared, execute_driver_sql
 
 MODULES = (catalog, counters, locks, notifications, txns)
 

@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from acidstream.errors import MetaException, SchemaVersionError
 from acidstream.metastore import Metastore
-from acidstream.metastore.schema import SCHEMA_VERSION
+from acidstream.metastore.sql.schema import SCHEMA_VERSION
 
 
 def _set_version(url: str, version: int) -> None:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from acidstream.catalog import Metastore
-from acidstream.metastore.client import READER_LEASE
+from acidstream.metastore.sql.client import READER_LEASE
 
 READER = """
 import sys, time

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import update
 
 from acidstream.metastore import Metastore
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
 
 
 def age_reader(ms: Metastore, reader_id: int, seconds: float) -> None:

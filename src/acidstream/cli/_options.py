@@ -265,8 +265,8 @@ def _said_when_slow(url: str) -> Iterator[None]:
 def _require_existing(url: str) -> None:
     from sqlalchemy import inspect
 
-    from acidstream.metastore.engine import Database
-    from acidstream.metastore.schema import schema_version
+    from acidstream.metastore.sql.engine import Database
+    from acidstream.metastore.sql.schema import schema_version
 
     prefix = "sqlite:///"
     if url.startswith(prefix) and not os.path.isfile(url[len(prefix) :].split("?", 1)[0]):

@@ -96,7 +96,7 @@ def init(metastore: str, warehouse: str, no_config: bool) -> None:
     Unless the location came from an acidstream.toml already, writes ./acidstream.toml naming it, so every
     command run in this directory or below finds it.
     """
-    from acidstream.metastore.schema import SCHEMA_VERSION
+    from acidstream.metastore.sql.schema import SCHEMA_VERSION
 
     if "://" not in warehouse:
         os.makedirs(warehouse, exist_ok=True)

@@ -28,7 +28,7 @@ from acidstream.metastore.models import (
 )
 
 if TYPE_CHECKING:
-    from acidstream.metastore.warehouse import Metastore, Table
+    from acidstream.metastore.facade import Metastore, Table
 
 __all__ = [
     "CompactionInfo",
@@ -54,7 +54,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("Metastore", "Table"):  # the handle: a table's definition and its metastore
-        from acidstream.metastore import warehouse
+        from acidstream.metastore import facade
 
-        return getattr(warehouse, name)
+        return getattr(facade, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """What a metastore backend provides, as small protocols, and what it may lack, as capabilities.
 
-:class:`~acidstream.metastore.warehouse.Metastore` is the façade every layer holds; a backend implements these
+:class:`~acidstream.metastore.facade.Metastore` is the façade every layer holds; a backend implements these
 protocols under it: acidstream's SQL metastore (SQLite, PostgreSQL) implements them all, a Hive Metastore
 (thrift) implements what Hive's metastore offers and declares the rest missing (:class:`Capability`). A call a
 backend lacks raises :class:`~acidstream.errors.UnsupportedCapability` naming the capability and its fallback,
@@ -36,7 +36,7 @@ from acidstream.metastore.models import (
 )
 
 if TYPE_CHECKING:
-    from acidstream.metastore.replication import ReplOp, ReplState
+    from acidstream.metastore.sql.replication import ReplOp, ReplState
 
 
 class Capability(enum.Enum):
@@ -338,7 +338,7 @@ class ReplicaState(Protocol):
 class Backend(
     Catalog, Transactions, CompactionQueue, ReaderRegistry, NotificationLog, ReplicaState, Protocol
 ):
-    """Everything a :class:`~acidstream.metastore.warehouse.Metastore` gets from its backend."""
+    """Everything a :class:`~acidstream.metastore.facade.Metastore` gets from its backend."""
 
     @property
     def warehouse(self) -> str:

@@ -15,8 +15,8 @@ from acidstream.acid.types import Column, parse_type
 from acidstream.errors import DdlSyntaxError, InvalidObjectException
 
 if TYPE_CHECKING:
+    from acidstream.metastore.facade import Metastore
     from acidstream.metastore.models import CompactionInfo
-    from acidstream.metastore.warehouse import Metastore
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<ident>`[^`]*`|[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)"
@@ -235,7 +235,7 @@ def _create_database(ms: Metastore, p: Parser) -> Result:
 
 
 def _create_table(ms: Metastore, p: Parser) -> Result:
-    from acidstream.metastore.catalog import split_name
+    from acidstream.metastore.sql.catalog import split_name
 
     if_not_exists = p.accept("if", "not", "exists")
     db, name = split_name(p.table_name())

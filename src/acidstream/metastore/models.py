@@ -299,7 +299,7 @@ class CompletedComponent:
 
 @dataclass(frozen=True)
 class Table:
-    """A table's definition (a plain value: :class:`acidstream.metastore.warehouse.Table` is the handle that also
+    """A table's definition (a plain value: :class:`acidstream.metastore.facade.Table` is the handle that also
     knows its metastore)."""
 
     db: str

@@ -22,8 +22,8 @@ def _prober(url: str, wait_timeout: float) -> Callable[[int], TxnState]:
         from acidstream.metastore.hive.client import HiveMetastoreClient
 
         return HiveMetastoreClient(url, connect_timeout=wait_timeout).get_txn_state
-    from acidstream.metastore import txns
-    from acidstream.metastore.engine import Database
+    from acidstream.metastore.sql import txns
+    from acidstream.metastore.sql.engine import Database
 
     database = Database(url, wait_timeout)
     return lambda txn_id: database.read(lambda c: txns.get_txn_state(c, txn_id))

@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 #: pyarrow imports it on first converting a Python or numpy object (``pa.array``): 0.3 s of a worker's CPU.
 PRELOAD = (
     "acidstream.mutate.forked",
-    "acidstream.metastore.engine",
-    "acidstream.metastore.txns",
+    "acidstream.metastore.sql.engine",
+    "acidstream.metastore.sql.txns",
     "sqlalchemy.dialects.postgresql.psycopg",
     "pandas",
     "pyarrow.pandas_compat",

@@ -1,7 +1,7 @@
 """A scan's registration as a snapshot reader, held for as long as it may read files it listed.
 
 The compaction cleaner deletes the directories a compaction replaced only once every reader registered before
-the compaction's output moved into place is gone (see ``metastore/readers.py``). A held registration is
+the compaction's output moved into place is gone (see ``metastore/sql/readers.py``). A held registration is
 heartbeated by one background thread per metastore client; a *detached* one (a Spark scan, whose reads happen
 in other processes) lives on as long as its readers heartbeat it, then expires.
 """

@@ -16,7 +16,6 @@ from hive_metastore import ttypes
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.errors import AlreadyExistsException, NoSuchObjectException
-from acidstream.metastore.catalog import split_name, valid_name, validate_table
 from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.hive.tables import (
     CLIENT_CAPABILITIES,
@@ -26,6 +25,7 @@ from acidstream.metastore.hive.tables import (
     file_uri,
 )
 from acidstream.metastore.models import Partition
+from acidstream.metastore.sql.catalog import split_name, valid_name, validate_table
 
 if TYPE_CHECKING:
     from acidstream.metastore.models import Table

@@ -28,7 +28,6 @@ from acidstream.errors import (
     TxnAbortedException,
 )
 from acidstream.metastore.backend import Capability, unsupported
-from acidstream.metastore.catalog import split_name
 from acidstream.metastore.hive.catalog import HiveCatalogCalls
 from acidstream.metastore.hive.compactions import HiveCompactionQueue
 from acidstream.metastore.hive.readers import HiveReaderTxns
@@ -54,9 +53,10 @@ from acidstream.metastore.models import (
     TxnState,
     WrittenFile,
 )
+from acidstream.metastore.sql.catalog import split_name
 
 if TYPE_CHECKING:
-    from acidstream.metastore.replication import ReplOp, ReplState
+    from acidstream.metastore.sql.replication import ReplOp, ReplState
 
 _LOCK_TYPES = {
     LockType.SHARED_READ: ttypes.LockType.SHARED_READ,

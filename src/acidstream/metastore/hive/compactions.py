@@ -8,7 +8,7 @@ txn component, so the files of an aborted compactor txn are cleaned like any abo
 written in place under the txn's visibility suffix (``base_N_vT``); ``mark_compacted`` then ``commit_txn``,
 which makes the output visible to readers and stamps the request for the cleaner; a failure aborts the txn then
 ``mark_failed``; nothing to do is ``mark_refused`` and a commit. :class:`HiveCompactionQueue` makes those calls
-under the names of acidstream's own queue (:class:`~acidstream.metastore.client.MetastoreClient`), so the
+under the names of acidstream's own queue (:class:`~acidstream.metastore.sql.client.MetastoreClient`), so the
 compactor's worker runs unchanged on either.
 
 What Hive's queue has no call for (the initiator's and the cleaner's side, recovering dead workers) runs in the
@@ -43,7 +43,6 @@ from acidstream.errors import (
     UnsupportedCapability,
 )
 from acidstream.metastore.backend import Capability
-from acidstream.metastore.catalog import split_name
 from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
@@ -55,6 +54,7 @@ from acidstream.metastore.models import (
     OperationType,
     PotentialCompaction,
 )
+from acidstream.metastore.sql.catalog import split_name
 
 #: What the worker tells Hive it runs (``CQ_WORKER_VERSION``, ``CQ_INITIATOR_VERSION``).
 AGENT_VERSION = "acidstream"

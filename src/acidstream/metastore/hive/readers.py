@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from hive_metastore import ttypes
 
 from acidstream.errors import NoSuchTxnException, TxnAbortedException
-from acidstream.metastore.catalog import split_name
 from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.models import ReaderRegistration
+from acidstream.metastore.sql.catalog import split_name
 
 if TYPE_CHECKING:
     from acidstream.acid.writeids import ValidTxnList

@@ -7,7 +7,7 @@ import time
 
 from sqlalchemy import Connection, Table, bindparam, select, update
 
-from acidstream.metastore.prepared import Prepared
+from acidstream.metastore.sql.prepared import Prepared
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """``Metastore``: the façade every other layer holds, over one backend (:mod:`acidstream.metastore.backend`).
 
 ``Metastore.connect(url)`` picks the backend by the URL's scheme — ``sqlite://``/``postgresql://``: acidstream's
-SQL metastore (:class:`~acidstream.metastore.client.MetastoreClient`); ``thrift://``: a Hive Metastore
+SQL metastore (:class:`~acidstream.metastore.sql.client.MetastoreClient`); ``thrift://``: a Hive Metastore
 (:class:`~acidstream.metastore.hive.client.HiveMetastoreClient`, the ``hive`` extra) — and returns an object that
 is both this façade and that backend, so every call of the backend protocols is the backend's own. The façade
 adds what sits above the backend calls: Hive DDL (:meth:`Metastore.execute`), table handles that know their
@@ -28,7 +28,7 @@ from acidstream.storage import check_location, delete_locations
 if TYPE_CHECKING:
     from acidstream.metastore.backend import Backend
     from acidstream.metastore.backend import Backend as _Calls
-    from acidstream.metastore.replication import ReplOp
+    from acidstream.metastore.sql.replication import ReplOp
 else:
     _Calls = object  # at run time the backend, later in the MRO, supplies every call
 
@@ -182,7 +182,7 @@ def _backend_for(url: str) -> type[Backend]:
     """The backend class for ``url``'s scheme (imported on first use: each has its own dependencies)."""
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     if scheme in ("sqlite", "postgresql", "postgres"):
-        from acidstream.metastore.client import MetastoreClient
+        from acidstream.metastore.sql.client import MetastoreClient
 
         return MetastoreClient
     if scheme == "thrift":

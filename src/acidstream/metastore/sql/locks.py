@@ -13,11 +13,11 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from acidstream.errors import InvalidObjectException, MetaException, NoSuchLockException
-from acidstream.metastore import catalog, txns
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms, take_ids
 from acidstream.metastore.models import LockComponent, LockInfo, LockLevel, LockState, LockType
-from acidstream.metastore.prepared import Prepared
+from acidstream.metastore.sql import catalog, txns
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms, take_ids
+from acidstream.metastore.sql.prepared import Prepared
 
 HL = s.hive_locks.c
 _INSERT_LOCKS = Prepared(insert(s.hive_locks))

@@ -20,9 +20,6 @@ from acidstream.errors import (
     WriteConflictException,
 )
 from acidstream.faults import fault_point
-from acidstream.metastore import catalog, notifications
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms, peek_next, take_ids
 from acidstream.metastore.models import (
     CompletedComponent,
     HeartbeatTxnRangeResponse,
@@ -32,7 +29,10 @@ from acidstream.metastore.models import (
     TxnState,
     WrittenFile,
 )
-from acidstream.metastore.prepared import Prepared
+from acidstream.metastore.sql import catalog, notifications
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms, peek_next, take_ids
+from acidstream.metastore.sql.prepared import Prepared
 
 MAX_OPEN_BATCH = 1000  # hive.txn.max.open.batch
 IN_CHUNK = 1000  # ids per IN (...) list

@@ -20,15 +20,15 @@ from sqlalchemy import Connection, and_, delete, func, insert, or_, select, upda
 
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.errors import InvalidObjectException, InvalidPartition, NoSuchObjectException
-from acidstream.metastore import catalog, followers, notifications, readers, txns
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms, take_ids
 from acidstream.metastore.models import (
     CompactionInfo,
     PotentialCompaction,
     Publication,
     TxnState,
 )
+from acidstream.metastore.sql import catalog, followers, notifications, readers, txns
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms, take_ids
 
 CQ = s.compaction_queue.c
 CC = s.completed_compactions.c

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
 
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
 
 RFL = s.repl_followers.c
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import NotificationEvent, TxnState
-from acidstream.metastore.prepared import Prepared
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
+from acidstream.metastore.sql.prepared import Prepared
 
 N = s.notification_log.c
 SEQ = s.notification_sequence.c

@@ -28,7 +28,7 @@ from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from acidstream.errors import MetaException, MetastoreUnavailable, MetastoreUrlError
-from acidstream.metastore.prepared import connection_lost, execute_driver_sql
+from acidstream.metastore.sql.prepared import connection_lost, execute_driver_sql
 from acidstream.runtime import ShortSwitchInterval
 
 T = TypeVar("T")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from sqlalchemy import Connection, select
 
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList, write_id_list_from_states
-from acidstream.metastore import catalog
-from acidstream.metastore import schema as s
+from acidstream.metastore.sql import catalog
+from acidstream.metastore.sql import schema as s
 
 T2W = s.txn_to_write_id.c
 IN_CHUNK = 1000  # ids per IN (...) list

@@ -23,10 +23,10 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import NoSuchObjectException
-from acidstream.metastore import catalog, compaction, txns
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import TxnState
+from acidstream.metastore.sql import catalog, compaction, txns
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
 
 CQ = s.compaction_queue.c
 RTM = s.repl_txn_map.c

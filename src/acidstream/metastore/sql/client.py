@@ -1,6 +1,6 @@
 """``MetastoreClient``: acidstream's own metastore backend, every call over SQL, each one DB transaction.
 
-It touches no files and runs no DDL text: :class:`acidstream.metastore.warehouse.Metastore`, the façade every other
+It touches no files and runs no DDL text: :class:`acidstream.metastore.facade.Metastore`, the façade every other
 layer holds, adds those above it (Hive DDL, table handles that know their metastore, removing a dropped table's
 files through the storage boundary).
 """
@@ -21,22 +21,7 @@ from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import MetastoreUrlError
-from acidstream.metastore import (
-    catalog,
-    compaction,
-    followers,
-    locks,
-    notifications,
-    once,
-    readers,
-    replication,
-    snapshots,
-    txns,
-)
-from acidstream.metastore import schema as s
 from acidstream.metastore.backend import Capability
-from acidstream.metastore.counters import now_ms
-from acidstream.metastore.engine import DEFAULT_WAIT_TIMEOUT, Database
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.lockwait import wait_for_lock
 from acidstream.metastore.models import (
@@ -59,6 +44,21 @@ from acidstream.metastore.models import (
     TxnState,
     WrittenFile,
 )
+from acidstream.metastore.sql import (
+    catalog,
+    compaction,
+    followers,
+    locks,
+    notifications,
+    once,
+    readers,
+    replication,
+    snapshots,
+    txns,
+)
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
+from acidstream.metastore.sql.engine import DEFAULT_WAIT_TIMEOUT, Database
 
 R = TypeVar("R")
 
@@ -180,7 +180,7 @@ class MetastoreClient:
         decode: Callable[[Connection, Any], R] = lambda _conn, value: value,
     ) -> R:
         """``_write`` of a change that must happen once although the answer to its commit may be lost: see
-        :mod:`acidstream.metastore.once` (a JSON-able result needs no ``encode``/``decode``)."""
+        :mod:`acidstream.metastore.sql.once` (a JSON-able result needs no ``encode``/``decode``)."""
         if self.dialect == "sqlite":  # answers in-process: none is ever lost
             return self._write(fn)
         return self._write(once.once(fn, encode, decode))

@@ -21,11 +21,11 @@ from acidstream.errors import (
     MetaException,
     NoSuchObjectException,
 )
-from acidstream.metastore import notifications
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms
 from acidstream.metastore.models import Partition
-from acidstream.metastore.prepared import Prepared
+from acidstream.metastore.sql import notifications
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
+from acidstream.metastore.sql.prepared import Prepared
 
 DEFAULT_DB = "default"
 DEFAULT_BUCKETING_VERSION = "2"

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, delete, insert, select
 
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms
 
 T = TypeVar("T")
 RR = s.request_results.c

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, update
 
-from acidstream.metastore import catalog
-from acidstream.metastore import schema as s
-from acidstream.metastore.counters import now_ms, take_ids
+from acidstream.metastore.sql import catalog
+from acidstream.metastore.sql import schema as s
+from acidstream.metastore.sql.counters import now_ms, take_ids
 
 SR = s.snapshot_readers.c
 
