@@ -332,8 +332,11 @@ class AcidWriter:
             self._create_files(side_file)
         else:
             self._files_pending = create_in.submit(self._create_files, side_file)
+        # The file's logical bytes: its header, then what was written. The header goes out with the first
+        # stripe or tail (:meth:`_write`): until then the file holds 0 bytes, as Hive's writer leaves it.
         self._offset = len(MAGIC)
         self._crc = crc32(MAGIC)  # of the bytes written so far: replication verifies copies with it
+        self._header_written = False
         self._tail_offset = 0  # end of the last tail written (0: none yet)
         self._tail_stripes = 0  # stripes that tail covers
 
@@ -741,7 +744,7 @@ class AcidWriter:
             return
         size = 0
         for part in encoded.body:
-            self._out.write(part)
+            self._write(part)
             self._crc = crc32(part, self._crc)
             size += len(part)
         for s in encoded.stripes:
@@ -787,10 +790,22 @@ class AcidWriter:
         )
         metadata = encode_fields([(1, LENGTH_DELIMITED, s) for s in self._stripe_stats])  # StripeStatistics
         tail = build_tail(self._postscript, footer, metadata)
-        self._out.write(tail)
+        self._write(tail)
         self._crc = crc32(tail, self._crc)
         self._offset += len(tail)
         self._tail_offset, self._tail_stripes = self._offset, len(self._stripes)
+
+    def _write(self, data: bytes | pa.Buffer) -> None:
+        """Append to the file, the header with its first bytes.
+
+        A file holding only the header until its first flush (a batch's file for a bucket its transaction
+        opened) is a 3-byte file whose side file says 0: Hive's footer-reading split generation fails on it
+        ("chunk is null"), where it skips a 0-byte file, which is what Hive's writer leaves until its first
+        flush. One write with the first bytes, so that a reader never finds the header alone."""
+        if not self._header_written:
+            data = MAGIC + (data.to_pybytes() if isinstance(data, pa.Buffer) else data)
+        self._out.write(data)
+        self._header_written = True
 
     def _file_statistics(self) -> list[bytes]:
         return self._column_stats if self._file_stats is None else self._file_stats.encoded()
@@ -828,14 +843,7 @@ class AcidWriter:
             raise FileExistsError(f"ORC file {self._path} already exists")
         self._side = SideFileWriter.create(self._fs, self._path) if side_file else None
         try:
-            self._out = self._fs.open_output_stream(self._path)
-            try:
-                self._out.write(MAGIC)
-            except OSError:
-                with contextlib.suppress(OSError):  # a torn header must not stay behind as a bucket file
-                    self._out.close()
-                    self._fs.delete_file(self._path)
-                raise
+            self._out = self._fs.open_output_stream(self._path)  # empty: the header waits (see _write)
         except OSError:
             if self._side is not None:
                 self._side.close_and_delete()
