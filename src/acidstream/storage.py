@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from acidstream.errors import StorageLocationError
+from acidstream.errors import StorageLocationError, StorageUnavailable
 from acidstream.faults import substitute
 from acidstream.runtime import file_pool
 
@@ -202,14 +202,16 @@ class Capabilities:
 
 def check_location(location: str) -> None:
     """Raise :class:`StorageLocationError` naming ``location`` when its object store's bucket is missing or
-    refuses us, or its HDFS namenode does not answer (one request), so that a writer fails before it opens a
-    transaction. Local and HDFS directories are made as needed: nothing else to check."""
+    refuses us, or its HDFS namenode cannot be reached (one request), so that a writer fails before it opens a
+    transaction; a namenode that accepts and does not answer in time is a retryable :class:`StorageUnavailable`. Local and HDFS directories are made as needed: nothing else to check."""
     fs, path = table_filesystem(location)
     if local_path(fs, path) is not None:
         return
     if capabilities(fs).can_rename_directories:
         try:
             fs.get_file_info("/")
+        except TimeoutError as exc:  # it is there, and busy or hung: another try may succeed
+            raise StorageUnavailable(location, exc) from exc
         except OSError as exc:
             raise StorageLocationError(f"{location}: its namenode cannot be reached: {exc}") from exc
         return

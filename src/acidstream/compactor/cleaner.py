@@ -23,7 +23,13 @@ from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.plan import top_level_names
 from acidstream.compactor.publish import acid_dirs, discard
-from acidstream.errors import AcidFormatError, AcidStreamError, NoSuchObjectException
+from acidstream.errors import (
+    AcidFormatError,
+    AcidStreamError,
+    NoSuchObjectException,
+    StorageUnavailable,
+    reading_from,
+)
 from acidstream.metastore.models import CompactionInfo
 from acidstream.storage import table_filesystem
 
@@ -56,8 +62,14 @@ class Cleaner:
         ]
 
     def clean(self, ci: CompactionInfo) -> CleanOutcome:
+        """Clean after ``ci``. When its store does not answer, the request stays ready for cleaning (the claim
+        lapses, and a later pass cleans it once the store answers); any other failure marks it failed."""
         try:
-            removed, forgotten = self._clean(ci)
+            with reading_from(ci.meta.get("location") or ci.full_partition_name):
+                removed, forgotten = self._clean(ci)
+        except StorageUnavailable as exc:
+            log.warning("cleaning after compaction %d waits for its store: %s", ci.id, exc)
+            return CleanOutcome(ci.id, "ready for cleaning", error=str(exc))
         except (AcidStreamError, OSError) as exc:
             log.exception("cleaning after compaction %d of %s failed", ci.id, ci.full_partition_name)
             message = f"cleaning failed: {type(exc).__name__}: {exc}"

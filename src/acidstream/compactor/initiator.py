@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.selection import AcidState, get_acid_state
 from acidstream.compactor.config import CompactorConfig, no_auto_compaction
 from acidstream.compactor.plan import is_enough_to_compact
-from acidstream.errors import AcidStreamError, NoSuchObjectException
+from acidstream.errors import AcidStreamError, NoSuchObjectException, StorageUnavailable, reading_from
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import PotentialCompaction
 from acidstream.storage import table_filesystem
@@ -82,7 +82,8 @@ class Initiator:
     initiator_id: str = field(default_factory=lambda: f"{client_identity()[1]}-initiator")
 
     def run_once(self) -> list[Decision]:
-        """One pass over the candidates; returns a decision for each."""
+        """One pass over the candidates; returns a decision for each. A store that does not answer ends the
+        pass with :class:`StorageUnavailable` (nothing is recorded against the candidate)."""
         compactions = self.ms.show_compactions()
         current = {(c.db, c.table, c.partition) for c in compactions if c.state in ("initiated", "working")}
         cleaning = {
@@ -92,6 +93,8 @@ class Initiator:
         for candidate in self.ms.find_potential_compactions(self.config.aborted_txn_threshold):
             try:
                 decisions.append(self._consider(candidate, current, cleaning))
+            except StorageUnavailable:
+                raise  # an outage, not this candidate's fault: the next pass considers it again
             except AcidStreamError as exc:
                 log.exception("cannot decide whether to compact %s", candidate)
                 message = f"{type(exc).__name__}: {exc}"
@@ -147,11 +150,12 @@ class Initiator:
             kind, why = "major", f"more than {self.config.aborted_txn_threshold} aborted txns"
         else:
             fs, path = table_filesystem(location)
-            if fs.get_file_info(path).type != pafs.FileType.Directory:
-                return self._skip(c, "no files")
             write_ids = self.ms.get_valid_write_ids(c.table_name).for_compactor()
-            state = get_acid_state(fs, path, write_ids)
-            base, deltas = directory_sizes(fs, state)
+            with reading_from(location):
+                if fs.get_file_info(path).type != pafs.FileType.Directory:
+                    return self._skip(c, "no files")
+                state = get_acid_state(fs, path, write_ids)
+                base, deltas = directory_sizes(fs, state)
             kind, why = determine_compaction_type(
                 state, base, deltas, self.config.for_table(table.properties)
             )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
+from acidstream.errors import reading_from
 from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
 from acidstream.repl.copy import CopyStats, LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader
@@ -63,40 +64,45 @@ def sync(
     keeps the files the replica may still copy (for ``follower_lease`` seconds of silence at most), and the
     replica deletes the inputs of compactions its readers no longer need (``cleaner_retention``: seconds kept
     for readers that do not register, as the compactor's ``retention``).
+
+    A store that does not answer (either side's) is a :class:`StorageUnavailable`; the next sync goes on from
+    the last event applied.
     """
-    result = SyncResult()
-    loader = Loader(target, LiveSource(source_filesystem(source.warehouse)), policy=policy)
-    result.stats = loader.copier.stats
-    name = follower_name(target, policy)
-    last = loader.last_event_id
-    if not last:
-        with bootstrap_plan(source, open_txn_timeout=open_txn_timeout) as plan:
-            source.repl_follower_progress(name, plan.event_id, follower_lease)
-            loader.bootstrap(plan)
-        result.bootstrapped = True
-        last = plan.event_id
-        log.info("replication: bootstrapped %s from %s at event %d", target.url, source.url, last)
-    result.last_event_id = last
-    while stop is None or not stop.is_set():
-        limit = (
-            EVENTS_PER_PASS
-            if max_events is None
-            else min(EVENTS_PER_PASS, max_events - result.events_applied)
-        )
-        events = source.notifications(last, limit) if limit > 0 else []
-        if events:
-            applied = loader.apply_events(source.url, events)
-            result.events_applied += applied.events_applied
-            result.rebootstrapped += applied.rebootstrapped
-            last = result.last_event_id = applied.last_event_id
+    # either side's store failing is an outage (retryable), whichever of its clients saw it
+    with reading_from(f"replication from {source.warehouse} to {target.warehouse}"):
+        result = SyncResult()
+        loader = Loader(target, LiveSource(source_filesystem(source.warehouse)), policy=policy)
+        result.stats = loader.copier.stats
+        name = follower_name(target, policy)
+        last = loader.last_event_id
+        if not last:
+            with bootstrap_plan(source, open_txn_timeout=open_txn_timeout) as plan:
+                source.repl_follower_progress(name, plan.event_id, follower_lease)
+                loader.bootstrap(plan)
+            result.bootstrapped = True
+            last = plan.event_id
+            log.info("replication: bootstrapped %s from %s at event %d", target.url, source.url, last)
+        result.last_event_id = last
+        while stop is None or not stop.is_set():
+            limit = (
+                EVENTS_PER_PASS
+                if max_events is None
+                else min(EVENTS_PER_PASS, max_events - result.events_applied)
+            )
+            events = source.notifications(last, limit) if limit > 0 else []
+            if events:
+                applied = loader.apply_events(source.url, events)
+                result.events_applied += applied.events_applied
+                result.rebootstrapped += applied.rebootstrapped
+                last = result.last_event_id = applied.last_event_id
+                source.repl_follower_progress(name, last, follower_lease)
+                continue
+            result.cleaned += loader.clean(cleaner_retention)
+            if not follow or limit <= 0:
+                break
             source.repl_follower_progress(name, last, follower_lease)
-            continue
-        result.cleaned += loader.clean(cleaner_retention)
-        if not follow or limit <= 0:
-            break
-        source.repl_follower_progress(name, last, follower_lease)
-        if stop is not None:
-            stop.wait(poll_interval)
-        else:
-            time.sleep(poll_interval)
+            if stop is not None:
+                stop.wait(poll_interval)
+            else:
+                time.sleep(poll_interval)
     return result
