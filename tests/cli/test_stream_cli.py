@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,63 @@ def test_help_everywhere() -> None:
     for args in (["--help"], ["stream", "--help"], ["cat", "--help"], ["spark-shell", "--help"]):
         res = run(args)
         assert res.returncode == 0 and b"Usage:" in res.stdout
+
+
+def test_a_bad_delimiter_is_a_usage_error_and_an_escape_names_a_tab(wh: Path) -> None:
+    for delimiter in (";;", "é", "\\q"):
+        bad = run(["stream", "testing.alerts", "--delimiter", delimiter], b"1,x\n", wh)
+        assert bad.returncode == 2, bad.stderr.decode()
+        assert b"Invalid value for '--delimiter'" in bad.stderr and b"Traceback" not in bad.stderr
+    res = run(["stream", "testing.alerts", "--partition", "A,B", "--delimiter", "\\t"], b"1\tx,y\n", wh)
+    assert res.returncode == 0, res.stderr.decode()
+    assert run(["cat", "testing.alerts", "--columns", "id,msg"], wh=wh).stdout == b"1\tx,y\n"
+    regex = run(["stream", "testing.alerts", "--format", "regex", "--regex", "(a"], b"", wh)
+    assert regex.returncode == 2 and b"Invalid value for '--regex'" in regex.stderr
+
+
+def test_csv_reads_quoted_fields_and_delimited_reads_quotes_as_data(wh: Path) -> None:
+    data = b'1,"hello, world",EU,"FR"\n2,"two\nlines",EU,DE\n3,"say ""hi""",EU,DE\n'
+    res = run(["stream", "testing.alerts"], data, wh)
+    assert res.returncode == 0, res.stderr.decode()
+    assert b"3 rows committed in 1 txn, 0 records rejected" in res.stderr
+    rows = run(["cat", "testing.alerts", "--columns", "id,msg,country"], wh=wh).stdout.decode()
+    assert "1\thello, world\tFR" in rows and "2\ttwo\nlines\tDE" in rows and '3\tsay "hi"\tDE' in rows
+    hive = run(["stream", "testing.alerts", "--format", "delimited"], b'4,"hello, world",EU,FR\n', wh)
+    assert hive.returncode == 3 and b"record 0: record has 5 fields, the table has 4 columns" in hive.stderr
+
+
+def test_records_short_of_fields_are_committed_with_nulls_and_counted(wh: Path) -> None:
+    res = run(["stream", "testing.alerts"], b"33,few\n34,ok,EU,FR\n35\n", wh)
+    assert res.returncode == 0, res.stderr.decode()
+    assert b"2 records had fewer fields than the table's columns: the missing values are NULL" in res.stderr
+    rows = run(["cat", "testing.alerts"], wh=wh).stdout.decode().splitlines()
+    assert sorted(rows) == ["33\tfew\tNULL\tNULL", "34\tok\tEU\tFR", "35\tNULL\tNULL\tNULL"]
+    full = run(["stream", "testing.alerts"], b"36,ok,EU,FR\n", wh)
+    assert b"fewer fields" not in full.stderr
+
+
+def test_a_rate_is_given_only_for_a_stream_that_ran_a_while(wh: Path) -> None:
+    tiny = run(["stream", "testing.alerts", "--partition", "A,B"], b"1,x\n", wh)
+    assert tiny.returncode == 0 and b"1 row committed in 1 txn, 0 records rejected\n" in tiny.stderr
+    assert b"records/s" not in tiny.stderr
+    args = [
+        "stream",
+        "testing.alerts",
+        "--partition",
+        "A,B",
+        "--commit-interval",
+        "0.1",
+        "--warehouse",
+        str(wh),
+    ]
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "acidstream.cli", *args], stdin=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert slow.stdin is not None
+    slow.stdin.write(b"2,x\n")
+    slow.stdin.flush()
+    while b"2" not in run(["cat", "testing.alerts", "--columns", "id"], wh=wh).stdout.split():
+        time.sleep(0.1)  # committed by time: the stream is running
+    time.sleep(1.1)
+    _, err = slow.communicate(b"3,y\n", timeout=120)
+    assert slow.returncode == 0 and b"records/s" in err, err.decode()

@@ -18,10 +18,10 @@ from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
 from acidstream.errors import SerializationError
-from acidstream.streaming.records import split_records
 from acidstream.streaming.writers import (
     DEFAULT_LINE_DELIMITER_PATTERN,
     RecordWriter,
+    StrictCsvWriter,
     StrictDelimitedInputWriter,
     StrictJsonWriter,
     StrictRegexWriter,
@@ -33,22 +33,54 @@ if TYPE_CHECKING:
 _END = object()
 #: Seconds between looks for a signal while input is idle.
 SIGNAL_POLL = 0.2
+#: The summary gives a rate only for records that came over at least this long (seconds) and more than one
+#: transaction: a shorter stream measures one commit, not a throughput.
+RATE_AFTER = 1.0
+#: ``--format`` choices and what they are.
+FORMATS = {
+    "csv": "RFC 4180 CSV as spreadsheets write it: fields may be quoted",
+    "delimited": "Hive's delimited text (LazySimpleSerDe, StrictDelimitedInputWriter): quotes are data",
+    "json": "one JSON object per line",
+    "regex": "--regex's groups are the columns",
+}
 
 
 def _record_writer(fmt: str, delimiter: str, regex: str | None) -> RecordWriter:
-    if fmt == "csv":
-        return StrictDelimitedInputWriter.builder().with_field_delimiter(delimiter).build()
-    if fmt == "json":
-        return StrictJsonWriter.builder().build()
-    if not regex:
-        raise click.UsageError("--format regex needs --regex PATTERN")
-    return StrictRegexWriter.builder().with_regex(regex).build()
+    try:
+        if fmt == "csv":
+            return StrictCsvWriter.builder().with_field_delimiter(delimiter).build()
+        if fmt == "delimited":
+            return StrictDelimitedInputWriter.builder().with_field_delimiter(delimiter).build()
+        if fmt == "json":
+            return StrictJsonWriter.builder().build()
+        if not regex:
+            raise click.UsageError("--format regex needs --regex PATTERN")
+        return StrictRegexWriter.builder().with_regex(regex).build()
+    except ValueError as exc:  # the writer's configuration: a usage error naming the option
+        option = "--regex" if fmt == "regex" else "--delimiter"
+        raise click.BadParameter(str(exc), param_hint=f"'{option}'") from exc
 
 
-def _reader_thread(stream: BinaryIO, pattern: str, out: queue.Queue[Any]) -> None:
+def _delimiter(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """One ASCII character; a backslash escape names a tab or a control character as Hive's DDL does
+    (``FIELDS TERMINATED BY '\\t'`` or ``'\\001'``): ``\\t``, ``\\001`` (octal), ``\\x01``, ``\\\\``."""
+    text = value
+    if value.startswith("\\") and len(value) > 1:
+        try:
+            text = value.encode("ascii").decode("unicode_escape")
+        except (UnicodeError, ValueError):
+            text = value  # not an escape: reported below as what it is
+    if len(text) != 1 or not text.isascii():
+        raise click.BadParameter(
+            f"{value!r} is not one ASCII character (an escape may name one: \\t, \\001, \\x01, \\\\)"
+        )
+    return text
+
+
+def _reader_thread(writer: RecordWriter, stream: BinaryIO, out: queue.Queue[Any]) -> None:
     """Read stdin off the main thread, so commits by time happen even while input is idle."""
     try:
-        for chunk in split_records(stream, pattern):
+        for chunk in writer.split(stream):
             out.put(chunk)
     except BaseException as exc:  # surfaced in the main thread
         out.put(exc)
@@ -60,9 +92,21 @@ def _reader_thread(stream: BinaryIO, pattern: str, out: queue.Queue[Any]) -> Non
 @metastore_options
 @click.option("--partition", help="Static partition values, comma separated (default: dynamic partitioning).")
 @click.option(
-    "--format", "fmt", type=click.Choice(["csv", "json", "regex"]), default="csv", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(list(FORMATS)),
+    default="csv",
+    show_default=True,
+    help="; ".join(f"{name}: {what}" for name, what in FORMATS.items()) + ".",
 )
-@click.option("--delimiter", default=",", show_default=True, help="Field delimiter for --format csv.")
+@click.option(
+    "--delimiter",
+    default=",",
+    show_default=True,
+    callback=_delimiter,
+    help="Field delimiter for csv and delimited: one ASCII character, or an escape naming one "
+    "(\\t a tab, \\001 or \\x01 a control character, \\\\ a backslash).",
+)
 @click.option("--regex", help="Regular expression (RE2) whose groups are the columns, for --format regex.")
 @click.option("--records-per-txn", type=click.IntRange(1), default=10000, show_default=True)
 @click.option(
@@ -123,9 +167,7 @@ def stream_command(
             # abort the interpreter at exit (e.g. after an error); it starts only once the table is reachable.
             stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
             chunks: queue.Queue[Any] = queue.Queue(maxsize=8)
-            threading.Thread(
-                target=_reader_thread, args=(stdin, writer.line_delimiter_pattern, chunks), daemon=True
-            ).start()
+            threading.Thread(target=_reader_thread, args=(writer, stdin, chunks), daemon=True).start()
             try:
                 ingest.run(conn, chunks, lambda: _progress(console, ingest))
             except SerializationError as exc:
@@ -146,9 +188,10 @@ class _Ingest:
     def __init__(self, records_per_txn: int, commit_interval: float) -> None:
         self.records_per_txn = records_per_txn
         self.commit_interval = commit_interval
-        self.started = time.monotonic()
+        self.started: float | None = None  # when the first records came
         self.committed_records = 0  # input records in committed transactions
         self.rejected = 0  # of those, the bad ones that went to the dead-letter file
+        self.short = 0  # of those, the ones with fewer fields than the table's columns (NULL for the rest)
         self.committed_txns = 0
         self.in_txn = 0  # records handed to the open transaction
 
@@ -171,6 +214,7 @@ class _Ingest:
             if isinstance(item, BaseException):
                 raise item
             if item is not None and item is not _END:
+                self.started = self.started or time.monotonic()
                 for piece in _slices(item, self.records_per_txn - self.in_txn, self.records_per_txn):
                     if self.in_txn == 0:
                         conn.begin_transaction()
@@ -190,7 +234,8 @@ class _Ingest:
     def _commit(self, conn: StreamingConnection) -> None:
         conn.commit_transaction()
         self.committed_records += self.in_txn
-        self.rejected = conn.stats()["records_rejected"]  # every record is parsed by its txn's commit
+        stats = conn.stats()  # every record is parsed by its txn's commit
+        self.rejected, self.short = stats["records_rejected"], stats["records_short"]
         self.committed_txns += 1
         self.in_txn = 0
 
@@ -218,7 +263,8 @@ class _Ingest:
             )
         self.note_committed(exc)
         skip = (
-            f"if the input has no empty lines, `tail -n +{done + 1}` skips the committed records; "
+            f"if the input has no empty lines (nor line breaks inside quotes), `tail -n +{done + 1}` skips the "
+            "committed records; "
             if lines and done
             else ""
         )
@@ -243,12 +289,19 @@ def _count(n: int, noun: str) -> str:
 
 
 def _progress(console: Console, ingest: _Ingest) -> None:
-    elapsed = max(time.monotonic() - ingest.started, 1e-9)
+    elapsed = time.monotonic() - ingest.started if ingest.started else 0.0
     rows = ingest.committed_records - ingest.rejected
+    rated = elapsed >= RATE_AFTER and ingest.committed_txns > 1
+    rate = f", {ingest.committed_records / elapsed:,.0f} records/s" if rated else ""
     console.print(
         f"[bold]{_count(rows, 'row')}[/] committed in {_count(ingest.committed_txns, 'txn')}, "
-        f"{_count(ingest.rejected, 'record')} rejected, {ingest.committed_records / elapsed:,.0f} records/s"
+        f"{_count(ingest.rejected, 'record')} rejected{rate}"
     )
+    if ingest.short:
+        console.print(
+            f"{_count(ingest.short, 'record')} had fewer fields than the table's columns: the missing values "
+            "are NULL (a missing partition value puts the row in __HIVE_DEFAULT_PARTITION__), as Hive reads them"
+        )
 
 
 @click.command("cat")

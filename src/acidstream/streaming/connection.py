@@ -191,7 +191,7 @@ class StreamingConnection:
         except ValueError as exc:
             source = "configuration 'compression'" if config.compression else "table property 'orc.compress'"
             raise StreamingConnectionError(f"{table.full_name}: {source} = {compression!r}: {exc}") from exc
-        self._line_pattern = record_writer.line_delimiter_pattern
+        self._split = record_writer.split
         self._stats = ConnectionStats()
         self._lock = threading.RLock()
         self._gil = ShortSwitchInterval(config.gil_switch_interval)  # held with _lock by every bulk call
@@ -341,8 +341,9 @@ class StreamingConnection:
             self._drain_pending()
 
     def write_stream(self, stream: BinaryIO, line_delimiter: str | None = None) -> None:
-        """Write every record of a binary stream split on the record writer's delimiter pattern."""
-        for chunk in split_records(stream, line_delimiter or self._line_pattern):
+        """Write every record of a binary stream split as the record writer splits it (on its line delimiter
+        pattern), or on ``line_delimiter``."""
+        for chunk in split_records(stream, line_delimiter) if line_delimiter else self._split(stream):
             self.write_record_array(chunk)
 
     def write_record_array(self, records: pa.Array) -> None:

@@ -117,6 +117,7 @@ class RecordIngest:
     def accept(self, result: ParseResult) -> None:
         """Route the good rows; dead-letter or raise the bad ones (the txn stays usable either way)."""
         self.route(result.batch)
+        self._stats.records_short += result.short
         if not result.errors:
             return
         self._stats.records_rejected += len(result.errors)

@@ -12,6 +12,8 @@ class ConnectionStats:
     records_written: int = 0
     bytes_written: int = 0
     records_rejected: int = 0
+    #: records with fewer fields than the table's columns: the missing values are NULL (Hive's LazySimpleSerDe)
+    records_short: int = 0
     committed_txns: int = 0
     aborted_txns: int = 0
     auto_flushes: int = 0
@@ -24,6 +26,7 @@ class ConnectionStats:
             "records_written": self.records_written,
             "bytes_written": self.bytes_written,
             "records_rejected": self.records_rejected,
+            "records_short": self.records_short,
             "committed_txns": self.committed_txns,
             "aborted_txns": self.aborted_txns,
             "auto_flushes": self.auto_flushes,

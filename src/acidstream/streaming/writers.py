@@ -28,15 +28,19 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, Self, TypeVar
+from typing import BinaryIO, ClassVar, Generic, Self, TypeVar
+
+import pyarrow as pa
 
 from acidstream.acid.types import Column
-from acidstream.streaming.records import RecordParser
+from acidstream.streaming.records import RecordParser, split_records
 from acidstream.streaming.records.delimited import DelimitedParser
 from acidstream.streaming.records.json import JsonParser
+from acidstream.streaming.records.quoted_csv import CsvParser
 from acidstream.streaming.records.regex import RegexParser, compile_check, name_groups
+from acidstream.streaming.records.streams import is_one_byte, split_quoted_records
 from acidstream.streaming.records.text_values import DEFAULT_SEPARATORS, TextFormat
 
 #: AbstractRecordWriter's default line delimiter for ``write(InputStream)``.
@@ -47,7 +51,7 @@ W = TypeVar("W", bound="RecordWriter")
 
 @dataclass(frozen=True)
 class RecordWriter(ABC):
-    """Base of the three writers: how records look, and how a stream is cut into records."""
+    """Base of the writers: how records look, and how a stream is cut into records."""
 
     line_delimiter_pattern: str = DEFAULT_LINE_DELIMITER_PATTERN
     lenient: bool = False
@@ -62,6 +66,22 @@ class RecordWriter(ABC):
     ) -> RecordParser:
         """A parser for this table; with dynamic partitioning records carry the partition values last."""
 
+    def split(self, stream: BinaryIO) -> Iterator[pa.Array]:
+        """The records of a binary stream (``write_stream``, the command line's stdin), in chunks."""
+        return split_records(stream, self.line_delimiter_pattern)
+
+    def check(self) -> None:
+        """Raise ValueError for a configuration that cannot work (``build`` calls it, not the first record)."""
+        _check_line_pattern(self.line_delimiter_pattern)
+
+
+def _check_line_pattern(pattern: str) -> None:
+    try:
+        if re.compile(pattern.encode()).fullmatch(b""):
+            raise ValueError(f"line delimiter pattern {pattern!r} matches the empty string")
+    except re.error as exc:
+        raise ValueError(f"invalid line delimiter pattern {pattern!r}: {exc}") from exc
+
 
 class _Builder(Generic[W]):
     """Fluent builder over a frozen writer: every ``with_*`` returns the builder, ``build`` the writer."""
@@ -71,11 +91,7 @@ class _Builder(Generic[W]):
 
     def with_line_delimiter_pattern(self, pattern: str) -> Self:
         """The regex (Python ``re`` syntax) that separates records in ``write_stream``."""
-        try:
-            if re.compile(pattern.encode()).fullmatch(b""):
-                raise ValueError(f"line delimiter pattern {pattern!r} matches the empty string")
-        except re.error as exc:
-            raise ValueError(f"invalid line delimiter pattern {pattern!r}: {exc}") from exc
+        _check_line_pattern(pattern)
         self._writer = replace(self._writer, line_delimiter_pattern=pattern)
         return self
 
@@ -84,6 +100,7 @@ class _Builder(Generic[W]):
         return self
 
     def build(self) -> W:
+        self._writer.check()
         return self._writer
 
 
@@ -100,17 +117,14 @@ def _delimiter(value: str | bytes | int, what: str) -> str:
 
 
 @dataclass(frozen=True)
-class StrictDelimitedInputWriter(RecordWriter):
-    """LazySimpleSerDe text records: field, collection and map-key delimiters (Hive defaults ^A, ^B, ^C)."""
+class _TextFieldsWriter(RecordWriter):
+    """Records of text fields in LazySimpleSerDe's forms: field, collection and map-key delimiters, null sequence."""
 
     field_delimiter: str = DEFAULT_SEPARATORS[0]
     collection_delimiter: str = DEFAULT_SEPARATORS[1]
     map_key_delimiter: str = DEFAULT_SEPARATORS[2]
     null_sequence: str = "\\N"
-
-    @staticmethod
-    def builder() -> DelimitedBuilder:
-        return DelimitedBuilder(StrictDelimitedInputWriter())
+    parser_class: ClassVar[type[DelimitedParser]] = DelimitedParser
 
     def text_format(self) -> TextFormat:
         separators = (
@@ -123,6 +137,10 @@ class StrictDelimitedInputWriter(RecordWriter):
             raise ValueError(f"delimiters must differ from each other and from \\x04..\\x08: {separators!r}")
         return TextFormat(separators, self.null_sequence)
 
+    def check(self) -> None:
+        super().check()
+        self.text_format()
+
     def bind(
         self,
         columns: Sequence[Column],
@@ -131,10 +149,55 @@ class StrictDelimitedInputWriter(RecordWriter):
         dynamic_partitioning: bool = False,
     ) -> RecordParser:
         parts = partition_keys if dynamic_partitioning else ()
-        return DelimitedParser(columns, parts, self.text_format(), self.lenient)
+        return self.parser_class(columns, parts, self.text_format(), self.lenient)
 
 
-class DelimitedBuilder(_Builder[StrictDelimitedInputWriter]):
+@dataclass(frozen=True)
+class StrictDelimitedInputWriter(_TextFieldsWriter):
+    """LazySimpleSerDe text records: field, collection and map-key delimiters (Hive defaults ^A, ^B, ^C)."""
+
+    @staticmethod
+    def builder() -> DelimitedBuilder[StrictDelimitedInputWriter]:
+        return DelimitedBuilder(StrictDelimitedInputWriter())
+
+
+@dataclass(frozen=True)
+class StrictCsvWriter(_TextFieldsWriter):
+    """RFC 4180 CSV as spreadsheets write it (beyond Hive): StrictDelimitedInputWriter's records, whose fields
+    may be quoted (``"a, b"``, ``""`` for a quote, line breaks inside quotes). Field delimiter ``,`` by default;
+    a record ends at an unquoted byte of the line delimiter pattern (one byte: ``[\\r\\n]`` by default)."""
+
+    field_delimiter: str = ","
+    parser_class: ClassVar[type[DelimitedParser]] = CsvParser
+
+    @staticmethod
+    def builder() -> DelimitedBuilder[StrictCsvWriter]:
+        return DelimitedBuilder(StrictCsvWriter())
+
+    def split(self, stream: BinaryIO) -> Iterator[pa.Array]:
+        return split_quoted_records(stream, self.line_delimiter_pattern, self.field_delimiter)
+
+    def check(self) -> None:
+        super().check()
+        if '"' in (self.field_delimiter, self.collection_delimiter, self.map_key_delimiter):
+            raise ValueError("a CSV delimiter cannot be the quote character '\"'")
+        table = re.compile(self.line_delimiter_pattern.encode())
+        if any(table.fullmatch(d.encode()) for d in (self.field_delimiter, '"')):
+            raise ValueError(
+                f"the line delimiter pattern {self.line_delimiter_pattern!r} matches the field delimiter or "
+                "the quote character"
+            )
+        if not is_one_byte(self.line_delimiter_pattern):
+            raise ValueError(
+                "CSV records end at one byte (a character or a class of them), "
+                f"not at {self.line_delimiter_pattern!r}"
+            )
+
+
+D = TypeVar("D", bound=_TextFieldsWriter)
+
+
+class DelimitedBuilder(_Builder[D]):
     def with_field_delimiter(self, delimiter: str | bytes | int) -> Self:
         self._writer = replace(self._writer, field_delimiter=_delimiter(delimiter, "field delimiter"))
         return self
@@ -152,10 +215,6 @@ class DelimitedBuilder(_Builder[StrictDelimitedInputWriter]):
     def with_null_sequence(self, sequence: str) -> Self:
         self._writer = replace(self._writer, null_sequence=sequence)
         return self
-
-    def build(self) -> StrictDelimitedInputWriter:
-        self._writer.text_format()  # fail here, not at bind, on clashing delimiters
-        return self._writer
 
 
 @dataclass(frozen=True)
@@ -195,23 +254,24 @@ class StrictRegexWriter(RecordWriter):
     ) -> RecordParser:
         return RegexParser(self.regex, columns, partition_keys if dynamic_partitioning else (), self.lenient)
 
+    def check(self) -> None:
+        super().check()
+        if not self.regex:
+            raise ValueError("StrictRegexWriter needs a regex (with_regex)")
+        compile_check(self.regex)
+        name_groups(self.regex)
+
 
 class RegexBuilder(_Builder[StrictRegexWriter]):
     def with_regex(self, regex: str) -> Self:
         self._writer = replace(self._writer, regex=regex)
         return self
 
-    def build(self) -> StrictRegexWriter:
-        if not self._writer.regex:
-            raise ValueError("StrictRegexWriter needs a regex (with_regex)")
-        compile_check(self._writer.regex)
-        name_groups(self._writer.regex)
-        return self._writer
-
 
 __all__ = [
     "DEFAULT_LINE_DELIMITER_PATTERN",
     "RecordWriter",
+    "StrictCsvWriter",
     "StrictDelimitedInputWriter",
     "StrictJsonWriter",
     "StrictRegexWriter",

@@ -20,11 +20,13 @@ SHOWN_CHARS = 60
 
 @dataclass
 class ParseResult:
-    """The good records as one batch (input order), one error per bad record, and where each good row came from."""
+    """The good records as one batch (input order), one error per bad record, where each good row came from, and
+    how many good records had fewer fields than the table's columns (their missing values are NULL)."""
 
     batch: pa.RecordBatch
     errors: list[SerializationError] = field(default_factory=list)
     good_indexes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    short: int = 0
 
 
 def shown(value: object) -> str:

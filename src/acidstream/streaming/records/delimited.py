@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from acidstream.acid.types import Column
@@ -82,7 +83,12 @@ _ESCAPED_BYTES = re.compile("[\udc80-\udcff]")
 
 
 class DelimitedParser(RecordParser):
-    """Fields on the level-0 separator; trailing fields are the partition values when partitioning dynamically."""
+    """Fields on the level-0 separator; trailing fields are the partition values when partitioning dynamically.
+
+    A record with fewer fields than the table's columns has NULL for the missing ones, as LazySimpleSerDe reads
+    it (a missing partition value puts the row in ``__HIVE_DEFAULT_PARTITION__``); the result counts such
+    records (``short``). More fields than columns is an error (lenient: the extra ones are dropped, as Hive does).
+    """
 
     def __init__(
         self, data: Sequence[Column], partitions: Sequence[Column], fmt: TextFormat, lenient: bool
@@ -99,7 +105,7 @@ class DelimitedParser(RecordParser):
         errors = RowErrors(records, first_index)
         text, invalid = records_as_text(records, errors, self.lenient)
         width = len(self.data) + len(self.partitions)
-        fields, counts = split_fields(text, self.fmt.separators[0], width)
+        fields, counts = self.split(text, width, errors)
         if invalid is not None:
             invalid.report(fields, [c.name for c in (*self.data, *self.partitions)])
         if not self.lenient:
@@ -108,7 +114,7 @@ class DelimitedParser(RecordParser):
                 None,
                 lambda i: f"record has {counts[i]} fields, the table has {width} columns",
             )
-        return texts_to_result(
+        result = texts_to_result(
             fields,
             self.data,
             self.partitions,
@@ -117,3 +123,9 @@ class DelimitedParser(RecordParser):
             errors,
             self.parsed_schema,
         )
+        result.short = int(np.count_nonzero((counts < width) & ~errors.bad))
+        return result
+
+    def split(self, text: pa.Array, width: int, errors: RowErrors) -> tuple[list[pa.Array], np.ndarray]:
+        """The first ``width`` fields of every record (null where it has fewer) and each one's field count."""
+        return split_fields(text, self.fmt.separators[0], width)

@@ -8,7 +8,7 @@ writes as an all-null row; we skip empty records instead.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 import numpy as np
@@ -18,6 +18,11 @@ import pyarrow as pa
 _ONE_BYTE = re.compile(
     r"^(?:[^\\\[\]^$|()*+?{}]|\\[rntdDsSwW\\\[\]|.^$*+?(){}/-]|\[(?:[^\\\[\]^-]|\\[rnt\\\[\]|^-])+\])$"
 )
+
+
+def is_one_byte(pattern: str) -> bool:
+    """Whether ``pattern`` always matches exactly one byte (the vectorised split's case)."""
+    return _ONE_BYTE.match(pattern) is not None
 
 
 def split_records(
@@ -30,9 +35,56 @@ def split_records(
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be positive")
-    if _ONE_BYTE.match(line_delimiter_pattern):
-        return _split_on_bytes(stream, _byte_table(line_delimiter_pattern), chunk_size)
+    if is_one_byte(line_delimiter_pattern):
+        table = _byte_table(line_delimiter_pattern)
+        return _split_on_bytes(stream, lambda buf: table[buf], chunk_size)
     return _split_on_regex(stream, line_delimiter_pattern, chunk_size)
+
+
+def split_quoted_records(
+    stream: BinaryIO, line_delimiter_pattern: str, field_delimiter: str, chunk_size: int = 1 << 20
+) -> Iterator[pa.LargeBinaryArray]:
+    """:func:`split_records` for RFC 4180 CSV: a line delimiter inside a quoted field is part of the field.
+
+    A quote opens a quoted field only where a field starts (the record's start, after a field delimiter), as
+    spreadsheets and Python's ``csv`` read it; elsewhere it is a character of the field. A quoted field ends at
+    a quote not followed by another (``""`` is a quote inside the field). The line delimiter must be one byte
+    (a character or a class of them).
+    """
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be positive")
+    if not is_one_byte(line_delimiter_pattern):
+        raise ValueError(f"quoted CSV records end at one byte, not at {line_delimiter_pattern!r}")
+    table = _byte_table(line_delimiter_pattern)
+    starts_field = table.copy()
+    starts_field[ord(field_delimiter)] = True
+    return _split_on_bytes(stream, lambda buf: table[buf] & ~quoted_bytes(buf, starts_field), chunk_size)
+
+
+_QUOTE = ord('"')
+
+
+def quoted_bytes(buf: np.ndarray, starts_field: np.ndarray) -> np.ndarray:
+    """The bytes of ``buf`` (which starts a record) inside quoted fields, quotes included; a field still open
+    at the end runs to the end. ``starts_field[b]``: a field starts after byte b. Only the quotes are visited."""
+    inside = np.zeros(len(buf) + 1, dtype=np.int8)
+    quotes = np.flatnonzero(buf == _QUOTE)
+    opened, skip = -1, -1
+    for p in quotes.tolist():
+        if p == skip:
+            continue
+        if opened < 0:
+            if p == 0 or starts_field[buf[p - 1]]:
+                opened = p
+        elif p + 1 < len(buf) and buf[p + 1] == _QUOTE:
+            skip = p + 1  # "" inside a quoted field
+        else:
+            inside[opened] += 1
+            inside[p + 1] -= 1
+            opened = -1
+    if opened >= 0:
+        inside[opened] += 1
+    return np.cumsum(inside[:-1]) > 0
 
 
 def _byte_table(pattern: str) -> np.ndarray:
@@ -41,15 +93,16 @@ def _byte_table(pattern: str) -> np.ndarray:
 
 
 def _split_on_bytes(
-    stream: BinaryIO, is_delimiter: np.ndarray, chunk_size: int
+    stream: BinaryIO, delimiters_of: Callable[[np.ndarray], np.ndarray], chunk_size: int
 ) -> Iterator[pa.LargeBinaryArray]:
-    """Vectorised split for one-byte delimiters: delimiter bytes dropped, records rebuilt from offsets."""
+    """Vectorised split on one-byte delimiters (``delimiters_of(buf)`` marks them in a buffer that starts a
+    record): delimiter bytes dropped, records rebuilt from offsets."""
     carry = b""
     while True:
         data = stream.read(chunk_size)
         eof = not data
         buf = np.frombuffer(carry + data, dtype=np.uint8)
-        delimiters = is_delimiter[buf]
+        delimiters = delimiters_of(buf)
         cuts = np.flatnonzero(delimiters)
         if eof:
             body, carry = buf, b""
