@@ -281,7 +281,7 @@ def _indexed_stripe(
     """One stripe of pyarrow's file as a stripe of the event file: index streams, then data streams, each in
     event column order (pyarrow's root, our five columns, pyarrow's ``row`` (column ``row_at``) and its
     children), their encodings, and the stripe footer's other fields as pyarrow wrote them."""
-    streams, encodings, other = _stripe_parts(raw, info, kind, block)
+    streams, encodings, other = stripe_parts(raw, info, kind, block)
     index: dict[int, list[tuple[int, bytes | memoryview]]] = {}
     data: dict[int, list[tuple[int, bytes | memoryview]]] = {}
     for stream_kind, column, stream in streams:
@@ -328,7 +328,7 @@ _DIRECT_V2_ENCODING = encode_fields([(1, VARINT, 2), (2, VARINT, 0)])
 StreamPart = tuple[int, int, bytes | memoryview]  # kind, column, bytes
 
 
-def _stripe_parts(
+def stripe_parts(
     raw: bytes | memoryview, info: Message, compression: CompressionKind, block: int
 ) -> tuple[list[StreamPart], list[bytes], list[tuple[int, int, int | bytes]]]:
     """A stripe of ``raw`` taken apart: its streams in file order, its column encodings (encoded) and its
@@ -383,7 +383,7 @@ def _splice_stripe(
     """Our data streams (``ours``, framed), then theirs (each compressed now), and a footer listing them in
     that order; their first ``drop`` columns are left out. No index streams: the file declares no row index
     (stride 0), as Hive's streaming writer does, so pyarrow's are dropped."""
-    streams, encodings, other = _stripe_parts(raw, info, CompressionKind.NONE, block)
+    streams, encodings, other = stripe_parts(raw, info, CompressionKind.NONE, block)
     parts = list(ours)
     listed = [_DATA_STREAM[col] + encode_varint(len(b)) for col, b in enumerate(parts, start=1)]
     for stream_kind, column, stream in streams:

@@ -51,7 +51,7 @@ from acidstream.acid.orc.stripes import (
     from_shared_inserts,
 )
 from acidstream.acid.orc.tail import FOOTER, MAGIC, STRIPE, TYPE, PostscriptTemplate, build_tail, read_tail
-from acidstream.acid.orc.timestamps import check_writable, has_timestamp
+from acidstream.acid.orc.timestamps import check_writable, has_timestamp, prepare, repair
 from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
@@ -168,6 +168,7 @@ class _Layout:
     statistics: list[bytes]
     footer_types: bytes  # the footer's TYPES fields, encoded (char/varchar patched)
     footer_trailer: bytes  # its fields after STATISTICS (row index stride, writer, version), encoded
+    unindexed_trailer: bytes  # the same, declaring no row index (for files with repaired timestamps)
 
 
 _LAYOUT_CACHE_SIZE = 256
@@ -191,6 +192,7 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
         _patch_types(tail.footer, [c.type for c in columns])
         if options.optimized:
             tail.footer.set_uint(FOOTER.ROW_INDEX_STRIDE, 0)
+        unindexed = tail.footer.copy().set_uint(FOOTER.ROW_INDEX_STRIDE, 0)
         layout = _Layout(
             fields,
             row_type,
@@ -201,6 +203,7 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
             PostscriptTemplate(tail.postscript),
             tail.footer.repeated_bytes(FOOTER.STATISTICS),
             *_constant_footer_fields(tail.footer),
+            _constant_footer_fields(unindexed)[1],
         )
         if len(_LAYOUTS) >= _LAYOUT_CACHE_SIZE:
             _LAYOUTS.pop(next(iter(_LAYOUTS)))
@@ -209,9 +212,12 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
 
 
 def _encode(table: pa.Table, options: WriterOptions, *, uncompressed: bool = False) -> pa.Buffer:
+    """pyarrow's ORC file of ``table``; timestamps before 1970 with a fraction are stored as ORC's Java writer
+    stores them (see :mod:`timestamps`)."""
+    table, fix = prepare(table)
     sink = pa.BufferOutputStream()
     po.write_table(table, sink, **_pyarrow_kwargs(options, uncompressed=uncompressed))
-    return sink.getvalue()
+    return sink.getvalue() if fix is None else repair(sink.getvalue(), fix)
 
 
 def _pyarrow_kwargs(options: WriterOptions, *, uncompressed: bool) -> dict[str, object]:
@@ -232,7 +238,11 @@ def encode_together(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[Enc
     out: list[EncodedEvents | None] = [None] * len(items)
     by_layout: dict[int, list[int]] = {}
     for i, (writer, taken) in enumerate(items):
-        if isinstance(taken, InsertedRows) and 0 < taken.rows.num_rows <= writer._options.batch_rows:
+        if (
+            isinstance(taken, InsertedRows)
+            and 0 < taken.rows.num_rows <= writer._options.batch_rows
+            and not writer._repaired_timestamps  # those go through _encode
+        ):
             by_layout.setdefault(id(writer._layout), []).append(i)  # one pyarrow batch: one stripe
     for indexes in by_layout.values():
         if len(indexes) > 1:
@@ -312,6 +322,7 @@ class AcidWriter:
         self._struct_columns, self._timestamp_columns = layout.struct_columns, layout.timestamp_columns
         self._schema = layout.schema
         self._closed = False
+        self._repaired_timestamps = False  # rows hold timestamps pyarrow alone would encode wrongly
         self._failed: OSError | None = None  # a write to the file failed: it only takes close() now
         self._pending: list[pa.RecordBatch | InsertedRows] = []
         self._pending_bytes = 0
@@ -449,7 +460,7 @@ class AcidWriter:
         ot, bk, rid = self._check_sorted(table)
         if self._timestamp_columns:
             for chunk in table.column(5).chunks:
-                check_writable(chunk, "row")
+                self._repaired_timestamps |= check_writable(chunk, "row")
         end = 0
         for batch in table.to_batches():
             if not batch.num_rows:
@@ -639,7 +650,7 @@ class AcidWriter:
         batches = rows.to_batches() if isinstance(rows, pa.Table) else [rows]
         for batch in batches:
             for i in self._timestamp_columns:
-                check_writable(batch.column(i), target.names[i])
+                self._repaired_timestamps |= check_writable(batch.column(i), target.names[i])
         return batches
 
     def _append(self, batch: pa.RecordBatch | InsertedRows, last_key: RecordKey | None = None) -> None:
@@ -785,7 +796,7 @@ class AcidWriter:
                         *((FOOTER.STATISTICS, LENGTH_DELIMITED, s) for s in self._file_statistics()),
                     ]
                 ),
-                self._footer_trailer,
+                self._layout.unindexed_trailer if self._repaired_timestamps else self._footer_trailer,
             )
         )
         metadata = encode_fields([(1, LENGTH_DELIMITED, s) for s in self._stripe_stats])  # StripeStatistics
