@@ -102,9 +102,9 @@ def test_aborted_directories_and_write_ids(ms: Metastore, compactor: Compactor) 
         stream(ms, "t", txns(6))  # write id 6, after the batch's open 5
         conn.begin_transaction()  # write id 5: open, holds the batch's delta back
         assert ms.get_valid_write_ids("db.t").aborted_ids == (2, 4)
-        compactor.compact("db.t", kind="major")
+        compactor.compact("db.t", kind="major")  # of what lies below the open write id 5: delta 1
         compactor.clean()
-        assert dirs(ms, "db.t") == ["delta_0000001_0000001", "delta_0000003_0000005", "delta_0000006_0000006"]
+        assert dirs(ms, "db.t") == ["base_0000001", "delta_0000003_0000005", "delta_0000006_0000006"]
         assert ms.get_valid_write_ids("db.t").aborted_ids == (4,)  # 2's directory is gone; 4 is in the batch
         conn.commit_transaction()
     finally:

@@ -229,12 +229,16 @@ def test_an_open_batch_keeps_its_delta_out(ms: Metastore, compactor: Compactor) 
 
 
 def test_not_enough_to_compact_is_refused(ms: Metastore, compactor: Compactor) -> None:
-    """Hive's isEnoughToCompact: major needs two directories (or originals), minor two deltas that are not
-    just one range's insert/delete pair; a refused request changes no file."""
+    """Minor needs two deltas that are not just one range's insert/delete pair (Hive's isEnoughToCompact);
+    major needs a delta or delete delta above its base, or originals; a refused request changes no file."""
     create(ms, "t", "id int, msg string")
     stream(ms, "t", txns(1))
-    for kind in ("major", "minor"):
-        assert compactor.compact("db.t", kind=kind).info.state == "refused"
+    assert compactor.compact("db.t", kind="minor").info.state == "refused"
+    assert compactor.compact("db.t", kind="major").info.state == "ready for cleaning"  # one delta: a base
+    compactor.clean()
+    assert dirs(ms, "db.t") == ["base_0000001"]
+    assert compactor.compact("db.t", kind="major").info.state == "refused"  # a base alone
+    assert "; it holds base_0000001" in (ms.show_compactions()[-1].error_message or "")
     [victim] = [rid for rid, row in rows_with_ids(ms, "db.t") if row[0] == 1]
     delete_rows(ms, "t", [victim])
     assert compactor.compact("db.t", kind="minor").info.state == "refused"
@@ -242,11 +246,26 @@ def test_not_enough_to_compact_is_refused(ms: Metastore, compactor: Compactor) -
     # before cleaning, obsolete directories make a no-op request worth publishing (for the cleaner)
     assert compactor.compact("db.t", kind="major").info.state == "ready for cleaning"
     compactor.clean()
-    assert compactor.compact("db.t", kind="major").info.state == "refused"  # a base alone
-    assert "; it holds base_0000002" in (ms.show_compactions()[-1].error_message or "")
+    assert dirs(ms, "db.t") == ["base_0000002"]
+    assert compactor.compact("db.t", kind="major").info.state == "refused"
     create(ms, "empty", "id int")
     info = compactor.compact("db.empty", kind="major").info
     assert info.state == "refused" and "nothing to compact: " in (info.error_message or "")
+
+
+def test_a_major_right_after_a_minor_writes_a_base(ms: Metastore, compactor: Compactor) -> None:
+    """The minor merges every delta into one (no delete event: no delete delta); a major asked for at once,
+    nothing written in between, still rewrites that delta into a base."""
+    create(ms, "t", "id int, msg string")
+    stream(ms, "t", txns(1, 2))
+    before = rows_with_ids(ms, "db.t")
+    assert compactor.compact("db.t", kind="minor").info.state == "ready for cleaning"
+    assert "delta_0000001_0000002" in dirs(ms, "db.t")
+    outcome = compactor.compact("db.t", kind="major")
+    assert outcome.info.state == "ready for cleaning" and outcome.rows_written == 4
+    compactor.clean()
+    assert dirs(ms, "db.t") == ["base_0000002"]
+    assert rows_with_ids(ms, "db.t") == before
 
 
 def test_aborted_only_directories_are_cleaned_without_compacting(ms: Metastore, compactor: Compactor) -> None:

@@ -60,11 +60,14 @@ def row_filter(write_ids: ValidWriteIdList) -> ValidWriteIdList:
 
 
 def is_enough_to_compact(kind: str, state: AcidState) -> bool:
-    """``Worker.isEnoughToCompact``: major needs originals or two directories (base included); minor needs
-    two deltas, not just the insert/delete pair of one range."""
+    """Whether a compaction of ``kind`` has work: major needs original files or a delta or delete delta above
+    the base, so that asking for one always leaves a base (Hive's ``Worker.isEnoughToCompact`` wants two
+    directories, base included, and leaves a lone delta as it is: a major asked for right after a minor that
+    merged every delta would publish nothing); minor needs two deltas, not just the insert/delete pair of one
+    range (as Hive's)."""
     deltas = state.deltas
     if kind == "major":
-        return bool(state.original_files) or len(deltas) + (state.base is not None) > 1
+        return bool(state.original_files) or bool(deltas)
     if len(deltas) == 2:
         return deltas[0].is_delete_delta == deltas[1].is_delete_delta
     return len(deltas) > 1
@@ -77,7 +80,7 @@ def nothing_to_compact(kind: str, path: str, state: AcidState | None = None) -> 
     if state is None:
         return f"nothing to compact: {path} holds no files"
     need = (
-        "original files, or two directories (a base and a delta, or two deltas)"
+        "original files, or a delta or delete delta above its base"
         if kind == "major"
         else "two deltas (not only the insert and delete delta of one write)"
     )
