@@ -303,6 +303,24 @@ class CompactionError(AcidStreamError):
         self.state = state
 
 
+class CompactionDeclined(CompactionError):
+    """A compaction request the metastore did not queue, because of another request for the same table or
+    partition (``queued_id``, in ``queued_state``): one of the other kind initiated or working, or on a Hive
+    Metastore one carried out with nothing written since (ready for cleaning), which Hive declines a second
+    request for. (One of the same kind initiated or working is returned instead: it does what was asked.)
+    Nothing was queued; retryable: ask again once that request is done."""
+
+    retryable = True
+
+    def __init__(self, kind: str, target: str, queued_id: int, queued_kind: str, queued_state: str) -> None:
+        super().__init__(
+            f"a {kind} compaction of {target} was declined: {queued_kind} compaction {queued_id} of it is "
+            f"{queued_state}; ask again once it is done",
+            "declined",
+        )
+        self.queued_id, self.queued_state = queued_id, queued_state
+
+
 # --- replication -------------------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from acidstream.errors import (
+    CompactionDeclined,
     DdlSyntaxError,
     InvalidObjectException,
     InvalidPartition,
@@ -63,14 +64,16 @@ def test_enqueue_checks_the_target(ms: Metastore) -> None:
     with pytest.raises(InvalidObjectException, match="not transactional"):
         ms.compact("db.plain")
     first = ms.compact("db.t", {"DS": "1"}, "minor")
-    assert ms.compact("db.t", "ds=1", "major") == first  # one open request per target
+    assert ms.compact("db.t", "ds=1", "minor") == first  # one open request per target
+    with pytest.raises(CompactionDeclined, match=f"minor compaction {first} of it is initiated"):
+        ms.compact("db.t", "ds=1", "major")
     [info] = ms.show_compactions()
     assert (info.partition, info.kind, info.state, info.type) == ("ds=1", "minor", "initiated", "MINOR")
     assert info.initiator_id is not None and info.initiator_id.endswith("-manual")
 
 
 def test_claims_are_exclusive_and_open_a_compactor_txn(ms: Metastore) -> None:
-    a, b = ms.compact("db.u"), ms.compact("db.u", kind="minor")
+    a, b = ms.compact("db.u"), ms.compact("db.u", kind="major")
     assert a == b
     ms.add_partition("db.t", ["1"])
     c = ms.compact("db.t", "ds=1")

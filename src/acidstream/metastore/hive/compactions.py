@@ -35,6 +35,7 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.errors import (
+    CompactionDeclined,
     InvalidObjectException,
     InvalidPartition,
     LockTimeoutException,
@@ -173,11 +174,11 @@ class _Claim:
     meta: dict[str, Any]
 
 
-def _existing_id(message: str | None) -> int | None:
-    """The request Hive names when it refuses a second one for the same target (``CompactFunction``: "already
-    scheduled with state='initiated' and id=N"): the same target's request, as our queue returns it."""
-    found = re.search(r"\bid=(\d+)", message or "")
-    return int(found[1]) if found else None
+def _existing(message: str | None) -> tuple[int, str] | None:
+    """The request Hive names, and its state, when it refuses a second one for the same target
+    (``CompactFunction``: "already scheduled with state='initiated' and id=N")."""
+    found = re.search(r"state='([^']*)' and id=(\d+)", message or "")
+    return (int(found[2]), found[1]) if found else None
 
 
 def _unset(value: int | None) -> int | None:
@@ -202,8 +203,10 @@ class HiveCompactionQueue(HiveHost):
         *,
         initiator_id: str | None = None,
     ) -> int:
-        """``compact2``: queue a ``major``/``minor`` compaction in Hive's queue; Hive returns the initiated or
-        working request for the same target instead of a second one (as ours does)."""
+        """``compact2``: queue a ``major``/``minor`` compaction in Hive's queue. Hive declines a request while
+        another for the same target is initiated or working, or ready for cleaning with nothing written since:
+        one of the same kind initiated or working is returned (as ours returns it), any other is
+        :class:`CompactionDeclined` naming it (waiting for it would report that request's outcome)."""
         kind = kind.lower()
         if kind not in _KINDS:
             raise InvalidObjectException(f"compaction kind must be 'major' or 'minor', not {kind!r}")
@@ -221,14 +224,20 @@ class HiveCompactionQueue(HiveHost):
             initiatorVersion=AGENT_VERSION,
         )
         answer = self._call("compact2", request, idempotent=False)
-        compaction_id = answer.id if answer.accepted else _existing_id(answer.errormessage)
-        if compaction_id is None or compaction_id <= 0:
+        target = f"{db}.{name}" + (f"/{part}" if part else "")
+        if answer.accepted and answer.id > 0:
+            return int(answer.id)
+        existing = _existing(answer.errormessage)
+        if existing is None:
             raise MetaException(
-                f"the Hive Metastore at {self.url} did not queue a {kind} compaction of {db}.{name}"
-                + (f"/{part}" if part else "")
+                f"the Hive Metastore at {self.url} did not queue a {kind} compaction of {target}"
                 + f": {answer.state} {answer.errormessage or ''}".rstrip()
             )
-        return int(compaction_id)
+        queued_id, state = existing
+        queued = self.get_compaction(queued_id)
+        if queued.kind == kind and state in ("initiated", "working"):
+            return queued_id
+        raise CompactionDeclined(kind, target, queued_id, queued.kind, state)
 
     def _target_partition(self, table_name: str, partition: str | Mapping[str, Any] | None) -> str | None:
         """The partition's name in the table's key order (required for a partitioned table, as Hive's DDL

@@ -19,7 +19,12 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
 from acidstream.acid.partitions import make_part_name, parse_part_name
-from acidstream.errors import InvalidObjectException, InvalidPartition, NoSuchObjectException
+from acidstream.errors import (
+    CompactionDeclined,
+    InvalidObjectException,
+    InvalidPartition,
+    NoSuchObjectException,
+)
 from acidstream.metastore.models import (
     CompactionInfo,
     PotentialCompaction,
@@ -123,7 +128,9 @@ def enqueue(
     *,
     initiator_id: str | None = None,
 ) -> int:
-    """Queue a compaction; an entry already initiated or working for the same target is returned instead."""
+    """Queue a compaction; an entry of the same kind already initiated or working for the same target is
+    returned instead, one of the other kind declines it (:class:`CompactionDeclined` naming that entry: waiting
+    for it would report another request's outcome)."""
     if kind not in KINDS:
         raise InvalidObjectException(f"compaction kind must be 'major' or 'minor', not {kind!r}")
     catalog.require_table_id(conn, db, table)
@@ -131,10 +138,20 @@ def enqueue(
         raise InvalidObjectException(f"Table {db}.{table} is not transactional: nothing to compact")
     partition = normalise_partition(conn, db, table, partition)
     existing = conn.execute(
-        select(CQ.cq_id).where(_target(CQ, db, table, partition), CQ.cq_state.in_(["i", "w"]))
-    ).scalar()
+        select(CQ.cq_id, CQ.cq_type, CQ.cq_state).where(
+            _target(CQ, db, table, partition), CQ.cq_state.in_(["i", "w"])
+        )
+    ).first()
     if existing is not None:
-        return int(existing)
+        if existing.cq_type != KINDS[kind]:
+            raise CompactionDeclined(
+                kind,
+                f"{db}.{table}" + (f"/{partition}" if partition else ""),
+                int(existing.cq_id),
+                _KIND_NAMES[existing.cq_type],
+                STATES[existing.cq_state],
+            )
+        return int(existing.cq_id)
     cq_id = take_ids(conn, s.next_compaction_queue_id)
     conn.execute(
         insert(s.compaction_queue).values(
