@@ -112,6 +112,25 @@ def test_scans_and_merges_beside_a_writer_and_the_compactor_never_see_false_corr
         check_table(ms, "t", Ledger().read([first, *out.splitlines()]), PER_TXN)
 
 
+def test_a_file_replaced_while_it_is_read_fails_the_read_instead_of_returning_less(
+    hdfs_namenode: MiniHdfs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader opened a file of 1000 bytes; the file is replaced by one of 10 (a writer's rename, a
+    cleaner's delete and a new file) before its bytes are read: the read fails (the ORC reader's
+    :class:`StorageUnavailable`, retried by its caller), where returning the 10 bytes would read as a damaged
+    file."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
+    fs, path = table_filesystem(f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}/file")
+    with fs.open_output_stream(path) as out:
+        out.write(b"x" * 1000)
+    reader = fs.open_input_file(path)
+    with fs.open_output_stream(path) as out:
+        out.write(b"y" * 10)
+    with pytest.raises(OSError, match="the file changed while it was read"):
+        reader.read()
+    assert fs.open_input_file(path).read() == b"y" * 10
+
+
 def test_a_namenode_that_never_answers_fails_create_table_in_time_naming_it(
     silent_port: int, short_timeouts: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
