@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from click.testing import CliRunner
 
+import acidstream
 from acidstream.cli import cli, exit_code_for
 from acidstream.cli.metastore import LOCK_COLUMNS, TXN_COLUMNS
-from acidstream.errors import MetaException
+from acidstream.errors import AlreadyExistsException, MetaException
 from acidstream.metastore import Metastore
 from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
 
@@ -64,6 +65,31 @@ def test_statements_that_do_not_parse_are_usage_errors(run: Run) -> None:
     code, _, err = run("sql", "CREATE TABLE t (a intt)")
     assert code == 2 and "DdlSyntaxError" in err and "unknown type 'intt'" in err
     assert "looked in" not in err  # the statement is wrong, not the place
+    code, _, err = run("sql", "CREATE TABLE t (a int,\n b map<string, strin>)")
+    assert code == 2 and err.count("at position") == 1, err  # where in the statement, not in the type
+    assert "bad type for column 'b': unknown type 'strin' at position 38 (line 2)\n" in err
+    assert err.endswith("   b map<string, strin>)\n                 ^\n")
+
+
+def test_a_table_is_never_created_over_another_metastores_files(run: Run, warehouse: Path) -> None:
+    """Two metastores over one warehouse: the second's CREATE TABLE finds the first's table directory."""
+    table = "CREATE TABLE {} t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    with acidstream.Metastore.connect(f"sqlite:///{warehouse / 'first.db'}", warehouse=warehouse) as first:
+        first.execute(table.format(""))
+        first.table("default.t").merge(pa.table({"id": pa.array([1], pa.int32())}), on=["id"])
+    assert run("metastore", "init")[0] == 0
+    code, _, err = run("sql", table.format(""))
+    assert code == exit_code_for(AlreadyExistsException("x")), err
+    assert (
+        f"AlreadyExistsException: the directory of new table default.t, {warehouse / 't'}, is not empty"
+        in err
+    )
+    assert "holds delta_0000001_0000001" in err and "Traceback" not in err
+    assert run("show", "tables")[1] == ""  # nothing created
+    with Metastore.connect(f"sqlite:///{warehouse / 'first.db'}", warehouse=warehouse) as first:
+        first.execute(table.format("IF NOT EXISTS"))  # its own table: nothing to say
+        first.execute("DROP TABLE t")  # its files go with it
+    assert run("sql", table.format(""))[0] == 0
 
 
 def test_queries_and_writes_are_pointed_elsewhere(run: Run) -> None:

@@ -7,6 +7,7 @@ types, the ORC writer declares the ORC types and the reader converts back.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -138,18 +139,27 @@ class Column:
 _TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)|(?P<punct>[<>(),:])|(?P<bad>\S))")
 
 
+#: Builds the error of a type that does not parse from why and where (0-based, in the type's text).
+ErrorAt = Callable[[str, int], Exception]
+
+
 class _TypeParser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, error: ErrorAt | None = None) -> None:
         self.text = text
+        self._error = error or (
+            lambda why, pos: InvalidObjectException(f"{why} in type '{text}' at position {pos}")
+        )
         self.tokens: list[tuple[str, str, int]] = []
         for m in _TOKEN.finditer(text):
             kind = m.lastgroup or "bad"
             self.tokens.append((kind, m.group(kind), m.start(kind)))
         self.i = 0
 
-    def error(self, message: str) -> InvalidObjectException:
-        pos = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
-        return InvalidObjectException(f"{message} in type '{self.text}' at position {pos}")
+    def error(self, message: str, token: int | None = None) -> Exception:
+        """The error at token ``token`` (default: the next one)."""
+        at = self.i if token is None else token
+        pos = self.tokens[at][2] if at < len(self.tokens) else len(self.text)
+        return self._error(message, pos)
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -167,6 +177,7 @@ class _TypeParser:
         return int(self.take("num"))
 
     def parse_type(self) -> HiveType:
+        start = self.i
         word = self.take("word").lower()
         if word == "double":
             nxt = self.peek()
@@ -181,7 +192,7 @@ class _TypeParser:
                 scale = self.number() if self._accept(",") else 0
                 self.take("punct", ")")
             if not 1 <= precision <= MAX_DECIMAL_PRECISION or not 0 <= scale <= precision:
-                raise self.error(f"invalid decimal({precision},{scale})")
+                raise self.error(f"invalid decimal({precision},{scale})", start)
             return HiveType("decimal", (precision, scale))
         if word in ("char", "varchar"):
             self.take("punct", "(")
@@ -189,7 +200,7 @@ class _TypeParser:
             self.take("punct", ")")
             limit = MAX_CHAR_LENGTH if word == "char" else MAX_VARCHAR_LENGTH
             if not 1 <= length <= limit:
-                raise self.error(f"invalid {word} length {length} (1..{limit})")
+                raise self.error(f"invalid {word} length {length} (1..{limit})", start)
             return HiveType(word, (length,))
         if word == "array":
             self.take("punct", "<")
@@ -198,9 +209,10 @@ class _TypeParser:
             return HiveType("array", children=(elem,))
         if word == "map":
             self.take("punct", "<")
+            key_start = self.i
             key = self.parse_type()
             if not key.is_primitive:
-                raise self.error("map keys must be primitive")
+                raise self.error("map keys must be primitive", key_start)
             self.take("punct", ",")
             value = self.parse_type()
             self.take("punct", ">")
@@ -231,9 +243,11 @@ class _TypeParser:
         return False
 
 
-def parse_type(text: str) -> HiveType:
-    """Parse a Hive type string such as ``decimal(10,2)`` or ``map<string,array<int>>``."""
-    parser = _TypeParser(text)
+def parse_type(text: str, error: ErrorAt | None = None) -> HiveType:
+    """Parse a Hive type string such as ``decimal(10,2)`` or ``map<string,array<int>>``. What it raises when
+    the text does not parse is ``error(why, position)`` (default: an ``InvalidObjectException`` naming both),
+    so that a statement's parser can point into the statement."""
+    parser = _TypeParser(text, error)
     result = parser.parse_type()
     if parser.peek() is not None:
         raise parser.error("unexpected trailing input")

@@ -8,15 +8,31 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acidstream.acid.types import Column, parse_type
-from acidstream.errors import DdlSyntaxError, InvalidObjectException
+from acidstream.errors import DdlSyntaxError
+from acidstream.metastore.backend import Catalog, CompactionQueue, Transactions
 
 if TYPE_CHECKING:
-    from acidstream.metastore.facade import Metastore
     from acidstream.metastore.models import CompactionInfo
+
+
+class DdlTarget(Catalog, Transactions, CompactionQueue, Protocol):
+    """What DDL runs on: the façade's calls (its ``compact`` also waits), named here rather than imported, as
+    the façade imports this module."""
+
+    def compact(
+        self,
+        table_name: str,
+        partition: str | Mapping[str, Any] | None = None,
+        kind: str = "major",
+        *,
+        wait: bool = False,
+        initiator_id: str | None = None,
+    ) -> int: ...
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<ident>`[^`]*`|[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)"
@@ -150,10 +166,10 @@ class Parser:
                 break
             self.i += 1
         text = self.sql[start.pos : self.tokens[self.i - 1].end]
-        try:
-            hive_type = parse_type(text)
-        except InvalidObjectException as exc:
-            raise DdlSyntaxError(f"bad type for column '{name}': {exc}", self.sql, start.pos) from None
+        hive_type = parse_type(
+            text,
+            lambda why, at: DdlSyntaxError(f"bad type for column '{name}': {why}", self.sql, start.pos + at),
+        )
         comment = self.string("a column comment") if self.accept("comment") else None
         return Column(name, hive_type, comment)
 
@@ -204,7 +220,7 @@ def _check_kind(sql: str) -> None:
     )
 
 
-def run(ms: Metastore, sql: str) -> Result:
+def run(ms: DdlTarget, sql: str) -> Result:
     """Parse and execute one statement."""
     _check_kind(sql)
     p = Parser(sql)
@@ -225,7 +241,7 @@ def run(ms: Metastore, sql: str) -> Result:
     raise p.error("expected CREATE, DROP, SHOW, DESCRIBE or ALTER")
 
 
-def _create_database(ms: Metastore, p: Parser) -> Result:
+def _create_database(ms: DdlTarget, p: Parser) -> Result:
     if_not_exists = p.accept("if", "not", "exists")
     name = p.ident("a database name")
     comment = p.string("a comment") if p.accept("comment") else None
@@ -234,7 +250,7 @@ def _create_database(ms: Metastore, p: Parser) -> Result:
     return None
 
 
-def _create_table(ms: Metastore, p: Parser) -> Result:
+def _create_table(ms: DdlTarget, p: Parser) -> Result:
     from acidstream.metastore.sql.catalog import split_name
 
     if_not_exists = p.accept("if", "not", "exists")
@@ -278,7 +294,7 @@ def _create_table(ms: Metastore, p: Parser) -> Result:
     return None
 
 
-def _drop(ms: Metastore, p: Parser) -> Result:
+def _drop(ms: DdlTarget, p: Parser) -> Result:
     if p.accept("table"):
         if_exists = p.accept("if", "exists")
         name = p.table_name()
@@ -298,7 +314,7 @@ def _drop(ms: Metastore, p: Parser) -> Result:
     raise p.error("expected TABLE or DATABASE after DROP")
 
 
-def _show(ms: Metastore, p: Parser) -> Result:
+def _show(ms: DdlTarget, p: Parser) -> Result:
     if p.accept("databases") or p.accept("schemas"):
         p.finish()
         return [(d,) for d in ms.list_databases()]
@@ -343,7 +359,7 @@ def _show(ms: Metastore, p: Parser) -> Result:
     raise p.error("expected DATABASES, TABLES, PARTITIONS, TRANSACTIONS, LOCKS or COMPACTIONS after SHOW")
 
 
-def _describe(ms: Metastore, p: Parser) -> Result:
+def _describe(ms: DdlTarget, p: Parser) -> Result:
     formatted = p.accept("formatted") or p.accept("extended")
     name = p.table_name()
     p.finish()
@@ -372,7 +388,7 @@ def _describe(ms: Metastore, p: Parser) -> Result:
     return rows
 
 
-def _alter(ms: Metastore, p: Parser) -> Result:
+def _alter(ms: DdlTarget, p: Parser) -> Result:
     p.expect("table")
     name = p.table_name()
     if p.tok.word in ("partition", "compact"):
@@ -384,7 +400,7 @@ def _alter(ms: Metastore, p: Parser) -> Result:
     return None
 
 
-def _compact(ms: Metastore, p: Parser, name: str) -> Result:
+def _compact(ms: DdlTarget, p: Parser, name: str) -> Result:
     """``ALTER TABLE t [PARTITION (k='v', ...)] COMPACT 'major'|'minor' [AND WAIT]``: one row (id, state);
     with ``AND WAIT``, :class:`CompactionError` when it was refused or failed."""
     partition: dict[str, str] | None = None

@@ -15,12 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
+import pyarrow.fs as pafs
 from sqlalchemy import Connection, select
+from sqlalchemy.engine import make_url
 
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import MetastoreUrlError
+from acidstream.errors import AlreadyExistsException, CommitOutcomeUnknown, MetastoreUrlError, reading_from
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.lockwait import wait_for_lock
@@ -58,7 +60,8 @@ from acidstream.metastore.sql import (
 )
 from acidstream.metastore.sql import schema as s
 from acidstream.metastore.sql.counters import now_ms
-from acidstream.metastore.sql.engine import DEFAULT_WAIT_TIMEOUT, Database
+from acidstream.metastore.sql.engine import DEFAULT_WAIT_TIMEOUT, CommitInDoubt, Database
+from acidstream.storage import table_filesystem
 
 R = TypeVar("R")
 
@@ -68,6 +71,20 @@ DEFAULT_TXN_TIMEOUT = 300.0
 READER_LEASE = 30.0
 #: Housekeeping piggy-backed on normal calls runs at most this often (and at least 4x per txn timeout).
 MAX_HOUSEKEEPING_INTERVAL = 60.0
+
+
+def _require_vacant(location: str, table: str) -> None:
+    """A new table's directory holds nothing: files there are another metastore's table over the same warehouse
+    (or what a dropped table left), which the new table would read as its own and its writers collide with."""
+    fs, path = table_filesystem(location)
+    with reading_from(location):
+        found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    if found:
+        raise AlreadyExistsException(
+            f"the directory of new table {table}, {location}, is not empty (it holds {found[0].base_name}"
+            f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}): another metastore's table over this "
+            "warehouse, or files a dropped table left. Give each metastore its own warehouse, or remove them"
+        )
 
 
 class MetastoreClient:
@@ -223,6 +240,8 @@ class MetastoreClient:
         properties: Mapping[str, str] | None = None,
         if_not_exists: bool = False,
     ) -> Table:
+        if not (if_not_exists and name.lower() in self.list_tables(db)):
+            _require_vacant(catalog.table_location(self.warehouse, db, name.lower()), f"{db}.{name}")
         self._write(
             lambda c: catalog.create_table(
                 c,
@@ -383,8 +402,19 @@ class MetastoreClient:
     ) -> None:
         """Commit; ``writes`` (per table: partitions written with their operation, files written) are
         recorded first, in the same DB transaction, as ``add_dynamic_partitions``/``add_write_notification``
-        would. A write conflict aborts the txn and raises :class:`WriteConflictException`."""
-        conflict = self._write(lambda c: txns.commit_txn(c, txn_id, key, value, writes=writes), durable=True)
+        would. A write conflict aborts the txn and raises :class:`WriteConflictException`.
+
+        A COMMIT whose answer was lost is sent again on a new connection (committing a committed txn does
+        nothing); if the database cannot be reached again within the wait timeout, the outcome is unknown:
+        :class:`CommitOutcomeUnknown`, never a retryable error for a commit that may have happened."""
+        try:
+            conflict = self._write(
+                lambda c: txns.commit_txn(c, txn_id, key, value, writes=writes), durable=True
+            )
+        except CommitInDoubt as exc:
+            shown = make_url(self.url).render_as_string(hide_password=True)
+            why = f"the metastore database has not answered again for {self._db.wait_timeout:g}s: {exc}"
+            raise CommitOutcomeUnknown(txn_id, shown, why) from exc
         if conflict is not None:
             raise conflict
 
