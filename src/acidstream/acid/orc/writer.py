@@ -211,10 +211,14 @@ def _layout(columns: Sequence[Column], options: WriterOptions) -> _Layout:
     return layout
 
 
-def _encode(table: pa.Table, options: WriterOptions, *, uncompressed: bool = False) -> pa.Buffer:
-    """pyarrow's ORC file of ``table``; timestamps before 1970 with a fraction are stored as ORC's Java writer
-    stores them (see :mod:`timestamps`)."""
-    table, fix = prepare(table)
+def _encode(
+    table: pa.Table, options: WriterOptions, *, uncompressed: bool = False, timestamps: bool = False
+) -> pa.Buffer:
+    """pyarrow's ORC file of ``table``. ``timestamps``: it may hold timestamps before 1970 with a fraction,
+    which are then stored as ORC's Java writer stores them (see :mod:`timestamps`)."""
+    fix = None
+    if timestamps:
+        table, fix = prepare(table)
     sink = pa.BufferOutputStream()
     po.write_table(table, sink, **_pyarrow_kwargs(options, uncompressed=uncompressed))
     return sink.getvalue() if fix is None else repair(sink.getvalue(), fix)
@@ -491,14 +495,20 @@ class AcidWriter:
         """Second step of :meth:`flush`: pyarrow encodes taken events (GIL released); inserted rows then get
         their ACID columns spliced in (Python, well under pyarrow's part).
 
-        Touches no writer state, so callers may run it in worker threads for many writers (and for several
+        Changes no writer state, so callers may run it in worker threads for many writers (and for several
         takes of one writer) and then call :meth:`flush_encoded` for each result, in take order, on one thread.
+        (It reads whether the writer took timestamps to repair, which only turns true, before their take.)
         """
         if isinstance(taken, InsertedRows):
             options = self._options
             nested = bool(self._struct_columns)
             return from_inserted_rows(
-                _encode(self._nested(taken.rows) if nested else taken.rows, options, uncompressed=True),
+                _encode(
+                    self._nested(taken.rows) if nested else taken.rows,
+                    options,
+                    uncompressed=True,
+                    timestamps=self._repaired_timestamps,
+                ),
                 taken.write_id,
                 taken.bucket_property,
                 taken.first_row_id,
@@ -516,9 +526,9 @@ class AcidWriter:
             row = taken.column("row")
             flat = not row.null_count and not self._struct_columns  # see _nested for struct columns
             rows = pa.Table.from_arrays(row.flatten(), schema=self._row_schema) if flat else taken.select([5])
-            encoded = _encode(rows, self._options)
+            encoded = _encode(rows, self._options, timestamps=self._repaired_timestamps)
             return from_indexed_events(encoded, acid, key_at, stride=ROW_INDEX_STRIDE, flat=flat)
-        return from_events(_encode(taken, self._options), key_at)
+        return from_events(_encode(taken, self._options, timestamps=self._repaired_timestamps), key_at)
 
     def append_encoded(self, encoded: EncodedEvents) -> None:
         """Append stripes from :meth:`encode_events` (in take order) with no intermediate footer: for files
