@@ -99,8 +99,9 @@ class HiveTable:
         return answer["txns"], answer["writeids"]
 
     def judge(self) -> None:
-        """At the Hive Metastore's snapshot now, our directory reader returns Hive's rows and ROW__IDs and
-        exactly the committed rows."""
+        """At the Hive Metastore's snapshot now, our directory reader returns Hive's rows and ROW__IDs (Hive
+        reading in row mode and vectorized, through its default and its ETL split generation) and exactly
+        the committed rows, each once."""
         txns, write_ids = self.snapshot()
         dirs = self.dirs
         assert set(self.committed) - {""} <= set(dirs), "rows committed to a partition the metastore lacks"
@@ -108,5 +109,9 @@ class HiveTable:
             theirs = self.hive4.read(location, COLUMNS, write_ids, txns)
             ours = read_directory(location, COLUMNS, txns, write_ids)
             assert ours == theirs, f"{part or self.name} at {txns} / {write_ids}"
-            assert self.hive4.read(location, COLUMNS, write_ids, txns, vectorized=True) == theirs
-            assert {row for _, row in ours} == self.committed.get(part, set())
+            for vectorized, splits in ((True, "hybrid"), (False, "etl"), (True, "etl")):
+                read = self.hive4.read(
+                    location, COLUMNS, write_ids, txns, vectorized=vectorized, splits=splits
+                )
+                assert read == theirs, f"{part or self.name}: vectorized={vectorized}, {splits} splits"
+            assert sorted(row for _, row in ours) == sorted(self.committed.get(part, set()))
