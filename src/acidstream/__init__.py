@@ -15,6 +15,7 @@ _LAZY = {
     "Table": "acidstream.catalog",
     "TableScan": "acidstream.read.scan",
     "StreamingConnection": "acidstream.streaming.connection",
+    "StrictCsvWriter": "acidstream.streaming.writers",
     "StrictDelimitedInputWriter": "acidstream.streaming.writers",
     "StrictJsonWriter": "acidstream.streaming.writers",
     "StrictRegexWriter": "acidstream.streaming.writers",

@@ -1,14 +1,16 @@
 """The record writers a user hands to ``StreamingConnection.builder().with_record_writer(...)``.
 
-Hive's StrictDelimitedInputWriter, StrictJsonWriter and StrictRegexWriter, with immutable configuration built
-by a builder. ``bind`` ties a writer to a table's columns and returns the bulk parser the connection uses.
+Hive's StrictDelimitedInputWriter, StrictJsonWriter and StrictRegexWriter, and beyond Hive StrictCsvWriter
+(RFC 4180: quoted fields), with immutable configuration built by a builder. ``bind`` ties a writer to a table's
+columns and returns the bulk parser the connection uses; ``split`` cuts a stream into its records.
 
 Where we differ from Hive, on purpose:
 
 * Strict by default: a value that does not parse as its column type, or a delimited record with more fields
   than the table (data + dynamic partition) columns, is a SerializationError naming the record and column.
   Hive's SerDes silently store NULL / drop the extras; ``with_lenient(True)`` restores exactly that. Things
-  Hive itself does not treat as errors stay silent in both modes: empty text for a non-string type (NULL),
+  Hive itself does not treat as errors stay silent in both modes: fewer fields than columns (NULL for the
+  missing ones, counted as ``records_short``), empty text for a non-string type (NULL),
   decimal precision overflow (NULL), varchar/char over-length (truncated), NULL map keys (entry dropped).
 * Partition values (dynamic partitioning) that do not parse as their key's type are None (Hive: NULL, hence
   ``__HIVE_DEFAULT_PARTITION__``) in both modes.
