@@ -77,7 +77,9 @@ def _checked(store: str, given: Mapping[str, Any], known: tuple[str, ...]) -> di
             f"unknown {store} setting(s) {', '.join(unknown)} (known: {', '.join(known)})"
         )
     for key, value in given.items():
-        if key == "webhdfs_port":
+        if key == "scheme":
+            fits, wanted = value in ("http", "https"), "http or https"
+        elif key == "webhdfs_port":
             fits, wanted = type(value) is int and 0 < value < 65536, "a port number"
         elif key.endswith("_timeout"):
             fits, wanted = type(value) in (int, float) and value > 0, "a positive number of seconds"
@@ -90,35 +92,66 @@ def _checked(store: str, given: Mapping[str, Any], known: tuple[str, ...]) -> di
 
 def table_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """``(filesystem, path)`` for a local path, a ``file://`` URI, an ``hdfs://`` or ``webhdfs://`` URI (through
-    WebHDFS, see :func:`hdfs_filesystem`) or any other URI pyarrow resolves (s3://, with the AWS environment's
-    settings unless :func:`configure_stores` set some).
+    WebHDFS, see :func:`hdfs_filesystem`), an ``s3://`` URI (``s3a://``, as Hive and Spark write it, is the
+    same; with the AWS environment's settings unless :func:`configure_stores` set some) or any other URI
+    pyarrow resolves. A location none of them can serve (no bucket, an unknown scheme, a port that is not a
+    number) is a :class:`StorageLocationError` naming it, before anything is asked of a store.
 
     Tests may substitute the filesystem (the ``storage.filesystem`` fault point) with one that fails."""
-    if location.startswith("file://"):
-        fs, path = pafs.LocalFileSystem(), os.path.abspath(location[len("file://") :])
-    elif location.startswith(("hdfs://", "webhdfs://")):
-        fs, path = hdfs_filesystem(location)
-    elif location.startswith("s3://") and _stores["s3"]:
-        parts = urlsplit(location)
-        fs, path = (
-            _s3_filesystem(tuple(sorted(_stores["s3"].items()))),
-            (parts.netloc + parts.path).rstrip("/"),
-        )
-    elif location.startswith("s3://"):
-        # Delayed open: a file that closes within its first part (10 MiB) is one PUT instead of a multipart
-        # upload's three requests (a streaming commit of 6 files: 36 -> 24 requests).
-        fs, path = pafs.FileSystem.from_uri(
-            f"{location}{'&' if '?' in location else '?'}allow_delayed_open=true"
-        )
-    elif "://" in location:
-        fs, path = pafs.FileSystem.from_uri(location)
-    else:
+    scheme = location.split("://", 1)[0].lower() if "://" in location else ""
+    if scheme == "":
         fs, path = pafs.LocalFileSystem(), os.path.abspath(location)
+    elif scheme == "file":
+        fs, path = pafs.LocalFileSystem(), os.path.abspath(location[len("file://") :])
+    elif scheme in ("hdfs", "webhdfs"):
+        fs, path = hdfs_filesystem(location)
+    elif scheme in ("s3", "s3a"):
+        fs, path = _s3_location(location)
+    elif scheme == "swebhdfs":
+        raise StorageLocationError(
+            f"{location}: WebHDFS over TLS (swebhdfs://) is not supported; use hdfs:// or webhdfs://"
+        )
+    else:
+        fs, path = _from_uri(location, location)
     return substitute("storage.filesystem", fs), path
 
 
+def _s3_location(location: str) -> tuple[pafs.FileSystem, str]:
+    parts = urlsplit(location)
+    if not parts.netloc:
+        raise StorageLocationError(f"{location}: names no bucket (s3://bucket/path)")
+    if _stores["s3"]:
+        return _s3_filesystem(location, tuple(sorted(_stores["s3"].items()))), (
+            parts.netloc + parts.path
+        ).rstrip("/")
+    # Delayed open: a file that closes within its first part (10 MiB) is one PUT instead of a multipart
+    # upload's three requests (a streaming commit of 6 files: 36 -> 24 requests).
+    uri = "s3" + location[len(parts.scheme) :]
+    return _from_uri(location, f"{uri}{'&' if '?' in uri else '?'}allow_delayed_open=true")
+
+
+def _from_uri(location: str, uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem for ``uri``; its refusal (an unknown scheme or option, an S3 region that cannot be
+    resolved because no endpoint answers) is a :class:`StorageLocationError` naming ``location``."""
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise StorageLocationError(f"{location}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _s3_filesystem(location: str, settings: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
+    try:
+        return _configured_s3(settings)
+    except pa.ArrowInvalid as exc:
+        raise StorageLocationError(f"{location}: {_first_line(exc)}") from exc
+
+
 @functools.cache
-def _s3_filesystem(settings: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
+def _configured_s3(settings: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
     """One S3 client for each set of :func:`configure_stores` settings (its connections are reused)."""
     return pafs.S3FileSystem(**dict(settings), allow_delayed_open=True)
 
@@ -136,8 +169,12 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     every request."""
     parts = urlsplit(location)
     host = parts.hostname
+    try:
+        named_port = parts.port
+    except ValueError as exc:
+        raise StorageLocationError(f"{location}: its port is not a number") from exc
     if parts.scheme == "webhdfs":
-        port = parts.port or DEFAULT_WEBHDFS_PORT
+        port = named_port or DEFAULT_WEBHDFS_PORT
     else:
         if not host:
             default = _hadoop_setting("core-site.xml", "fs.defaultFS") or ""
@@ -217,11 +254,25 @@ def check_location(location: str) -> None:
         return
     bucket = path.split("/", 1)[0]
     try:
-        found = fs.get_file_info(bucket).type
+        found = _trying_once(fs).get_file_info(bucket).type
     except OSError as exc:
         raise StorageLocationError(f"{location}: its bucket {bucket!r} cannot be reached: {exc}") from exc
     if found == pafs.FileType.NotFound:
         raise StorageLocationError(f"{location}: there is no bucket {bucket!r}")
+
+
+def _trying_once(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """``fs``, or for an S3 client the same client trying each request once: a check reports its failure at
+    once, where pyarrow's retries of a refused connection take seconds. (Its options are what pickling it
+    carries; a client whose options cannot be read that way is used as it is.)"""
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    try:
+        options = dict(fs.__reduce__()[1][0])
+    except (TypeError, IndexError, KeyError, ValueError):
+        return fs
+    options["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=1)
+    return pafs.S3FileSystem(**options)
 
 
 def capabilities(fs: pafs.FileSystem) -> Capabilities:
