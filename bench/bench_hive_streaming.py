@@ -104,7 +104,7 @@ def create_table(uri: str, name: str) -> None:
         parameters={"transactional": "true", "transactional_properties": "default", "bucketing_version": "2"},
     )
     with metastore(uri) as client:
-        raw = client.connection
+        raw = client.backend.connection
         with contextlib.suppress(AlreadyExistsException):
             raw.call(
                 "create_database",
@@ -125,7 +125,7 @@ def rows_and_id_sum(uri: str, name: str) -> tuple[int, int]:
     from acidstream.storage import table_filesystem
 
     with metastore(uri) as client:
-        table = client.get_table(f"{DB}.{name}")
+        table = client.backend.get_table(f"{DB}.{name}")
         txns = client.snapshot()
         write_ids = client.get_valid_write_ids(table.full_name, snapshot=txns)
     fs, path = table_filesystem(table.location)

@@ -60,7 +60,7 @@ def test_the_metastore_commit_record_is_fsynced(ms: Metastore) -> None:
     it, other writes (open, heartbeat, lock) under NORMAL, whose commits the next FULL one syncs too.
     PostgreSQL syncs every commit by default. Seen in the statements the metastore's own connections run."""
     statements: list[str] = []
-    engine = ms._db.engine
+    engine = ms.backend._db.engine
     engine.dispose()  # the next connections are new, and traced
 
     @event.listens_for(engine, "connect")
@@ -76,8 +76,8 @@ def test_the_metastore_commit_record_is_fsynced(ms: Metastore) -> None:
     assert commit[full + 1] == "BEGIN IMMEDIATE"
     assert any("UPDATE txns SET txn_state" in q for q in commit[full:])
     assert commit[-1] == "PRAGMA synchronous=NORMAL"  # back for the connection's next user
-    assert ms._db.write(lambda c: c.exec_driver_sql("PRAGMA synchronous").scalar()) == 1
-    assert ms._db.write(lambda c: c.exec_driver_sql("PRAGMA synchronous").scalar(), durable=True) == 2
+    assert ms.backend._db.write(lambda c: c.exec_driver_sql("PRAGMA synchronous").scalar()) == 1
+    assert ms.backend._db.write(lambda c: c.exec_driver_sql("PRAGMA synchronous").scalar(), durable=True) == 2
 
 
 @pytest.mark.parametrize("batch", [1, 3])

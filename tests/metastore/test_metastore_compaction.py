@@ -122,7 +122,7 @@ def test_full_life_cycle_consumes_the_initiator_input(ms: Metastore) -> None:
     assert ms.find_ready_to_clean(retention=0) == []
     ms.mark_cleaned(cq)
     assert ms.get_compaction(cq).state == "succeeded"
-    assert [c.write_id for c in ms.completed_components("db.u")] == [later]
+    assert [c.write_id for c in ms.backend.completed_components("db.u")] == [later]
     assert [p.table for p in ms.find_potential_compactions(1000)] == ["u"]
 
 

@@ -98,13 +98,13 @@ def test_kill_at_random_points(metastore_url: str, warehouse: Path) -> None:
         assert snapshot.open_ids == ()
         hwm = snapshot.high_watermark
         for txn in committed:
-            wid = ms.get_write_id(txn, "t")
+            wid = ms.backend.get_write_id(txn, "t")
             assert wid is not None and wid <= hwm and snapshot.is_write_id_valid(wid)
         for txn in range(1, ms.get_open_txns().high_watermark + 1):
             state = ms.get_txn_state(txn)
             # empty aborted txns (killed before allocating) are forgotten by the housekeeper, as in Hive
             assert state in (TxnState.COMMITTED, TxnState.ABORTED) or (
-                state is TxnState.UNKNOWN and ms.get_write_id(txn, "t") is None
+                state is TxnState.UNKNOWN and ms.backend.get_write_id(txn, "t") is None
             )
     assert _orphaned_write_ids(metastore_url) == 0
 

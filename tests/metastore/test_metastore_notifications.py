@@ -18,7 +18,7 @@ CYCLES = 40
 
 def test_event_of_a_slow_transaction_is_not_overtaken(ms: Metastore) -> None:
     """An event committed after a later-written one still gets the next id, after the ones already read."""
-    if ms.dialect != "postgresql":
+    if ms.backend.dialect != "postgresql":
         pytest.skip("SQLite has one writer at a time: no other commit can happen meanwhile")
     start = ms.current_notification_event_id()
     db = Database(ms.url)

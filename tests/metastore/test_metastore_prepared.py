@@ -69,9 +69,9 @@ def test_rows_are_what_sqlalchemy_returns(ms: Metastore) -> None:
             for p, params in queries
         ]
 
-    for direct, via_sqlalchemy in ms._db.read(both):
+    for direct, via_sqlalchemy in ms.backend._db.read(both):
         assert direct == via_sqlalchemy
-    rows = ms._db.read(lambda conn: catalog._TABLE_PARAMS.run(conn, {"db": "db", "name": "u"}).all())
+    rows = ms.backend._db.read(lambda conn: catalog._TABLE_PARAMS.run(conn, {"db": "db", "name": "u"}).all())
     assert {r.param_key: r.param_value for r in rows}["transactional"] == "true"  # attribute access, as Row
 
 
@@ -81,13 +81,13 @@ def test_driver_errors_become_sqlalchemy_errors_that_the_retries_know(ms: Metast
         txns._INSERT_TXNS.run(conn, [row])
         txns._INSERT_TXNS.run(conn, [row])
 
-    with pytest.raises(sa_exc.IntegrityError), ms._db.engine.connect() as conn, conn.begin():
+    with pytest.raises(sa_exc.IntegrityError), ms.backend._db.engine.connect() as conn, conn.begin():
         duplicate_txn(conn)
     with pytest.raises(MetaException, match=r"(?i)unique|duplicate"):  # retried as a lost race, then raised
-        ms._db.write(duplicate_txn)
-    with ms._db.engine.connect() as conn, pytest.raises(sa_exc.DBAPIError):
+        ms.backend._db.write(duplicate_txn)
+    with ms.backend._db.engine.connect() as conn, pytest.raises(sa_exc.DBAPIError):
         execute_driver_sql(conn, "NOT SQL AT ALL")
-    inserted = ms._db.read(
+    inserted = ms.backend._db.read(
         lambda conn: conn.execute(select(s.txns.c.txn_id).where(s.txns.c.txn_id == 10**9)).all()
     )
     assert inserted == []  # both transactions rolled back
@@ -97,6 +97,6 @@ def test_scalar_one_insists_on_one_row(ms: Metastore) -> None:
     streaming_cycles(ms)
     every_txn = Prepared(select(s.txns.c.txn_id))
     with pytest.raises(sa_exc.NoResultFound):
-        ms._db.read(lambda conn: txns._STATE.run(conn, {"txn_id": 10**9}).scalar_one())
+        ms.backend._db.read(lambda conn: txns._STATE.run(conn, {"txn_id": 10**9}).scalar_one())
     with pytest.raises(sa_exc.MultipleResultsFound):
-        ms._db.read(lambda conn: every_txn.run(conn).scalar_one())
+        ms.backend._db.read(lambda conn: every_txn.run(conn).scalar_one())

@@ -45,8 +45,8 @@ def test_write_ids_start_at_one_per_table_and_are_idempotent(ms: Metastore) -> N
     assert ms.allocate_table_write_ids(list(reversed(txns)), "db.t") == [(1, 1), (2, 2), (3, 3)]
     assert ms.allocate_table_write_ids(txns, "db.t") == [(1, 1), (2, 2), (3, 3)]
     assert ms.allocate_table_write_ids(txns[1:2], "db.u") == [(2, 1)]
-    assert ms.get_write_id(2, "db.u") == 1
-    assert ms.get_write_id(1, "db.u") is None
+    assert ms.backend.get_write_id(2, "db.u") == 1
+    assert ms.backend.get_write_id(1, "db.u") is None
 
 
 def test_valid_write_ids_string_forms(ms: Metastore) -> None:
@@ -160,10 +160,10 @@ def test_components_move_to_completed_at_commit(ms: Metastore) -> None:
     ms.add_dynamic_partitions(txn, 1, "db.t", ["ds=a", "ds=b"])
     with pytest.raises(InvalidObjectException):
         ms.add_dynamic_partitions(txn, 7, "db.t", ["ds=c"])
-    assert ms.completed_components("db.t") == []
+    assert ms.backend.completed_components("db.t") == []
     assert len(ms.show_locks("db.t")) == 1
     ms.commit_txn(txn)
-    done = ms.completed_components("db.t")
+    done = ms.backend.completed_components("db.t")
     assert [(c.partition, c.write_id, c.update_delete) for c in done] == [
         ("ds=a", 1, False),
         ("ds=b", 1, False),
@@ -306,7 +306,7 @@ def test_open_with_first_lock_is_open_plus_a_no_wait_lock_for_the_first_txn(ms: 
         "agent-7",
     )
     ms.commit_txn(1)
-    assert [(c.partition, c.write_id) for c in ms.completed_components("db.t")] == [("ds=1", 1)]
+    assert [(c.partition, c.write_id) for c in ms.backend.completed_components("db.t")] == [("ds=1", 1)]
     # an incompatible lock held elsewhere: the batch opens and its first lock waits (the caller decides)
     ms.lock([LockComponent(LockType.EXCLUSIVE, LockLevel.TABLE, "db", "u")])
     u_insert = LockComponent(LockType.SHARED_READ, LockLevel.TABLE, "db", "u", operation=OperationType.INSERT)
@@ -340,7 +340,7 @@ def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) 
             )
         ],
     )
-    done = ms.completed_components("db.t")
+    done = ms.backend.completed_components("db.t")
     assert [(c.txn_id, c.partition, c.write_id) for c in done] == [(txn, "ds=a", wid), (txn, "ds=b", wid)]
     events = ms.notifications(start)
     assert [(e.event_type, e.partition, e.write_id) for e in events] == [
@@ -367,10 +367,12 @@ def test_commit_records_writes_to_several_tables(ms: Metastore) -> None:
             TableWrite("db.u", wu, components={None: OperationType.DELETE}, files={None: ["f2"]}),
         ],
     )
-    assert [(c.table, c.partition, c.write_id, c.update_delete) for c in ms.completed_components("db.t")] == [
-        ("t", "ds=a", wt, True)
+    assert [
+        (c.table, c.partition, c.write_id, c.update_delete) for c in ms.backend.completed_components("db.t")
+    ] == [("t", "ds=a", wt, True)]
+    assert [(c.table, c.partition, c.write_id) for c in ms.backend.completed_components("db.u")] == [
+        ("u", None, wu)
     ]
-    assert [(c.table, c.partition, c.write_id) for c in ms.completed_components("db.u")] == [("u", None, wu)]
     events = ms.notifications(start)
     assert [(e.event_type, e.table, e.write_id) for e in events] == [
         ("ACID_WRITE", "t", wt),
@@ -403,4 +405,4 @@ def test_commit_with_writes_fails_as_a_whole(ms: Metastore) -> None:
         ms.commit_txn(99, writes=[TableWrite("db.t", 1, files={None: ["f"]})])
     assert ms.notifications(start) == []
     ms.commit_txn(a)
-    assert ms.completed_components("db.t") == []  # the failed commits recorded no dynamic partition
+    assert ms.backend.completed_components("db.t") == []  # the failed commits recorded no dynamic partition

@@ -100,7 +100,7 @@ def test_commit_partitioned_creates_the_partition_and_writes_hives_layout(ms: Me
     assert summary.partitions[part.name].files == [
         f"{part.location}/delta_0000001_0000001_0000/bucket_{b:05d}"
     ]
-    [component] = ms.completed_components("testing.partitioned")[-1:]
+    [component] = ms.backend.completed_components("testing.partitioned")[-1:]
     assert (component.partition, component.write_id) == (part.name, 1)
 
 
@@ -214,7 +214,7 @@ def test_updates_and_deletes(ms: Metastore) -> None:
     assert [r[1:] for r in rows(ms, "partitioned", EUROPE_FRANCE)] == [(6, "UPDATED: Bonjour streaming 2")]
     ops = {
         c.partition: c.update_delete
-        for c in ms.completed_components("testing.partitioned")
+        for c in ms.backend.completed_components("testing.partitioned")
         if c.write_id == 2
     }
     assert ops == {

@@ -12,7 +12,7 @@ from acidstream.metastore.sql.counters import now_ms
 def age_reader(ms: Metastore, reader_id: int, seconds: float) -> None:
     """Pretend registration ``reader_id`` last heartbeated ``seconds`` ago."""
     sr = s.snapshot_readers.c
-    ms._write(
+    ms.backend._write(
         lambda c: c.execute(
             update(s.snapshot_readers)
             .where(sr.sr_id == reader_id)

@@ -49,7 +49,9 @@ def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: Metas
     txn.commit(writes=[TableWrite("db.u", txn.write_id("db.u"), components={"p=a": OperationType.DELETE})])
     assert txn.state is TxnState.COMMITTED
     assert ms.get_txn_state(txn.txn_id) is MsState.COMMITTED
-    assert [(c.partition, c.update_delete) for c in ms.completed_components("db.u")] == [("p=a", True)]
+    assert [(c.partition, c.update_delete) for c in ms.backend.completed_components("db.u")] == [
+        ("p=a", True)
+    ]
     assert ms.show_locks() == []
     with pytest.raises(TransactionError, match="cannot commit: it is COMMITTED"):
         txn.commit()

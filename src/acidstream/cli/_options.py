@@ -24,6 +24,13 @@ import click
 from click.core import ParameterSource
 
 from acidstream.errors import MetaException
+from acidstream.metastore.location import (
+    DEFAULT_WAREHOUSE,
+    ENV_METASTORE,
+    ENV_WAREHOUSE,
+    default_metastore_url,
+    is_hive,
+)
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore
@@ -31,9 +38,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONFIG_FILE = "acidstream.toml"
-DEFAULT_WAREHOUSE = "wh"
-ENV_METASTORE = "ACIDSTREAM_METASTORE"
-ENV_WAREHOUSE = "ACIDSTREAM_WAREHOUSE"
 #: Seconds a metastore may take to answer before the command says it is waiting for it.
 SLOW_CONNECT = 1.0
 #: Key of the resolved :class:`Location` in ``click.Context.meta`` (errors name it).
@@ -75,10 +79,6 @@ class ConfigFileError(click.ClickException):
     """An ``acidstream.toml`` that cannot be used: a usage error (exit 2) naming the file."""
 
     exit_code = 2
-
-
-def default_metastore_url(warehouse: str) -> str:
-    return f"sqlite:///{os.path.join(warehouse, 'metastore.db')}"
 
 
 def _absolute(path: str, base: str) -> str:
@@ -239,11 +239,6 @@ def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kw
         if not create:
             _require_existing(metastore)
         return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
-
-
-def is_hive(url: str) -> bool:
-    """Whether ``url`` names a Hive Metastore (thrift) rather than acidstream's own SQL metastore."""
-    return url.lower().startswith("thrift://")
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from acidstream.metastore.location import is_hive
 from acidstream.metastore.models import TxnState
 
 
@@ -18,7 +19,7 @@ def txn_state(url: str, wait_timeout: float, txn_id: int) -> TxnState:
 
 @functools.cache
 def _prober(url: str, wait_timeout: float) -> Callable[[int], TxnState]:
-    if url.lower().startswith("thrift://"):
+    if is_hive(url):
         from acidstream.metastore.hive.client import HiveMetastoreClient
 
         return HiveMetastoreClient(url, connect_timeout=wait_timeout).get_txn_state

@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from acidstream.errors import InvalidTable, StreamingConnectionError
+from acidstream.metastore.location import (
+    DEFAULT_WAREHOUSE,
+    ENV_METASTORE,
+    ENV_WAREHOUSE,
+    default_metastore_url,
+    is_hive,
+)
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore
     from acidstream.metastore.models import Table
-
-#: Same defaults as the CLI: ``./wh`` and a SQLite metastore inside it.
-DEFAULT_WAREHOUSE = "wh"
-ENV_METASTORE = "ACIDSTREAM_METASTORE"
-ENV_WAREHOUSE = "ACIDSTREAM_WAREHOUSE"
 
 _clients: dict[tuple[str, str], Metastore] = {}
 _clients_lock = threading.Lock()
@@ -34,7 +36,7 @@ def metastore_location(options: Mapping[str, str]) -> tuple[str, str]:
     warehouse = opts.get("warehouse") or os.environ.get(ENV_WAREHOUSE) or DEFAULT_WAREHOUSE
     if "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
-    url = opts.get("metastore") or os.environ.get(ENV_METASTORE) or f"sqlite:///{warehouse}/metastore.db"
+    url = opts.get("metastore") or os.environ.get(ENV_METASTORE) or default_metastore_url(warehouse)
     return url, warehouse
 
 
@@ -46,8 +48,8 @@ def client(url: str, warehouse: str) -> Metastore:
     with _clients_lock:
         ms = _clients.get(key)
         if ms is None:
-            hive = url.lower().startswith("thrift://")  # a Hive Metastore knows where its tables live
-            ms = _clients[key] = Metastore.connect(url, warehouse=None if hive else warehouse)
+            # a Hive Metastore knows where its tables live
+            ms = _clients[key] = Metastore.connect(url, warehouse=None if is_hive(url) else warehouse)
         return ms
 
 
