@@ -162,8 +162,8 @@ class MetastoreUrlError(MetaException):
 
 
 class UnsupportedCapability(MetaException):
-    """The metastore's backend lacks a capability the call needs (e.g. reader registration on a Hive
-    Metastore); the message names the call, the backend and what to do instead."""
+    """The metastore's backend lacks a capability the call needs (e.g. a notification log on a Hive Metastore);
+    the message names the call, the backend and what to do instead."""
 
     def __init__(self, call: str, capability: str, backend: str, fallback: str) -> None:
         super().__init__(f"{call}: {backend} has no {capability.lower().replace('_', ' ')}; {fallback}")

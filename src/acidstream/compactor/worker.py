@@ -208,7 +208,7 @@ class Claimed:
         # in place where directories do not rename atomically, and where the metastore's own cleaner and
         # readers know a compaction's output only by its txn (Hive's: they would not see a rename under way)
         if not capabilities(target.fs).can_rename_directories or not ms.supports(
-            Capability.COMPACTION_SERVICES
+            Capability.COMPACTION_RENAMES
         ):
             self._meta[IN_PLACE] = "1"
         ms.update_compaction(ci.id, txn_id, highest_write_id=write_ids.high_watermark, meta=self._meta)

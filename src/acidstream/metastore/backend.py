@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 class Capability(enum.Enum):
     """A part of the metastore API that not every backend has; the value says what callers do without it."""
 
-    #: Snapshot readers registered so the cleaner keeps their files. Without it a scan holds an open read-only
-    #: txn instead (as Hive's own queries do): the cleaner keeps what an open txn may read.
-    READER_REGISTRATION = "a scan holds an open read-only txn instead, which Hive's cleaner waits for"
     #: Taking over a waiting txn's locks in a new txn (``replace_txn``). Without it a mutation whose snapshot
     #: went stale while it waited aborts and retries in a new txn, queueing for its locks again.
     TXN_REPLACEMENT = "a mutation that finds a newer conflicting commit aborts and retries in a new txn"
@@ -55,6 +52,10 @@ class Capability(enum.Enum):
     #: The initiator's and cleaner's queue calls. Without them the metastore's own initiator and cleaner run
     #: (Hive: ``hive.compactor.initiator.on``, ``hive.compactor.cleaner.on``); workers still claim requests.
     COMPACTION_SERVICES = "the metastore's own initiator and cleaner schedule and clean compactions"
+    #: Compaction output written aside and renamed into place when its txn commits, with a publication record
+    #: the backend's readers and cleaner know. Without it the output is written in place and known by its txn
+    #: alone (Hive's readers and cleaner would not see a rename under way).
+    COMPACTION_RENAMES = "a compaction writes its output in place, visible by its txn once that commits"
     #: Timing out silent txns from the client side. Without it the metastore server does it itself.
     HOUSEKEEPING = "the metastore server times out silent txns and locks itself"
 
@@ -274,7 +275,8 @@ class CompactionQueue(Protocol):
 
 
 class ReaderRegistry(Protocol):
-    """Snapshot readers the cleaner waits for (see :attr:`Capability.READER_REGISTRATION`)."""
+    """Snapshot readers the cleaner waits for: registrations on acidstream's metastore, open read-only txns on
+    a Hive Metastore (as Hive's own queries read)."""
 
     @property
     def reader_lease(self) -> float: ...

@@ -118,6 +118,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
     )
     backend_name: ClassVar[str] = "a Hive Metastore"
 
+            Capability.COMPACTION_RENAMES,
     def __init__(
         self,
         url: str,
