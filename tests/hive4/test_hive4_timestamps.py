@@ -100,3 +100,29 @@ def test_before_1970_with_fractions(hive4: Referee, ms: Metastore) -> None:
     check()
     ms.execute("ALTER TABLE db.t COMPACT 'major' AND WAIT")
     check()
+
+
+def test_hive_written(hive4: Referee, ms: Metastore) -> None:
+    """What Hive's writer (``OrcRecordUpdater``) stores before 1970, the last second before it included, we read
+    as Hive does."""
+    ms.execute(
+        "CREATE TABLE db.h (id int, ts timestamp) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    values = [*OLD, dt.datetime(1969, 12, 31, 23, 59, 59, 500000)]
+    [txn] = ms.open_txns(1)
+    [(_, write_id)] = ms.allocate_table_write_ids([txn], "db.h")
+    hive4.write(
+        ms.table("db.h").location,
+        [("id", "int"), ("ts", "timestamp")],
+        [("insert", write_id, [i, as_hive(ts)]) for i, ts in enumerate(values)],
+        bucket=0,
+        min_write_id=write_id,
+        max_write_id=write_id,
+        statement_id=0,
+    )
+    ms.commit_txn(txn)
+    txns = ms.snapshot()
+    theirs = {r[0]: r[1] for _, r in hive_rows(hive4, ms, "db.h", txns, splits="etl")}
+    ours = {r[0]: as_hive(r[1]) for _, r in our_rows(ms, "db.h", txns)}
+    assert ours == theirs
+    assert theirs == {i: as_hive(ts) for i, ts in enumerate(OLD)} | {len(OLD): "1970-01-01 00:00:00.5"}

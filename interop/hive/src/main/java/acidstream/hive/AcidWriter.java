@@ -152,6 +152,8 @@ final class AcidWriter {
         return value.asDouble();
       case STRING:
         return value.asText();
+      case TIMESTAMP:
+        return org.apache.hadoop.hive.common.type.Timestamp.valueOf(value.asText());
       default:
         throw new IllegalArgumentException("the writer takes primitive columns only, not " + type);
     }
