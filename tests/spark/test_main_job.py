@@ -1,13 +1,12 @@
-"""``acidstream main-job`` end to end, twice on one warehouse (the second run ingests only its own files)."""
+"""``acidstream main-job`` end to end, twice on one warehouse (the second run ingests only its own files).
+
+Stopped and run again: tests/spark/test_main_job_rerun.py."""
 
 from __future__ import annotations
 
-import os
+import json
 import re
-import signal
-import subprocess
-import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,14 @@ from acidstream.cli.spark import DEFAULT_ROWS_HELP, ROWS_PER_FILE_HELP
 from acidstream.errors import TransactionError
 from acidstream.spark.main_job import (
     DEFAULT_ROWS,
+    MANIFEST,
     POOL_PROPERTY,
     ROWS_PER_FILE,
     JobConfig,
     SnapshotWatcher,
     check_whole,
     default_files,
+    land_files,
     prepare,
 )
 from acidstream.streaming.connection import StreamingConnection
@@ -65,6 +66,7 @@ def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_p
     ids = ms.table("testing.alerts").scan(columns=["id"]).to_arrow().column("id").to_pylist()
     assert sorted(ids) == list(range(2100))
     assert ms.get_valid_write_ids("testing.alerts").high_watermark == 15  # one txn per landing file
+    assert list((warehouse / "_landing").iterdir()) == []  # each finished run's files and checkpoint are gone
     assert acid_spark.sparkContext._jsc is not None  # the shared session survived the command
     assert acid_spark.sparkContext.getLocalProperty(POOL_PROPERTY) is None  # the thread's pool is put back
 
@@ -120,40 +122,20 @@ def test_default_landing_files_are_sized_by_rows() -> None:
     assert (f"{DEFAULT_ROWS:,}", f"{ROWS_PER_FILE:,}") == (DEFAULT_ROWS_HELP, ROWS_PER_FILE_HELP)  # --help
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_sigterm_stops_the_ingest_aborts_its_micro_batch_and_says_what_was_committed(tmp_path: Path) -> None:
-    """A real process, a real SIGTERM while a micro-batch's transaction is open: the query stops, that
-    transaction is aborted (not left to time out), the summary says how far the ingest got, exit 143."""
+def test_a_failed_run_stops_its_compactor(acid_spark: Any, tmp_path: Path) -> None:
+    """A run whose queries find a transaction seen in part fails (exit 6) with its compactor stopped: no pass
+    may run on while the interpreter exits (each would fail, its pool refusing work)."""
     warehouse = tmp_path / "wh"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "acidstream.cli", "main-job", "--rows", "40000", "--files", "40"],
-        env={
-            **os.environ,
-            "ACIDSTREAM_WAREHOUSE": str(warehouse),
-            "ACIDSTREAM_METASTORE": "",
-            "COLUMNS": "250",
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    cfg = JobConfig(
+        rows=600, files=6, warehouse=str(warehouse), metastore=f"sqlite:///{warehouse}/metastore.db"
     )
-    deadline = time.monotonic() + 400
-    ms = None
-    while True:
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
-        if ms is None and (warehouse / "metastore.db").exists():
-            ms = Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse)
-        if ms is not None and "testing" in ms.list_databases() and "alerts" in ms.list_tables("testing"):
-            committed = ms.get_valid_write_ids("testing.alerts").high_watermark
-            if committed >= 2 and any(t.state.name == "OPEN" for t in ms.show_txns()):
-                break
-        time.sleep(0.1)
-    job.send_signal(signal.SIGTERM)
-    out, err = job.communicate(timeout=300)
-    assert job.returncode == 143, err
-    assert "interrupted by SIGTERM" in err
-    stopped = re.search(r"stopped\s*│ by a signal, after (\d+) of 40 landing files", out)
-    assert stopped, out
-    assert [t.state.name for t in ms.show_txns()].count("OPEN") == 0 and ms.show_locks() == []
-    assert ms.table("testing.alerts").scan().count() == 1000 * int(stopped[1])  # whole files only
+    prepare(cfg)
+    run = land_files(str(warehouse / "_landing"), cfg.rows, cfg.files, first_id=0)
+    Path(run.path, MANIFEST).write_text(
+        json.dumps({"first_id": 0, "sizes": [99] * 6})
+    )  # a manifest that lies
+    args = ["main-job", "--warehouse", str(warehouse), "--query-interval", "0.1"]
+    res = CliRunner().invoke(cli, args, env=WIDE)
+    assert res.exit_code == 6, res.output
+    assert "saw part of a transaction" in res.output
+    assert [t.name for t in threading.enumerate() if "compactor" in t.name] == []

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from acidstream.cli._interrupt import stopping_gracefully
+from acidstream.cli._interrupt import deferred_interrupts, stopping_gracefully
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from acidstream.spark.main_job import JobReport
 
 _STARTING = "starting Spark (local, 2 cores)..."
@@ -59,7 +61,6 @@ def main_job(
     metastore, database and table if needed.
     """
     from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, describe, run
-    from acidstream.spark.shell import command_session
 
     console = text_console()
     rows = rows or DEFAULT_ROWS
@@ -75,8 +76,7 @@ def main_job(
         pass  # reachable (or said to be waited for), before Spark takes half a minute to start
     stop = threading.Event()
     with ExitStack() as stack:
-        with console.status(_STARTING):
-            spark, log_file = stack.enter_context(command_session("acidstream-main-job", warehouse))
+        spark, log_file = _start_spark(stack, "acidstream-main-job", warehouse, console)
         # From here SIGINT and SIGTERM stop the ingest at its next poll (a signal inside a call to Spark's JVM
         # would break the connection to it); the summary then says what was committed, and the exit is 130/143.
         stack.enter_context(stopping_gracefully(stop.set))
@@ -91,7 +91,7 @@ def main_job(
             report = run(
                 cfg,
                 spark,
-                lambda committed: progress.update(bar, completed=committed),
+                lambda committed, total: progress.update(bar, completed=committed, total=total),
                 lambda summary: progress.console.print(f"compactor: {describe(summary)}"),
                 stop,
             )
@@ -104,21 +104,38 @@ def main_job(
             )
 
 
+def _start_spark(stack: ExitStack, app_name: str, warehouse: str, console: Console) -> tuple[Any, str | None]:
+    """The command's SparkSession, on ``stack`` (stopped when it unwinds), started under a status line.
+
+    SIGINT or SIGTERM during the start-up is acted on once Spark has started: raised inside pyspark's launch,
+    it would leave Spark's JVM running with no process left to stop it; raised inside a call to the JVM, it
+    breaks the connection with a traceback. So the session starts, then the stack stops it as the command ends.
+    """
+    from acidstream.spark.shell import command_session
+
+    with console.status(_STARTING), deferred_interrupts():
+        return stack.enter_context(command_session(app_name, warehouse))
+
+
 def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Table:
     """The job's closing summary; long values (the log's path) fold rather than being cut."""
     compaction = report.compaction
     summary = Table(title="acidstream main-job: testing.alerts", show_header=False)
     summary.add_column(no_wrap=True)
     summary.add_column(overflow="fold")  # a narrow terminal folds a long path instead of cutting it
-    stopped = [
-        (
-            "stopped",
-            f"by a signal, after {report.transactions} of {report.landing_files} landing files; the micro-batch "
-            "under way was aborted",
-        )
-    ]
+    resumed = (
+        "resumed",
+        f"{report.run}, stopped earlier with {report.files_before} of its {report.landing_files} landing files "
+        "committed; this run ingests the others (and lands none of its own)",
+    )
+    stopped = (
+        "stopped",
+        f"by a signal, with {report.files_committed} of {report.landing_files} landing files committed; the "
+        "micro-batch under way was aborted, and the next run resumes the rest",
+    )
     for label, value in [
-        *(stopped if report.stopped else []),
+        *([resumed] if report.resumed else []),
+        *([stopped] if report.stopped else []),
         ("rows ingested (this run)", f"{report.rows:,}"),
         ("rows in table", f"{report.table_rows:,}"),
         ("transactions committed", f"{report.transactions} (one per landing file and micro-batch)"),
@@ -153,7 +170,8 @@ def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Ta
 
 
 _SHELL_BANNER = """acidstream Spark shell: {n} table(s) as SQL views ({views}).
-  spark.sql("SELECT ... FROM <view>")   each query reads the snapshot current when it starts
+  sql("SELECT ... FROM db.table")   a Spark SQL query (spark.sql) naming tables as Hive does, or by their views;
+                                    each query reads the snapshot current when it starts
   spark.read.format("acidstream").options(**opts).load("db.table")   (and .write / .writeStream)
   ms: the metastore   register_views(spark, **opts): views for tables created since
 Spark's log: {log}"""
@@ -173,11 +191,12 @@ def spark_shell(
 ) -> None:
     """A local SparkSession wired to the metastore, TABLES (default: every table) as Spark SQL views.
 
-    Views are named after their table (db_table where two databases share a name). With -e, prints the
-    query's rows tab separated like Hive's CLI (a query that does not parse or resolve exits 2, another
-    failure 1); otherwise opens a Python shell with spark, ms and opts.
+    Views are named after their table (db_table where two databases share a name); a query may name a table
+    db.table too, as in Hive. With -e, prints the query's rows tab separated like Hive's CLI (a query that
+    does not parse or resolve exits 2, another failure 1); otherwise opens a Python shell with spark, sql, ms
+    and opts.
     """
-    from acidstream.spark.shell import SparkQueryError, check_query, command_session, query_rows
+    from acidstream.spark.shell import SparkQueryError, check_query, query_rows, shell_views, with_views
 
     if query is not None:
         check_query(query)  # a typo is reported at once, not after Spark has started
@@ -185,12 +204,11 @@ def spark_shell(
 
     with ExitStack() as stack:
         ms = stack.enter_context(open_metastore(metastore, warehouse))  # an existing one: never creates
-        with text_console(stderr=True).status(_STARTING):
-            spark, log_file = stack.enter_context(command_session("acidstream-shell", warehouse))
-        views = register_views(spark, list(tables) or None, metastore=metastore, warehouse=warehouse)
+        spark, log_file = _start_spark(stack, "acidstream-shell", warehouse, text_console(stderr=True))
+        views = stack.enter_context(shell_views(spark, ms, list(tables) or None, metastore, warehouse))
         if query is not None:
             try:
-                rows = query_rows(spark, query, limit)
+                rows = query_rows(spark, with_views(query, views), limit)
             except SparkQueryError as exc:
                 raise (_BadQuery if exc.user_error else click.ClickException)(str(exc)) from exc
             for row in rows:
@@ -204,6 +222,7 @@ def spark_shell(
             ),
             local={
                 "spark": spark,
+                "sql": lambda text: spark.sql(with_views(text, views)),
                 "ms": ms,
                 "opts": {"metastore": metastore, "warehouse": warehouse},
                 "register_views": register_views,

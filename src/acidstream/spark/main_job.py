@@ -1,11 +1,17 @@
 """The end-to-end pipeline behind ``acidstream main-job``: landing CSV files → Spark Structured Streaming →
 the demo table ``testing.alerts``, queried with Spark SQL while it fills.
 
-Each run lands its files in a fresh directory under ``<warehouse>/_landing``; the streaming checkpoint is
-kept, so a second run ingests only its own files (and ``--reset`` starts over). One landing file is one
-micro-batch is one transaction, and file ``f`` holds the ids ``first + f * per_file ...``, so a Spark SQL query
-that groups the visible ids by file sees, for each transaction, either all of its rows or none: that is what
-:class:`SnapshotWatcher` checks on every query it runs while the ingest goes on.
+Each run lands its files in a directory of its own under ``<warehouse>/_landing``, beside its streaming
+checkpoint and a manifest of what it holds (:class:`LandedRun`); its stream reads that directory only. Once all
+of a run's files are committed the directory goes, checkpoint and all. A run stopped before that (a signal, a
+crash) leaves it, and the next run resumes it instead of landing new files: Spark's checkpoint replays the
+micro-batch that was under way, and the sink's commit record in the table (one sink for every run) skips it if
+it was committed already, so each file is committed exactly once. A new run's ids follow the table's highest,
+so ids stay unique across runs (and ``--reset`` starts over).
+
+One landing file is one micro-batch is one transaction, and file ``f`` holds the ids ``first + f * per_file
+...``, so a Spark SQL query that groups the visible ids by file sees, for each transaction, either all of its
+rows or none: that is what :class:`SnapshotWatcher` checks on every query it runs while the ingest goes on.
 
 Sizing: the first micro-batch starts Spark's Python workers (seconds); each later one costs Spark a few tenths
 of a second beyond the sink's writing (offset and commit logs, planning, Python worker round trips), and the
@@ -24,6 +30,7 @@ keep checking whole transactions while compactions replace the files under them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -95,13 +102,14 @@ class JobConfig:
 
 @dataclass
 class JobReport:
+    #: rows this job committed (a resumed run's earlier ones not included)
     rows: int
     seconds: float
     transactions: int
     table_rows: int
     partitions: int
     files: int
-    #: whole transactions of this run that each Spark SQL query saw, in order (the last after the ingest)
+    #: the run's files (whole transactions) that each Spark SQL query saw, in order (the last after the ingest)
     snapshots: list[int] = field(default_factory=list)
     #: what the compactor did while the job ran (``Summary.counts()``)
     compaction: dict[str, int] = field(default_factory=dict)
@@ -109,8 +117,14 @@ class JobReport:
     first_batch_seconds: float = 0.0
     batch_seconds: float = 0.0
     write_seconds: float = 0.0
-    #: landing files of this run, and whether the job was stopped (``run(stop=...)``) before all were committed
+    #: the run (its landing directory's name), and whether it was an unfinished one resumed
+    run: str = ""
+    resumed: bool = False
+    #: the run's landing files: all, committed before this job, committed when it ended
     landing_files: int = 0
+    files_before: int = 0
+    files_committed: int = 0
+    #: whether the job was stopped (``run(stop=...)``) before all of the run's files were committed
     stopped: bool = False
 
     @property
@@ -123,8 +137,8 @@ class JobReport:
 
     @property
     def mid_ingest_snapshots(self) -> int:
-        """Distinct snapshots the queries saw with some but not all of the run's transactions."""
-        return len({n for n in self.snapshots if 0 < n < self.transactions})
+        """Distinct snapshots the queries saw with some but not all of the transactions this job committed."""
+        return len({n for n in self.snapshots if self.files_before < n < self.files_committed})
 
 
 def default_files(rows: int) -> int:
@@ -132,8 +146,49 @@ def default_files(rows: int) -> int:
     return max(1, -(-rows // ROWS_PER_FILE))
 
 
-def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
-    """Write ``files`` CSV files (``id,msg,continent,country``) into a new run directory; their row counts."""
+#: A run directory's manifest (:class:`LandedRun`), written once all its files are: the run is landed.
+MANIFEST = "_run.json"
+#: Every run commits through this one sink: one commit record in the table properties, however many runs.
+SINK_ID = "main-job"
+
+
+@dataclass(frozen=True)
+class LandedRun:
+    """One run's landing files (``part-NNNNN.csv``, file ``f`` holding ids ``first_id + f * per_file ...``), its
+    streaming checkpoint and its manifest, in one directory: they are kept and dropped together, so a stream
+    over these files never starts without its checkpoint's record of what it committed."""
+
+    path: str
+    first_id: int
+    sizes: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def rows(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def per_file(self) -> int:
+        return self.sizes[0]
+
+    @property
+    def files(self) -> str:
+        """The stream's source: the landing files only (not the manifest or the checkpoint beside them)."""
+        return os.path.join(self.path, "part-*.csv")
+
+    @property
+    def checkpoint(self) -> str:
+        return os.path.join(self.path, "_checkpoint")
+
+    def rows_of(self, files: set[int]) -> int:
+        return sum(self.sizes[f] for f in files)
+
+
+def land_files(landing: str, rows: int, files: int, first_id: int) -> LandedRun:
+    """Write ``files`` CSV files (``id,msg,continent,country``) into a new run directory, then its manifest."""
     run_dir = os.path.join(landing, f"run-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}")
     os.makedirs(run_dir)
     per_file = -(-rows // files)
@@ -147,13 +202,54 @@ def land_files(landing: str, rows: int, files: int, first_id: int) -> list[int]:
             f"{i},alert {i},{PLACES[i % len(PLACES)][0]},{PLACES[i % len(PLACES)][1]}\n"
             for i in range(next_id, next_id + n)
         ]
-        tmp = os.path.join(run_dir, f".part-{f:05d}.csv.tmp")  # hidden until complete
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-        os.rename(tmp, os.path.join(run_dir, f"part-{f:05d}.csv"))
+        _write_atomically(os.path.join(run_dir, f"part-{f:05d}.csv"), "".join(lines))
         sizes.append(n)
         next_id += n
-    return sizes
+    run = LandedRun(run_dir, first_id, tuple(sizes))
+    _write_atomically(os.path.join(run_dir, MANIFEST), json.dumps({"first_id": first_id, "sizes": sizes}))
+    return run
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Hidden (``.name.tmp``, which the stream's pattern does not match) until complete."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.rename(tmp, path)
+
+
+def unfinished_run(landing: str) -> LandedRun | None:
+    """The earliest landed run whose files are not all committed yet, to be resumed; directories without a
+    manifest (a landing cut short, before any stream read it) and retired ones left half-removed are removed."""
+    if not os.path.isdir(landing):
+        return None
+    runs = []
+    for name in sorted(os.listdir(landing)):
+        path = os.path.join(landing, name)
+        manifest = os.path.join(path, MANIFEST)
+        if name.startswith(".") or not os.path.exists(manifest):
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        with open(manifest, encoding="utf-8") as handle:
+            data = json.load(handle)
+        runs.append(LandedRun(path, int(data["first_id"]), tuple(int(n) for n in data["sizes"])))
+    return runs[0] if runs else None
+
+
+def retire(run: LandedRun) -> None:
+    """Drop a run whose files are all committed: hidden first (one rename, so no later run can mistake a
+    half-removed directory for one to resume), then removed."""
+    hidden = os.path.join(os.path.dirname(run.path), f".retired-{run.name}")
+    os.rename(run.path, hidden)
+    shutil.rmtree(hidden)
+
+
+def next_id(ms: Metastore) -> int:
+    """The first id of a new run: above every id in the table (each earlier run's ids are all committed)."""
+    import pyarrow.compute as pc
+
+    highest = pc.max(ms.table(TABLE).scan(columns=["id"]).to_arrow().column("id")).as_py()
+    return 0 if highest is None else highest + 1
 
 
 def prepare(cfg: JobConfig) -> Metastore:
@@ -163,8 +259,7 @@ def prepare(cfg: JobConfig) -> Metastore:
     if cfg.reset:
         if any(t == "alerts" for t in _tables(ms)):
             ms.execute(f"DROP TABLE {TABLE}")  # and its files, as Hive drops a managed table
-        for sub in ("_landing", "_checkpoints"):
-            shutil.rmtree(os.path.join(cfg.warehouse, sub), ignore_errors=True)
+        shutil.rmtree(os.path.join(cfg.warehouse, "_landing"), ignore_errors=True)  # runs and checkpoints
     ms.execute("CREATE DATABASE IF NOT EXISTS testing")
     ms.execute(CREATE_TABLE)
     return ms
@@ -219,15 +314,16 @@ class SnapshotWatcher(threading.Thread):
         super().__init__(name="acidstream-snapshot-watcher", daemon=True)
         self.spark, self.cfg, self.first_id, self.sizes = spark, cfg, first_id, sizes
         self.snapshots: list[int] = []
-        self._seen: set[int] = set()
+        #: the run's files the last query saw
+        self.seen: set[int] = set()
         self._finishing = threading.Event()
         self._error: BaseException | None = None
 
     def observe(self) -> None:
         """One query and its checks, on the calling thread (the job's own before and after the ingest)."""
         visible = visible_files(self.spark, self.cfg, self.first_id, self.sizes[0])
-        check_whole(visible, self.sizes, self._seen)
-        self._seen = set(visible)
+        check_whole(visible, self.sizes, self.seen)
+        self.seen = set(visible)
         self.snapshots.append(len(visible))
 
     def run(self) -> None:
@@ -243,9 +339,10 @@ class SnapshotWatcher(threading.Thread):
             pause = max(self.cfg.query_interval, time.monotonic() - asked)
 
     def finish(self) -> None:
-        """Stop after the query under way, then raise what the watcher found wrong, if anything."""
+        """Stop after the query under way (if started), then raise what the watcher found wrong, if anything."""
         self._finishing.set()
-        self.join()
+        if self.ident is not None:
+            self.join()
         if self._error is not None:
             raise self._error
 
@@ -299,86 +396,85 @@ def describe(summary: Summary) -> str:
 def run(
     cfg: JobConfig,
     spark: SparkSession,
-    on_progress: Callable[[int], None],
+    on_progress: Callable[[int, int], None],
     on_compaction: Callable[[Summary], None] = lambda _: None,
     stop: threading.Event | None = None,
 ) -> JobReport:
-    """Land, stream and watch; ``on_progress(rows of this run committed so far)`` as the sink commits,
-    ``on_compaction(summary)`` after each compactor pass that did something. Once ``stop`` is set, the
-    streaming query stops and the micro-batch under way is aborted: the report says what was committed."""
+    """Land (or resume an unfinished run), stream and watch; ``on_progress(rows of the run committed, rows of the
+    run)`` as the sink commits, ``on_compaction(summary)`` after each compactor pass that did something. Once
+    ``stop`` is set, the streaming query stops (or never starts) and the micro-batch under way is aborted: the
+    report says what was committed, and the next run resumes the rest."""
     ms = prepare(cfg)
+    landing = os.path.join(cfg.warehouse, "_landing")
+    landed = unfinished_run(landing)
+    resumed = landed is not None
+    if landed is None:
+        landed = land_files(landing, cfg.rows, cfg.files, first_id=next_id(ms))
     pool_before = spark.sparkContext.getLocalProperty(POOL_PROPERTY)
     try:
-        return _run(cfg, spark, ms, on_progress, TableCompactor(ms, on_compaction), stop or threading.Event())
+        report = _run(
+            cfg, spark, ms, landed, on_progress, TableCompactor(ms, on_compaction), stop or threading.Event()
+        )
     finally:
         _in_pool(spark, pool_before)
+    report.resumed = resumed
+    if not report.stopped:
+        retire(landed)
+    return report
 
 
 def _run(
     cfg: JobConfig,
     spark: SparkSession,
     ms: Metastore,
-    on_progress: Callable[[int], None],
+    landed: LandedRun,
+    on_progress: Callable[[int, int], None],
     compactor: TableCompactor,
     stop: threading.Event,
 ) -> JobReport:
-    first_id = ms.table(TABLE).scan(columns=["id"]).count()  # ids continue where earlier runs stopped
     write_ids_before = ms.get_valid_write_ids(TABLE).high_watermark
-    landing = os.path.join(cfg.warehouse, "_landing")
-    sizes = land_files(landing, cfg.rows, cfg.files, first_id=first_id)
-    committed_rows = [0, *accumulate(sizes)]
-    source = (
-        spark.readStream.format("csv")
-        .schema("id int, msg string, continent string, country string")
-        .option("maxFilesPerTrigger", 1)
-        .load(os.path.join(landing, "*"))
-    )
-    watcher = SnapshotWatcher(spark, cfg, first_id, sizes)
+    watcher = SnapshotWatcher(spark, cfg, landed.first_id, landed.sizes)
     _in_pool(spark, QUERY_POOL)
-    watcher.observe()  # before the ingest: none of this run's files (and Spark's workers warm)
+    watcher.observe()  # before the ingest: the run's files committed earlier (and Spark's workers warm)
+    before = set(watcher.seen)
+    left = [n for f, n in enumerate(landed.sizes) if f not in before]
+    committed_rows = [landed.rows_of(before) + n for n in (0, *accumulate(left))]
+    on_progress(committed_rows[0], landed.rows)
     started = time.monotonic()
-    _in_pool(spark, INGEST_POOL)  # the streaming query's thread inherits the pool
-    sink_options = {
-        "metastore": cfg.metastore,
-        "warehouse": cfg.warehouse,
-        "checkpointLocation": os.path.join(cfg.warehouse, "_checkpoints", TABLE),
-    }
-    query = (
-        source.writeStream.format("acidstream")
-        .queryName("alerts_ingest")
-        .options(**sink_options)
-        .trigger(availableNow=True)
-        .start(TABLE)
-    )
-    _in_pool(spark, QUERY_POOL)
-    watcher.start()
-    compactor.start()
+    query = None
     try:
-        while query.isActive and not stop.is_set():
-            query.awaitTermination(PROGRESS_POLL)  # type: ignore[arg-type]  # float seconds work
+        if not stop.is_set():
+            query = _start_ingest(spark, cfg, landed)
+            watcher.start()
+            compactor.start()
+        while query is not None and query.isActive and not stop.is_set():
+            query.awaitTermination(PROGRESS_POLL)  # float seconds work
             done = _committed_since(ms, write_ids_before)
-            on_progress(committed_rows[min(done, len(sizes))])
-        if stop.is_set():
-            _stop_ingest(query, ms, sink_options)
-        query.awaitTermination()  # raises the query's failure, if any
+            on_progress(committed_rows[min(done, len(left))], landed.rows)
+        if query is not None:
+            if stop.is_set():
+                _stop_ingest(query, ms)
+            query.awaitTermination()  # raises the query's failure, if any
         seconds = time.monotonic() - started
     finally:
-        if query.isActive:  # a failure here: no micro-batch is left open
-            _stop_ingest(query, ms, sink_options)
-        watcher.finish()
-        compaction = compactor.finish()
-    watcher.observe()  # after the ingest and the last compactor pass: every file visible
-    transactions = _committed_since(ms, write_ids_before)
-    on_progress(committed_rows[min(transactions, len(sizes))])
-    expected = min(transactions, len(sizes)) if stop.is_set() else len(sizes)
-    if watcher.snapshots[-1] != expected:
-        raise TransactionError(f"ingest ended with {watcher.snapshots[-1]} of {expected} files visible")
+        try:
+            if query is not None and query.isActive:  # a failure here: no micro-batch is left open
+                _stop_ingest(query, ms)
+            watcher.finish()
+        finally:
+            compaction = compactor.finish()  # also on a failure: no pass may outlive the job
+    watcher.observe()  # after the ingest and the last compactor pass: every file visible, unless stopped
+    after = watcher.seen
+    on_progress(committed_rows[0] + landed.rows_of(after - before), landed.rows)
+    complete = len(after) == len(landed.sizes)
+    if not (complete or stop.is_set()):
+        raise TransactionError(f"ingest ended with {len(after)} of {len(landed.sizes)} files visible")
     table = ms.table(TABLE)
-    first_batch_seconds, batch_seconds, write_seconds = _batch_times(query.recentProgress)
+    first_batch_seconds, batch_seconds, write_seconds = _batch_times(query.recentProgress if query else [])
     return JobReport(
-        rows=committed_rows[min(transactions, len(sizes))],
+        rows=landed.rows_of(after - before),
         seconds=seconds,
-        transactions=transactions,
+        transactions=_committed_since(ms, write_ids_before),
         table_rows=table.scan(columns=["id"]).count(),
         partitions=len(ms.list_partitions(TABLE)),
         files=sum(1 for _, _, names in os.walk(table.location) for n in names if n.startswith("bucket_")),
@@ -387,18 +483,55 @@ def _run(
         first_batch_seconds=first_batch_seconds,
         batch_seconds=batch_seconds,
         write_seconds=write_seconds,
-        landing_files=len(sizes),
-        stopped=stop.is_set(),
+        run=landed.name,
+        landing_files=len(landed.sizes),
+        files_before=len(before),
+        files_committed=len(after),
+        stopped=not complete,
     )
 
 
-def _stop_ingest(query: Any, ms: Metastore, sink_options: dict[str, str]) -> None:
+def _start_ingest(spark: SparkSession, cfg: JobConfig, landed: LandedRun) -> Any:
+    """The run's streaming query (``availableNow``: its files, one per micro-batch, then it ends), resuming
+    from the run's checkpoint if an earlier job started it; its jobs go to the ingest pool."""
+    source = (
+        spark.readStream.format("csv")
+        .schema("id int, msg string, continent string, country string")
+        .option("maxFilesPerTrigger", 1)
+        .load(landed.files)
+    )
+    _in_pool(spark, INGEST_POOL)  # the streaming query's thread inherits the pool
+    try:
+        return (
+            source.writeStream.format("acidstream")
+            .queryName("alerts_ingest")
+            .options(**_sink_options(cfg, landed))
+            .trigger(availableNow=True)
+            .start(TABLE)
+        )
+    finally:
+        _in_pool(spark, QUERY_POOL)
+
+
+def _sink_options(cfg: JobConfig, landed: LandedRun) -> dict[str, str]:
+    """Every run commits through :data:`SINK_ID`: a run's query (new, or resumed from its checkpoint) takes the
+    sink over from the previous run's, whose files are all committed (or it would be the one resumed)."""
+    return {
+        "metastore": cfg.metastore,
+        "warehouse": cfg.warehouse,
+        "checkpointLocation": landed.checkpoint,
+        "sinkId": SINK_ID,
+        "sinkTakeover": "true",
+    }
+
+
+def _stop_ingest(query: Any, ms: Metastore) -> None:
     """Stop the streaming query, then abort the transaction of the micro-batch it was writing, if any (its
     tasks elected it; with the query stopped, nobody commits it)."""
-    from acidstream.spark.stream_write import abort_open_batches, sink_id_from
+    from acidstream.spark.stream_write import abort_open_batches
 
     query.stop()
-    aborted = abort_open_batches(ms, sink_id_from(sink_options))
+    aborted = abort_open_batches(ms, SINK_ID)
     if aborted:
         log.info("stopped the ingest; aborted the open micro-batch transactions %s", aborted)
 

@@ -341,9 +341,11 @@ def register_views(
     *,
     metastore: str | None = None,
     warehouse: str | None = None,
+    reader_tag: str | None = None,
 ) -> dict[str, str]:
     """Temp views for ``spark.sql``, view name → ``db.table``: ``db.t`` becomes view ``t`` (``db_t`` where two
-    databases share a table name); ``tables=None`` means every table of every database.
+    databases share a table name); ``tables=None`` means every table of every database. With ``reader_tag``,
+    the views' reads carry it (the ``readerTag`` option), for their owner to end their registrations.
 
     Views are defined in SQL (``USING acidstream``), so each query on one plans afresh and reads the snapshot
     current when it starts — Hive's guarantee — whereas a DataFrame keeps the snapshot of its first planning.
@@ -361,9 +363,10 @@ def register_views(
     for name, view in zip(tables, short, strict=True):
         if short.count(view) > 1:
             view = name.replace(".", "_")
-        settings = ", ".join(
-            f"{k} '{_sql_string(v)}'" for k, v in (("path", name), ("metastore", url), ("warehouse", wh))
-        )
+        pairs = [("path", name), ("metastore", url), ("warehouse", wh)]
+        if reader_tag:
+            pairs.append(("readerTag", reader_tag))
+        settings = ", ".join(f"{k} '{_sql_string(v)}'" for k, v in pairs)
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{view}` USING acidstream OPTIONS ({settings})")
         views[view] = name
     return views

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from typing import Any
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 #: Spark's own logging at ERROR, on stderr (Spark's default config logs INFO/WARN start-up chatter).
@@ -50,26 +53,67 @@ def session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile=file:{_log4j_config()}"
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.orc.impl", "hive")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-    )
-    for key, value in (extra_conf or {}).items():
-        builder = builder.config(key, str(value))
-    if log_file is None:
-        spark = builder.getOrCreate()
-    else:
-        spark = _with_stderr_to(log_file, builder.getOrCreate)
+    settings: dict[str, str] = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.orc.impl": "hive",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **{key: str(value) for key, value in (extra_conf or {}).items()},
+    }
+
+    conf = SparkConf().setAll(list(settings.items()))
+
+    def start() -> SparkSession:
+        if SparkContext._gateway is None:  # no JVM in this process yet
+            _launch_jvm(conf)
+        return SparkSession.builder.config(conf=conf).getOrCreate()
+
+    spark = start() if log_file is None else _with_stderr_to(log_file, start)
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def _launch_jvm(conf: SparkConf) -> None:
+    """Start Spark's JVM as pyspark does, but in a process group of its own, and its context.
+
+    A signal sent to this process's group (Ctrl-C at a terminal, ``timeout``, a supervisor stopping a service)
+    then reaches this process only, which stops Spark in order (its streaming queries, their open transactions)
+    instead of finding the JVM gone mid-call; the JVM still ends when this process does (its pipe to it closes).
+    Should the launch itself be interrupted, pyspark has no handle left on the JVM: it is killed here, or it
+    would run on forever (its wait for this process never starts).
+    """
+    before = _own_process_groups()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    except BaseException:
+        for pgid in _own_process_groups() - before:
+            os.killpg(pgid, signal.SIGKILL)
+        raise
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def _own_process_groups() -> set[int]:
+    """Child processes of this one that lead a process group of their own (read from Linux's ``/proc``;
+    elsewhere none are found)."""
+    me, found = os.getpid(), set()
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), "rb") as handle:
+                stat = handle.read()
+        except OSError:  # it ended meanwhile
+            continue
+        ppid, pgrp = (int(v) for v in stat[stat.rindex(b")") + 2 :].split()[1:3])
+        if ppid == me and pgrp == int(entry.name):
+            found.add(pgrp)
+    return found
 
 
 def _with_stderr_to(log_file: str, start: Any) -> SparkSession:

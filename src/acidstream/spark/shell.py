@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+import re
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,8 @@ from acidstream.errors import AcidStreamError, SqlSyntaxError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from acidstream.catalog import Metastore
 
 
 class SparkQueryError(AcidStreamError):
@@ -92,6 +96,58 @@ def check_query(query: str) -> None:
             opened.pop()
     if opened:
         raise SqlSyntaxError("'(' is never closed", query, opened[-1])
+
+
+@contextmanager
+def shell_views(
+    spark: SparkSession, ms: Metastore, tables: Sequence[str] | None, metastore: str, warehouse: str
+) -> Iterator[dict[str, str]]:
+    """The shell's views of ``tables`` (view → ``db.table``, as ``register_views``); when the shell ends, so do
+    the reader registrations of its queries, which would otherwise hold the cleaner back for a reader lease."""
+    from acidstream.spark.read import reader_agent_info, register_views
+
+    tag = f"spark-shell-{uuid.uuid4().hex[:12]}"
+    views = register_views(spark, tables, metastore=metastore, warehouse=warehouse, reader_tag=tag)
+    try:
+        yield views
+    finally:
+        ms.unregister_readers(reader_agent_info(tag))
+
+
+def with_views(query: str, views: Mapping[str, str]) -> str:
+    """``query`` with each ``db.table`` that names a table of ``views`` (view → ``db.table``) replaced by its view,
+    so a query reads as in Hive: ``SELECT * FROM testing.events``, ``testing.events.id``. Spark SQL's session
+    catalog cannot hold tables of a Python data source (their options do not reach its reader), so the shell's
+    tables are temporary views, which have one-part names. Only whole names change: quoted strings, comments
+    and ``catalog.db.table`` stay as written."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.tokens import TokenType
+
+    view_of = {table.lower(): view for view, table in views.items()}
+    tokens = Dialect.get_or_raise("spark").tokenizer_class().tokenize(query)
+
+    def name(i: int) -> str | None:
+        token = tokens[i] if 0 <= i < len(tokens) else None
+        if token is None:
+            return None
+        if token.token_type == TokenType.IDENTIFIER:  # `quoted`
+            return token.text.lower()
+        written = query[token.start : token.end + 1]
+        return written.lower() if re.fullmatch(r"\w+", written) else None
+
+    def dot(i: int) -> bool:
+        return 0 <= i < len(tokens) and tokens[i].token_type == TokenType.DOT
+
+    pieces, done = [], 0
+    for i in range(len(tokens) - 2):
+        if dot(i - 1) or not dot(i + 1):
+            continue
+        db, table = name(i), name(i + 2)
+        view = view_of.get(f"{db}.{table}") if db and table else None
+        if view is not None:
+            pieces += [query[done : tokens[i].start], f"`{view}`"]
+            done = tokens[i + 2].end + 1
+    return "".join([*pieces, query[done:]])
 
 
 def query_rows(spark: SparkSession, query: str, limit: int) -> list[tuple[Any, ...]]:
