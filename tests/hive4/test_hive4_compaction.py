@@ -39,10 +39,15 @@ def connect(ms: Metastore, batch: int) -> StreamingConnection:
     )
 
 
-def stream(conn: StreamingConnection, ids: range, *, commit: bool = True) -> None:
+def stream(
+    conn: StreamingConnection, ids: range, *, commit: bool = True, model: dict[int, str] | None = None
+) -> None:
+    """One txn of rows ``(i, "m<i>")``; ``model``: the committed rows by id, kept up to date."""
     conn.begin_transaction()
     conn.write_batch(pa.table({"id": pa.array(list(ids), pa.int32()), "msg": [f"m{i}" for i in ids]}))
     conn.commit_transaction() if commit else conn.abort_transaction()
+    if commit and model is not None:
+        model.update((i, f"m{i}") for i in ids)
 
 
 def names(ms: Metastore) -> set[str]:
@@ -56,29 +61,33 @@ def test_minor_then_major(hive4: Referee, ms: Metastore, bucketed: bool) -> None
         f"CREATE TABLE db.t (id int, msg string) {clustered}STORED AS ORC TBLPROPERTIES ('transactional'='true')"
     )
     table = ms.table("db.t")
-    snapshots = []
+    model: dict[int, str] = {}  # the committed rows by id
+    snapshots = []  # (snapshot, the rows committed then)
     with connect(ms, 1) as conn:
         for n in range(5):
-            stream(conn, range(n * 10, n * 10 + 6), commit=n != 2)
-    table.delete(pc.is_in(pc.field("id"), pa.array([0, 5, 10, 15, 30, 35, 40, 45])))
+            stream(conn, range(n * 10, n * 10 + 6), commit=n != 2, model=model)
+    deleted = [0, 5, 10, 15, 30, 35, 40, 45]
+    table.delete(pc.is_in(pc.field("id"), pa.array(deleted)))
     table.update(pc.is_in(pc.field("id"), pa.array([1, 11, 31, 41])), {"msg": "u"})
-    snapshots.append(ms.snapshot())
+    model = {i: "u" if i in (1, 11, 31, 41) else m for i, m in model.items() if i not in deleted}
+    snapshots.append((ms.snapshot(), sorted(model.items())))
     ms.execute("ALTER TABLE db.t COMPACT 'minor' AND WAIT")
     assert any(n.startswith("delete_delta_") and n.count("_") == 3 for n in names(ms)), names(ms)
-    snapshots.append(ms.snapshot())
+    snapshots.append((ms.snapshot(), sorted(model.items())))
     with connect(ms, 2) as conn:
-        stream(conn, range(100, 104))
-        stream(conn, range(104, 108))
+        stream(conn, range(100, 104), model=model)
+        stream(conn, range(104, 108), model=model)
     table.delete(pc.field("id") == 101)
-    snapshots.append(ms.snapshot())
+    del model[101]
+    snapshots.append((ms.snapshot(), sorted(model.items())))
     ms.execute("ALTER TABLE db.t COMPACT 'major' AND WAIT")
     assert any(n.startswith("base_") for n in names(ms)), names(ms)
-    snapshots.append(ms.snapshot())
-    for snap in snapshots:
-        judge(hive4, ms, "db.t", snap)
+    snapshots.append((ms.snapshot(), sorted(model.items())))
+    for snap, then in snapshots:
+        judge(hive4, ms, "db.t", snap, expected=then)
     Compactor(ms, CompactorConfig(retention=0.0)).run_once()  # cleans what the compactions replaced
     assert not any(n.startswith("delta_0000001_") for n in names(ms)), names(ms)
-    final = judge(hive4, ms, "db.t")
+    final = judge(hive4, ms, "db.t", expected=model.items())
     assert len(final) == 4 * 6 - 8 + 8 - 1
 
 
@@ -110,12 +119,9 @@ def test_base_under_an_open_batch(hive4: Referee, ms: Metastore) -> None:
             judge(hive4, ms, "db.t", snap)
     finally:
         batch.close()
-    final = judge(hive4, ms, "db.t")
-    assert sorted(r[0] for _, r in final) == [
-        *(i for n in range(3) for i in range(n * 10, n * 10 + 5) if i != 11),
-        *range(100, 103),
-        *range(106, 109),
-        200,
-        300,
-        301,
+    committed = [
+        *((i, f"m{i}") for n in range(3) for i in range(n * 10, n * 10 + 5) if i != 11),
+        *((i, f"m{i}") for i in (*range(100, 103), *range(106, 109), 300, 301)),
+        (200, "open"),
     ]
+    judge(hive4, ms, "db.t", expected=committed)
