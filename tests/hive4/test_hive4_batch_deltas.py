@@ -52,7 +52,8 @@ PLACES = [("Asia", "India"), ("Europe", "France"), ("Asia", "Japan")]
 
 
 def test_one_delta_per_txn_at_every_snapshot(hive4: Referee, ms: Metastore) -> None:
-    snapshots: list[ValidTxnList] = []
+    snapshots: list[tuple[ValidTxnList, list[tuple[object, ...]]]] = []  # with the rows committed then
+    committed: list[tuple[object, ...]] = []
     with connect(ms, ["Asia", "India"]) as static:
         for n in range(3):
             static.begin_transaction()
@@ -61,29 +62,32 @@ def test_one_delta_per_txn_at_every_snapshot(hive4: Referee, ms: Metastore) -> N
                 static.abort_transaction()
             else:
                 static.commit_transaction()
-            snapshots.append(ms.snapshot())
+                committed.append((n, f"s{n}", "Asia", "India"))
+            snapshots.append((ms.snapshot(), list(committed)))
     dynamic = connect(ms)
     try:
         for n in range(5):
             dynamic.begin_transaction()
-            for i, (continent, country) in enumerate(PLACES):
-                dynamic.write(f"{100 + n * 10 + i},d{n},{continent},{country}".encode())
-            snapshots.append(ms.snapshot())  # open, its rows in its delta's files
+            written = [(100 + n * 10 + i, f"d{n}", *place) for i, place in enumerate(PLACES)]
+            for row in written:
+                dynamic.write(",".join(map(str, row)).encode())
+            snapshots.append((ms.snapshot(), list(committed)))  # open, its rows in its delta's files
             if n in (1, 2):
                 dynamic.abort_transaction()
             else:
                 dynamic.commit_transaction()
-            snapshots.append(ms.snapshot())
+                committed += written
+            snapshots.append((ms.snapshot(), list(committed)))
         ms.compact("db.p", "continent=Asia/country=India", kind="minor", wait=True)
         dynamic.begin_transaction()  # open beside the compaction's output
         dynamic.write(b"999,open,Europe,France")
-        snapshots.append(ms.snapshot())
-        for snap in snapshots:
-            judge(hive4, ms, "db.p", snap)
+        snapshots.append((ms.snapshot(), list(committed)))
+        for snap, then in snapshots:
+            judge(hive4, ms, "db.p", snap, expected=then)
     finally:
         dynamic.close()
     france = Path(ms.table("db.p").location) / "continent=Europe" / "country=France"
     with_data = {f.parent.name for f in france.glob("*/bucket_*")}
     assert with_data == {"delta_0000011_0000011", "delta_0000014_0000014", "delta_0000015_0000015"}
     assert not list(france.glob("*/*_flush_length"))
-    assert len(judge(hive4, ms, "db.p")) == 2 + 3 * 3
+    assert len(judge(hive4, ms, "db.p", expected=committed)) == 2 + 3 * 3
