@@ -151,8 +151,13 @@ class CommitOutcomeUnknown(MetaException):
     The message names the txn (``txn_id``) and how to learn its outcome once the metastore answers: a txn that is
     neither open nor aborted (``SHOW TRANSACTIONS``) committed."""
 
-    def __init__(self, message: str, txn_id: int) -> None:
-        super().__init__(message)
+    def __init__(self, txn_id: int, metastore: str, why: str) -> None:
+        super().__init__(
+            f"the outcome of committing txnid:{txn_id} is unknown: its answer was lost and {why}. Do not re-send "
+            f"its writes before you know it: once the metastore answers, SHOW TRANSACTIONS (acidstream show txns "
+            f"--metastore {metastore}) lists txnid:{txn_id} if it is open (abort it) or aborted; not listed, it "
+            "committed"
+        )
         self.txn_id = txn_id
 
 

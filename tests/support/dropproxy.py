@@ -25,6 +25,7 @@ class DropProxy:
         self._marker: bytes | None = None
         self._then: Callable[[], object] | None = None
         self._lock = threading.Lock()
+        self._relayed: set[socket.socket] = set()
         self.dropped = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -39,7 +40,17 @@ class DropProxy:
             self._marker, self._then = marker, then
 
     def close(self) -> None:
+        # shut down first: closed only, it goes on accepting while _accept's thread waits in accept() on it
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
+
+    def cut(self) -> None:
+        """The server out of reach from now on: no new connection, and every relayed one closed."""
+        self.close()
+        with self._lock:
+            relayed, self._relayed = self._relayed, set()
+        _close(*relayed)
 
     def _accept(self) -> None:
         while True:
@@ -52,6 +63,8 @@ class DropProxy:
             except OSError:  # the server is down: so is this connection
                 _close(client)
                 continue
+            with self._lock:
+                self._relayed.update((client, server))
             dropping = threading.Event()
             threading.Thread(target=self._up, args=(client, server, dropping), daemon=True).start()
             threading.Thread(target=self._down, args=(server, client, dropping), daemon=True).start()

@@ -12,14 +12,17 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from hive_metastore import ttypes
+from hive_metastore.ThriftHiveMetastore import Client
 
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import (
+    CommitOutcomeUnknown,
     InvalidObjectException,
     MetaException,
     MetastoreUnavailable,
@@ -33,7 +36,7 @@ from acidstream.metastore.hive.compactions import HiveCompactionQueue
 from acidstream.metastore.hive.readers import HiveReaderTxns
 from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_list, valid_write_id_list
 from acidstream.metastore.hive.tables import CLIENT_CAPABILITIES, file_uri, table_from_thrift
-from acidstream.metastore.hive.transport import ThriftConnection
+from acidstream.metastore.hive.transport import MetastoreUnreachable, ThriftConnection
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.lockwait import wait_for_lock
 from acidstream.metastore.models import (
@@ -97,6 +100,8 @@ _TIME_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3
 MIN_HIVE_VERSION = (4, 0)
 #: Hive's default ``metastore.txn.timeout``.
 DEFAULT_TXN_TIMEOUT = 300.0
+#: Seconds a commit whose answer was lost is asked again, while the metastore does not answer (it restarts).
+DEFAULT_SETTLE_TIMEOUT = 60.0
 
 
 class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue):
@@ -113,12 +118,12 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
             Capability.NOTIFICATIONS,
             Capability.REPLICA_STATE,
             Capability.COMPACTION_SERVICES,
+            Capability.COMPACTION_RENAMES,
             Capability.HOUSEKEEPING,
         }
     )
     backend_name: ClassVar[str] = "a Hive Metastore"
 
-            Capability.COMPACTION_RENAMES,
     def __init__(
         self,
         url: str,
@@ -128,11 +133,13 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         socket_timeout: float = 600.0,
         txn_timeout: float | None = None,
         lock_wait_timeout: float = 10.0,
+        settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
     ) -> None:
         self.connection = ThriftConnection(
             url, connect_timeout=connect_timeout, socket_timeout=socket_timeout
         )
         self.lock_wait_timeout = lock_wait_timeout
+        self.settle_timeout = settle_timeout
         self._txn_timeout = txn_timeout
         self._warehouse = warehouse
         self._tables: dict[int, set[str]] = {}  # txn id → tables it has write ids on (for commit key/value)
@@ -146,8 +153,13 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         """Connect and check that a metastore answers (``MetastoreUnavailable`` naming ``url`` otherwise) and
         that it is a Hive release acidstream runs on (:data:`MIN_HIVE_VERSION`), before anything is written."""
         client = cls(url, warehouse=warehouse, **options)
+        connection = client.connection
         try:
-            check_version(client._call("getVersion"), client.url)
+            # within the connect timeout: a port that accepts and never answers is no metastore to wait for
+            version = connection.call(
+                "getVersion", lambda c: c.getVersion(), idempotent=False, timeout=connection.connect_timeout
+            )
+            check_version(version, client.url)
         except BaseException:
             client.close()
             raise
@@ -211,13 +223,35 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         request = ttypes.OpenTxnRequest(
             num_txns=n, user=user or default_user or "", hostname=host or default_host, agentInfo=agent_info
         )
-        return list(self._call("open_txns", request, idempotent=False).txn_ids)
+        return self._opened(request)
+
+    def _opened(self, request: ttypes.OpenTxnRequest) -> list[int]:
+        """``open_txns``: the ids in order (Hive answers them in any order), checked to be as many consecutive
+        ids as asked for; if they are not, they are aborted and :class:`MetaException` says what came back."""
+        txn_ids = sorted(self._call("open_txns", request, idempotent=False).txn_ids or ())
+        try:
+            check_consecutive(txn_ids, request.num_txns, f"open_txns of {request.num_txns}", self.url)
+        except MetaException:
+            with contextlib.suppress(MetaException):  # what the metastore answered is the error to see
+                self.abort_txns(txn_ids)
+            raise
+        return txn_ids
 
     def allocate_table_write_ids(self, txn_ids: Sequence[int], table_name: str) -> list[tuple[int, int]]:
+        """(txn, write id) by txn id; :class:`MetaException` unless each txn got a write id and, in txn order,
+        they are consecutive (a batch's delta names the range of its write ids)."""
         db, name = split_name(table_name)
-        request = ttypes.AllocateTableWriteIdsRequest(dbName=db, tableName=name, txnIds=list(txn_ids))
+        txn_ids = sorted(txn_ids)
+        request = ttypes.AllocateTableWriteIdsRequest(dbName=db, tableName=name, txnIds=txn_ids)
         answer = self._call("allocate_table_write_ids", request, idempotent=False)
-        pairs = {t.txnId: t.writeId for t in answer.txnToWriteIds}
+        pairs = {t.txnId: t.writeId for t in answer.txnToWriteIds or ()}
+        what = f"allocate_table_write_ids for {db}.{name}"
+        if sorted(pairs) != txn_ids:
+            raise MetaException(
+                f"{what} at the Hive Metastore {self.url} answered write ids for txns {sorted(pairs)}, "
+                f"asked for {txn_ids}"
+            )
+        check_consecutive([pairs[t] for t in txn_ids], len(txn_ids), what, self.url)
         with self._guard:
             for txn in txn_ids:
                 self._tables.setdefault(txn, set()).add(f"{db}.{name}")
@@ -273,8 +307,9 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         writes: Sequence[TableWrite] = (),
     ) -> None:
         """Register the writes (``add_dynamic_partitions``, ``add_write_notification_log`` per partition with
-        files), then ``commit_txn``. A commit whose answer was lost is settled by asking the txn's state:
-        committed is success, aborted raises :class:`TransactionError`."""
+        files), then ``commit_txn``. A commit whose answer was lost is settled (:meth:`_settle_commit`):
+        committed is success, aborted raises :class:`TransactionError`, not known raises
+        :class:`CommitOutcomeUnknown`."""
         for write in writes:
             self._register(txn_id, write)
         request = ttypes.CommitTxnRequest(
@@ -286,19 +321,50 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         )
         try:
             self._call("commit_txn", request, idempotent=False)
+        except MetastoreUnreachable:
+            raise  # not sent: not committed, and retryable
         except MetastoreUnavailable:
-            state = self.get_txn_state(txn_id)  # reconnects; raises MetastoreUnavailable if it cannot
-            if state is TxnState.COMMITTED:
-                pass
-            elif state is TxnState.OPEN:  # the request never arrived
-                self._call("commit_txn", request, idempotent=False)
-            else:
-                raise TransactionError(
-                    f"the answer to committing txnid:{txn_id} was lost and the Hive Metastore at {self.url} "
-                    f"says it is {state.name.lower()}"
-                ) from None
+            self._settle_commit(request)
         with self._guard:
             self._tables.pop(txn_id, None)
+
+    def _settle_commit(self, request: ttypes.CommitTxnRequest) -> None:
+        """After ``commit_txn``'s answer was lost: send it again (:meth:`_persist`). Hive's ``commit_txn`` of a
+        committed txn is a no-op (``TxnHandler.commitTxn``'s "Nth commitTxn", which Hive's retrying client relies
+        on), so an answer settles it: success is committed (then or now), an aborted txn raises
+        :class:`TransactionError`. No answer in time, or a txn the metastore no longer knows, raises
+        :class:`CommitOutcomeUnknown`: never a retryable error for a commit that may have happened."""
+        txn_id = request.txnid
+        try:
+            self._persist("commit_txn", request)
+            return
+        except TxnAbortedException as exc:
+            raise TransactionError(
+                f"the answer to committing txnid:{txn_id} was lost and the Hive Metastore at {self.url} says "
+                f"it is aborted: {exc}"
+            ) from None
+        except NoSuchTxnException as exc:
+            why = f"the Hive Metastore at {self.url} no longer knows the txn ({exc})"
+            raise CommitOutcomeUnknown(txn_id, self.url, why) from exc
+        except MetastoreUnavailable as exc:
+            why = f"the Hive Metastore has not answered again for {self.settle_timeout:g}s: {exc}"
+            raise CommitOutcomeUnknown(txn_id, self.url, why) from exc
+
+    def _persist(self, name: str, *args: Any, fn: Callable[[Client], Any] | None = None) -> Any:
+        """Call ``name`` (or ``fn``), which repeated does no more than once (Hive marks it ``@Idempotent``),
+        until the metastore answers, for at most :attr:`settle_timeout` seconds: across a restart, reconnecting
+        as it comes back. The last :class:`MetastoreUnavailable` if it never does."""
+        call = fn or (lambda c: getattr(c, name)(*args))
+        deadline = time.monotonic() + self.settle_timeout
+        pause = 0.1
+        while True:
+            try:
+                return self.connection.call(name, call, idempotent=False)
+            except MetastoreUnavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def _register(self, txn_id: int, write: TableWrite) -> None:
         db, name = split_name(write.table)
@@ -619,6 +685,15 @@ def _lock_info(element: ttypes.ShowLocksResponseElement) -> LockInfo:
         agent_info=element.agentInfo,
         blocked_by=element.blockedByExtId,
     )
+
+
+def check_consecutive(ids: Sequence[int], n: int, what: str, url: str) -> None:
+    """:class:`MetaException` naming ``what`` unless ``ids`` are ``n`` consecutive ids, ascending."""
+    first = ids[0] if ids else 0
+    if list(ids) != list(range(first, first + n)):
+        raise MetaException(
+            f"{what} at the Hive Metastore {url} answered {list(ids)}: not {n} consecutive ids"
+        )
 
 
 def check_version(version: str, url: str) -> None:

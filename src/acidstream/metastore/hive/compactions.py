@@ -22,6 +22,7 @@ structs are declared here with 4.0.1's field ids; an older metastore leaves the 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -40,11 +41,13 @@ from acidstream.errors import (
     InvalidPartition,
     LockTimeoutException,
     MetaException,
+    MetastoreUnavailable,
     NoSuchObjectException,
     UnsupportedCapability,
 )
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.hive.host import HiveHost
+from acidstream.metastore.hive.transport import MetastoreUnreachable
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import (
     CompactionInfo,
@@ -125,6 +128,7 @@ class ShowCompactElement(_Struct):
     state: str
     workerid: str | None
     start: int | None
+    runAs: str | None
     hightestTxnId: int | None
     endTime: int | None
     errorMessage: str | None
@@ -172,6 +176,21 @@ class _Claim:
     struct: ttypes.CompactionInfoStruct
     txn_id: int
     meta: dict[str, Any]
+
+
+def _struct(element: ShowCompactElement) -> ttypes.CompactionInfoStruct:
+    """The worker's struct for a request, from ``show_compact``'s row (what Hive's queue calls read of it)."""
+    return ttypes.CompactionInfoStruct(
+        id=element.id,
+        dbname=element.dbname,
+        tablename=element.tablename,
+        partitionname=element.partitionname or None,
+        type=element.type,
+        runas=element.runAs,
+        workerId=element.workerid,
+        start=element.start,
+        enqueueTime=element.enqueueTime,
+    )
 
 
 def _existing(message: str | None) -> tuple[int, str] | None:
@@ -262,9 +281,12 @@ class HiveCompactionQueue(HiveHost):
 
     def get_compaction(self, compaction_id: int) -> CompactionInfo:
         """A queued or finished request (``show_compact`` filtered by its id)."""
+        return self._info(self._element(compaction_id))
+
+    def _element(self, compaction_id: int) -> ShowCompactElement:
         for element in self._show(ShowCompactRequest(id=compaction_id)):
             if element.id == compaction_id:
-                return self._info(element)
+                return element
         raise NoSuchObjectException(f"No compaction {compaction_id} at the Hive Metastore {self.url}")
 
     def show_compactions(self) -> list[CompactionInfo]:
@@ -320,8 +342,7 @@ class HiveCompactionQueue(HiveHost):
             if compaction_id not in waiting or min(waiting) != compaction_id:
                 return None
         while True:
-            request = ttypes.FindNextCompactRequest(workerId=worker_id, workerVersion=AGENT_VERSION)
-            found = self._call("find_next_compact2", request, idempotent=False).ci
+            found = self._claim_next(worker_id)
             if found is None:
                 return None
             if found.type not in _KIND_NAMES:
@@ -348,9 +369,27 @@ class HiveCompactionQueue(HiveHost):
             txn_id=txn_id,
         )
 
+    def _claim_next(self, worker_id: str) -> ttypes.CompactionInfoStruct | None:
+        """``find_next_compact2``. When its answer is lost, the request it may have claimed for ``worker_id``
+        is looked for by that worker id (unique: :func:`~acidstream.compactor.worker.new_worker_id`) once the
+        metastore answers, and taken on: left alone it would stay working until Hive revokes the worker
+        (``hive.compactor.worker.timeout``, 24 h)."""
+        request = ttypes.FindNextCompactRequest(workerId=worker_id, workerVersion=AGENT_VERSION)
+        try:
+            return self._call("find_next_compact2", request, idempotent=False).ci
+        except MetastoreUnreachable:
+            raise  # not sent: nothing claimed
+        except MetastoreUnavailable:
+            working = self._persist(
+                "show_compact", fn=lambda c: _show_compact(c, ShowCompactRequest(state="w"))
+            )
+        mine = sorted((e for e in working if e.workerid == worker_id), key=lambda e: e.id)
+        return _struct(mine[0]) if mine else None
+
     def _open_compactor_txn(self, found: ttypes.CompactionInfoStruct, worker_id: str) -> int | None:
         """``CompactionTxn.open``: a COMPACTION txn holding a SHARED_READ lock on the target; None (the request
-        marked failed, as Hive's worker does) if the lock is refused."""
+        marked failed, as Hive's worker does) if the lock is refused. If the metastore fails meanwhile, the
+        request is given back (:meth:`_give_back`)."""
         user, host = client_identity()
         target = f"{found.dbname}.{found.tablename}" + (
             f"/{found.partitionname}" if found.partitionname else ""
@@ -362,7 +401,11 @@ class HiveCompactionQueue(HiveHost):
             agentInfo=f"compactor {worker_id}: {_KIND_NAMES[found.type]} {target}",
             txn_type=ttypes.TxnType.COMPACTION,
         )
-        [txn_id] = self._call("open_txns", request, idempotent=False).txn_ids
+        try:
+            [txn_id] = self._opened(request)
+        except MetastoreUnavailable as exc:
+            self._give_back(found, None, exc)
+            raise
         level = LockLevel.PARTITION if found.partitionname else LockLevel.TABLE
         component = LockComponent(
             LockType.SHARED_READ,
@@ -377,12 +420,26 @@ class HiveCompactionQueue(HiveHost):
             error = None if state is LockState.ACQUIRED else f"lock {state.name}"
         except LockTimeoutException as exc:
             error = str(exc)
+        except MetastoreUnavailable as exc:
+            self._give_back(found, txn_id, exc)
+            raise
         if error is None:
             return int(txn_id)
         self.abort_txns([txn_id])
         found.errorMessage = f"Unable to acquire lock(s) on {{{target}}}: {error}"
         self._call("mark_failed", found, idempotent=True)
         return None
+
+    def _give_back(self, found: ttypes.CompactionInfoStruct, txn_id: int | None, error: Exception) -> None:
+        """A request claimed and not worked on because the metastore failed: its compactor txn aborted and the
+        request marked failed once the metastore answers again (:meth:`_persist`'s bound), so that Hive's
+        initiator queues its target again, rather than it staying working until Hive revokes the worker."""
+        # gone for longer, the request stays working: the caller raises ``error``, which says why
+        with contextlib.suppress(MetaException):
+            if txn_id is not None:
+                self._persist("abort_txn", ttypes.AbortTxnRequest(txnid=txn_id))
+            found.errorMessage = f"the worker lost the Hive Metastore while claiming the request: {error}"
+            self._persist("mark_failed", found)
 
     def _claim(self, compaction_id: int, txn_id: int | None) -> _Claim:
         """This client's claim on the request, still held by compactor txn ``txn_id`` if given."""
@@ -405,7 +462,9 @@ class HiveCompactionQueue(HiveHost):
         claim = self._claim(compaction_id, txn_id)
         claim.struct.highestWriteId = highest_write_id
         claim.struct.runas = claim.struct.runas or client_identity()[0]
-        self._call("update_compactor_state", claim.struct, txn_id, idempotent=False)
+        # repeated until answered (Hive's is idempotent): a request left working with no txn recorded would
+        # wait for Hive to revoke its worker (hive.compactor.worker.timeout, 24 h) to be compacted again
+        self._persist("update_compactor_state", claim.struct, txn_id)
         claim.meta = dict(meta)
 
     def begin_publish(self, compaction_id: int, txn_id: int, meta: Mapping[str, Any]) -> int:
@@ -441,14 +500,7 @@ class HiveCompactionQueue(HiveHost):
             self.abort_txns([claim.txn_id])
             struct = claim.struct
         else:
-            info = self.get_compaction(compaction_id)
-            struct = ttypes.CompactionInfoStruct(
-                id=info.id,
-                dbname=info.db,
-                tablename=info.table,
-                partitionname=info.partition,
-                type=_KINDS.get(info.kind, REBALANCE),
-            )
+            struct = _struct(self._element(compaction_id))
         struct.errorMessage = message
         self._call("mark_failed", struct, idempotent=True)
         self._claims().pop(compaction_id, None)

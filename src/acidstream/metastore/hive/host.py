@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acidstream.metastore.backend import Transactions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from hive_metastore import ttypes
+    from hive_metastore.ThriftHiveMetastore import Client
+
     from acidstream.metastore.hive.transport import ThriftConnection
     from acidstream.metastore.models import Table
 
@@ -22,6 +27,10 @@ class _Host(Transactions, Protocol):
     def url(self) -> str: ...
 
     def _call(self, name: str, *args: Any, idempotent: bool = True) -> Any: ...
+
+    def _opened(self, request: ttypes.OpenTxnRequest) -> list[int]: ...
+
+    def _persist(self, name: str, *args: Any, fn: Callable[[Client], Any] | None = None) -> Any: ...
 
     def get_table(self, table_name: str) -> Table: ...
 

@@ -36,7 +36,7 @@ def read_txn_list_string(response: ttypes.GetOpenTxnsResponse, current_txn: int 
     aborted = _bits(response.abortedBits, len(open_txns))
     opened: list[int] = []
     aborted_ids: list[int] = []
-    for txn, is_aborted in zip(open_txns, aborted, strict=True):
+    for txn, is_aborted in sorted(zip(open_txns, aborted, strict=True)):  # in order, however Hive answers
         if current_txn > 0 and txn >= current_txn:
             break
         (aborted_ids if is_aborted else opened).append(txn)
@@ -66,11 +66,12 @@ def valid_txn_list(response: ttypes.GetOpenTxnsResponse, current_txn: int = 0) -
 def valid_write_id_list(ids: ttypes.TableValidWriteIds) -> ValidWriteIdList:
     """``TxnCommonUtils.createValidReaderWriteIdList``: invalid write ids split into open and aborted."""
     invalid: Sequence[int] = ids.invalidWriteIds or []
-    aborted = _bits(ids.abortedBits, len(invalid))
+    # in order, however answered
+    marked = sorted(zip(invalid, _bits(ids.abortedBits, len(invalid)), strict=True))
     return ValidWriteIdList(
         ids.writeIdHighWaterMark,
-        tuple(w for w, a in zip(invalid, aborted, strict=True) if not a),
-        tuple(w for w, a in zip(invalid, aborted, strict=True) if a),
+        tuple(w for w, aborted in marked if not aborted),
+        tuple(w for w, aborted in marked if aborted),
         table=ids.fullTableName,
         min_open_write_id=ids.minOpenWriteId if ids.minOpenWriteId is not None else LONG_MAX,
     )

@@ -413,7 +413,7 @@ class MetastoreClient:
             )
         except CommitInDoubt as exc:
             shown = make_url(self.url).render_as_string(hide_password=True)
-            why = f"the metastore database has not answered again for {self._db.wait_timeout:g}s: {exc}"
+            why = f"the metastore database was not reached again within {self._db.wait_timeout:g}s: {exc}"
             raise CommitOutcomeUnknown(txn_id, shown, why) from exc
         if conflict is not None:
             raise conflict

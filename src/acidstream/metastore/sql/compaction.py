@@ -303,6 +303,14 @@ def begin_publish(conn: Connection, cq_id: int, txn_id: int, meta: Mapping[str, 
     return publish_id
 
 
+def _ended(conn: Connection, cq_id: int, state: str, txn_id: int | None = None) -> bool:
+    """Whether entry ``cq_id`` already ended in ``state`` (under compactor txn ``txn_id``, if given): the same
+    call again, after its COMMIT's answer was lost (the engine runs a write again on a new connection), is then
+    done, where the entry it requires is no longer queued."""
+    row = conn.execute(select(CC.cc_state, CC.cc_txn_id).where(CC.cc_id == cq_id)).first()
+    return row is not None and row.cc_state == state and (txn_id is None or row.cc_txn_id == txn_id)
+
+
 def _require_working(conn: Connection, cq_id: int, txn_id: int | None) -> Any:
     """A working entry; with ``txn_id``, one still owned by that compactor txn (a worker whose entry was
     reverted or rolled forward by someone else must not touch it)."""
@@ -317,6 +325,9 @@ def mark_compacted(conn: Connection, cq_id: int, txn_id: int | None = None) -> N
 
     ``txn_id``: the calling worker's compactor txn (None: recovery rolling a dead worker's entry forward).
     """
+    queued = conn.execute(select(CQ.cq_state, CQ.cq_txn_id).where(CQ.cq_id == cq_id)).first()
+    if queued is not None and queued.cq_state == "r" and txn_id is not None and queued.cq_txn_id == txn_id:
+        return  # done by this worker: its answer was lost
     row = _require_working(conn, cq_id, txn_id)
     if row.cq_publish_id is None:
         raise InvalidObjectException(f"compaction {cq_id} has published no output: it cannot be compacted")
@@ -365,6 +376,8 @@ def _finish(conn: Connection, row: Any, state: str, message: str | None) -> None
 
 def mark_refused(conn: Connection, cq_id: int, message: str, txn_id: int | None = None) -> None:
     """Nothing to compact and nothing to clean (Hive 4's "refused"): no file changed."""
+    if _ended(conn, cq_id, "c", txn_id):
+        return
     row = _require_working(conn, cq_id, txn_id)
     if row.cq_publish_id is not None:
         raise InvalidObjectException(f"compaction {cq_id} already published its output")
@@ -375,6 +388,8 @@ def mark_refused(conn: Connection, cq_id: int, message: str, txn_id: int | None 
 def mark_failed(conn: Connection, cq_id: int, message: str, txn_id: int | None = None) -> None:
     """Failed before publishing (nothing changed on disk), or while cleaning (the output stays in place).
     ``txn_id``: the calling worker's compactor txn, which must still own the (working) entry."""
+    if _ended(conn, cq_id, "f", txn_id):
+        return
     row = (
         _require_working(conn, cq_id, txn_id)
         if txn_id is not None
@@ -504,6 +519,8 @@ def mark_cleaned(
     found no remaining file for (``forget_write_ids``) stop being exceptions of this partition; a write id
     leaves the table's exceptions once no partition keeps a component of its txn. ``removed``: the
     directories the cleaner deleted (a CLEANED event tells replicas)."""
+    if _ended(conn, cq_id, "s"):
+        return
     row = _require(conn, cq_id, ("r",))
     notifications.emit(
         conn,

@@ -43,6 +43,12 @@ _SHORT_SWITCH = ShortSwitchInterval()
 _URL_FORMS = "sqlite:///path.db or postgresql://user@host/db"
 
 
+class CommitInDoubt(MetastoreUnavailable):
+    """A write whose COMMIT was sent, the connection lost before its answer, and the database not reached again
+    within the wait timeout: whether it happened is unknown (a retry that reached the database would have
+    found out, each write being one that can run again)."""
+
+
 def make_engine(url: str, wait_timeout: float = DEFAULT_WAIT_TIMEOUT) -> Engine:
     """Engine for ``sqlite:///path`` or ``postgresql://...`` (mapped onto the psycopg 3 driver); a SQLite
     statement waits up to ``wait_timeout`` seconds for another connection's write lock."""
@@ -167,14 +173,19 @@ class Database:
     def _run(self, fn: Callable[[Connection], T], *, readonly: bool, durable: bool = False) -> T:
         delay = 0.001
         deadline = time.monotonic() + self.wait_timeout
+        in_doubt = False  # a write's COMMIT was sent and the connection lost before its answer
         for attempt in range(MAX_ATTEMPTS):
+            committing = False
             try:
                 with _SHORT_SWITCH, self.engine.connect() as conn:
                     if readonly or durable:
                         conn = conn.execution_options(acid_readonly=readonly, acid_durable=durable)
                     with conn.begin():
-                        return fn(conn)
+                        result = fn(conn)
+                        committing = True  # leaving the block sends COMMIT
+                    return result
             except DBAPIError as exc:
+                in_doubt = in_doubt or (committing and not readonly and _unavailable(exc))
                 limit = MAX_INTEGRITY_ATTEMPTS if isinstance(exc, IntegrityError) else MAX_ATTEMPTS
                 pause = delay * (1 + random.random())
                 if (
@@ -185,6 +196,10 @@ class Database:
                     time.sleep(pause)
                     delay = min(delay * 2, 0.2)
                     continue
+                if in_doubt and isinstance(exc, OperationalError):
+                    raise CommitInDoubt(
+                        f"metastore database error: {exc.orig} (after a COMMIT whose answer was lost)"
+                    ) from exc
                 if isinstance(exc, OperationalError):
                     raise MetastoreUnavailable(f"metastore database error: {exc.orig}") from exc
                 raise MetaException(f"metastore database error: {exc.orig}") from exc
