@@ -9,6 +9,9 @@
 #                                      takes the port it had, so its clients' URI stays valid). Prints its URI.
 #                                      ACIDSTREAM_HIVE_DML_EVENTS=false: Hive's default of not logging DML events
 #                                      (the tests log them, for the write notifications replication reads).
+#                                      Its housekeeping runs, as on a production metastore: txns and locks without
+#                                      a heartbeat for ACIDSTREAM_HIVE_TXN_TIMEOUT (default 60s, Hive's is 300s)
+#                                      are aborted, checked every ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL (10s).
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -34,6 +37,11 @@ fingerprint() {
 
 fetch() {
     command -v "$java_bin" >/dev/null || die "no java at '$java_bin'"
+    # one fetch at a time per cache: a second one waits, then finds it up to date (two at once each emptied
+    # lib/ while the other filled it)
+    mkdir -p "$(dirname "$home")"
+    exec 9>"$home.lock"
+    flock 9
     local want
     want="$(fingerprint)"
     if [ -f "$home/fetched" ] && [ "$(cat "$home/fetched")" = "$want" ]; then
@@ -80,6 +88,12 @@ site_xml() { # dir port
     local dir="$1" port="$2"
     # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
     # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
+    # Hive's transaction housekeeping (metastore.task.threads.remote's ACID services: txn and lock timeouts,
+    # compaction history, cleaning ended txns, counting open ones), without its partition discovery and
+    # materialized view tasks, which no test uses.
+    local service=org.apache.hadoop.hive.metastore.txn.service
+    local housekeepers="$service.AcidHouseKeeperService,$service.CompactionHouseKeeperService"
+    housekeepers+=",$service.AcidTxnCleanerService,$service.AcidOpenTxnsCounterService"
     local -a props=(
         metastore.thrift.bind.host 127.0.0.1
         metastore.thrift.port "$port"
@@ -93,7 +107,10 @@ site_xml() { # dir port
         metastore.expression.proxy org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy
         hive.txn.manager org.apache.hadoop.hive.ql.lockmgr.DbTxnManager
         hive.support.concurrency true
-        metastore.txn.timeout 300s
+        metastore.txn.timeout "${ACIDSTREAM_HIVE_TXN_TIMEOUT:-60s}"
+        metastore.housekeeping.threads.on true
+        metastore.task.threads.remote "$housekeepers"
+        metastore.acid.housekeeper.interval "${ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL:-10s}"
         metastore.compactor.initiator.on false
         metastore.compactor.cleaner.on false
         metastore.compactor.worker.threads 0
