@@ -5,14 +5,21 @@ files: timestamps)."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
+from acidstream.acid.codec import BucketCodec
+from acidstream.acid.orc import AcidWriter, WriterOptions, prepare_directory
+from acidstream.acid.types import parse_columns
 from acidstream.catalog import Metastore
 from hive4.judge import hive_rows, our_rows
 from hive4.referee import Referee
@@ -126,3 +133,58 @@ def test_hive_written(hive4: Referee, ms: Metastore) -> None:
     ours = {r[0]: as_hive(r[1]) for _, r in our_rows(ms, "db.h", txns)}
     assert ours == theirs
     assert theirs == {i: as_hive(ts) for i, ts in enumerate(OLD)} | {len(OLD): "1970-01-01 00:00:00.5"}
+
+
+#: 1678 to 2261, the years of int64 nanoseconds; near, long before and after 1970.
+NANOS = st.one_of(
+    st.integers(-9_214_560_000 * 10**9, 9_214_560_000 * 10**9),
+    st.integers(-5 * 10**9, 5 * 10**9),
+    st.integers(-(10**9) - 10**6, -(10**9) + 10**6),
+)
+
+
+def hive_text(nanos: int) -> str:
+    """A timestamp as Hive prints it: nanoseconds, trailing zeros dropped."""
+    seconds, fraction = divmod(nanos, 10**9)
+    text = (dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S")
+    return text + (f".{fraction:09d}".rstrip("0") if fraction else "")
+
+
+def readable(nanos: int) -> bool:
+    """All but the last second before 1970 with a fraction of 1 ms or more (docs/format.md)."""
+    return not (-(10**9) < nanos < 0 and nanos % 10**9 > 999_999)
+
+
+@given(st.lists(st.one_of(st.none(), NANOS.filter(readable)), min_size=1, max_size=30), st.booleans())
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_timestamp_reads_back_in_hive(
+    hive4: Referee, tmp_path: Path, values: list[int | None], base: bool
+) -> None:
+    """Whatever timestamps we write (a delta, or a base with a row index as compaction writes) Hive 4 reads
+    exactly, at the top level and in a struct."""
+    table = tmp_path / uuid.uuid4().hex
+    directory = table / ("base_0000001" if base else "delta_0000001_0000001_0000")
+    fs = pafs.LocalFileSystem()
+    prepare_directory(fs, str(directory))
+    cols = parse_columns("id int, ts timestamp, st struct<t:timestamp>")
+    rows = pa.table(
+        {
+            "id": pa.array(range(len(values)), pa.int32()),
+            "ts": pa.array(values, pa.timestamp("ns")),
+            "st": pa.array([{"t": v} for v in values], cols[2].type.to_arrow()),
+        }
+    )
+    w = AcidWriter(
+        fs, str(directory / "bucket_00000"), cols, options=WriterOptions(is_base=base), side_file=False
+    )
+    w.insert(1, BucketCodec.V1.encode(0, 0), rows)
+    w.close()
+    columns = [(c.name, str(c.type)) for c in cols]
+    for splits in ("hybrid", "etl"):
+        got = hive4.read(
+            table, columns, "default.t:1:9223372036854775807::", "1:9223372036854775807::", splits=splits
+        )
+        assert [r for _, r in got] == [
+            (i, None if v is None else hive_text(v), [None if v is None else hive_text(v)])
+            for i, v in enumerate(values)
+        ]
