@@ -7,6 +7,7 @@ and never answers fails a request within its timeout, as a retryable :class:`Sto
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
@@ -187,3 +188,66 @@ def test_the_daemons_report_a_lost_namenode_as_storage_unavailable_and_clean_onc
         after = {i.base_name for i in fs.get_file_info(pafs.FileSelector(path))}
         assert len(after) < len(before) and any(n.startswith("base_") for n in after)
         assert visible_seqs(ms, "t") == dict.fromkeys(range(5), 10)
+
+
+class HangProxy:
+    """Forwards loopback connections to ``target`` until a request line matches the armed pattern: from then
+    on nothing more is forwarded either way, and new connections are taken and never answered (a namenode
+    that hangs)."""
+
+    def __init__(self, target: tuple[str, int], pattern: bytes) -> None:
+        self.target, self.pattern = target, pattern
+        self.hung = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.hung.is_set():
+                continue  # taken, never answered (and kept open by the thread's frame until the test ends)
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if upstream and self.pattern in data:
+                    self.hung.set()
+                if self.hung.is_set():
+                    self.hung.wait()  # forever: the connection stays open, silent
+                sink.sendall(data)
+
+
+@pytest.mark.timeout(300)
+def test_a_merge_whose_namenode_hangs_fails_in_time_and_ends_its_txn(
+    hdfs_namenode: MiniHdfs, short_timeouts: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namenode stops answering in the middle of a merge (at its first listing, its txn open): the merge
+    fails as StorageUnavailable within the request timeout instead of hanging with its txn kept alive by
+    heartbeats, and its txn and locks end, so other writers of the table are not held back."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
+    warehouse = f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}/wh"
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=warehouse) as ms:
+        create_table(ms, "t")
+        stream(ms, "t", range(2), 10, Ledger())
+        proxy = HangProxy(("127.0.0.1", hdfs_namenode.webhdfs_port), b"op=LISTSTATUS")
+        monkeypatch.setenv("ACIDSTREAM_WEBHDFS_PORT", str(proxy.port))
+        try:
+            with pytest.raises(StorageUnavailable, match=str(proxy.port)):
+                ms.execute("DELETE FROM t WHERE id = 1")
+            assert proxy.hung.is_set()
+        finally:
+            proxy.close()
+        assert [t.state.name for t in ms.show_txns() if t.state.name == "OPEN"] == []
+        monkeypatch.setenv("ACIDSTREAM_WEBHDFS_PORT", str(hdfs_namenode.webhdfs_port))
+        ms.execute("DELETE FROM t WHERE id = 1")
+        assert visible_seqs(ms, "t") == {0: 9, 1: 10}
