@@ -29,9 +29,9 @@ from sqlglot import exp
 from acidstream.errors import InvalidObjectException
 from acidstream.mutate.merge import TableMutation, evaluate_assignment
 from acidstream.read.scan import TableScan
-from acidstream.sql.dml import TableRef, assignments, qualifier_of, refuse_extras
 from acidstream.sql.expressions import Resolve, Translator, common_type
 from acidstream.sql.parse import error_at
+from acidstream.sql.tables import TableRef, assignments, qualifier_of, refuse_extras
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore
