@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter, repl
 from acidstream.acid.orc.reader import WHOLE_READ_BYTES
-from acidstream.compactor import Cleaner, CompactorConfig
+from acidstream.compactor import Cleaner, Compactor, CompactorConfig
 from acidstream.errors import StorageLocationError, StorageUnavailable, StreamingIOFailure
 from acidstream.faults import armed
 from support.cutproxy import CutProxy, cut_proxy
@@ -230,3 +231,40 @@ def test_refused_credentials_are_named_before_any_txn_opens(
             with pytest.raises(StorageLocationError, match=f"{re.escape(warehouse)}.*ACCESS_DENIED"):
                 write()
         assert ms.show_txns() == []
+
+
+def test_the_daemons_report_a_server_away_as_storage_unavailable_and_clean_once_it_is_back(
+    proxy: CutProxy, tmp_path: Path
+) -> None:
+    """While the server is away the initiator and replication raise :class:`StorageUnavailable` (not
+    pyarrow's ``OSError``), and a cleaning waits in "ready for cleaning" instead of being marked failed; once
+    the server is back, a later pass (after the cleaning's claim lapsed) removes what the compaction replaced."""
+    warehouse = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/wh"
+    config = CompactorConfig(delta_num_threshold=1, retention=0.0)
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=warehouse, txn_timeout=2.0) as ms:
+        ms.execute(DDL.format(buckets=1))
+        committed = [_rows(t * 100, 10) for t in range(5)]
+        for rows in committed[:3]:
+            _commit(ms, rows)
+        compactor = Compactor(ms, config)
+        assert compactor.compact("default.events").info.state == "ready for cleaning"
+        for rows in committed[3:]:
+            _commit(ms, rows)  # two new deltas: the initiator has a candidate
+        before = _dirs(ms)
+        proxy.cut()
+        try:
+            with pytest.raises(StorageUnavailable, match="NETWORK_CONNECTION"):
+                compactor.run_once()
+            assert [c.state for c in compactor.clean()] == ["ready for cleaning"]
+            with (
+                Metastore.connect(f"sqlite:///{tmp_path / 'r.db'}", warehouse=tmp_path / "r") as replica,
+                pytest.raises(StorageUnavailable, match="NETWORK_CONNECTION"),
+            ):
+                repl.sync(ms, replica)
+        finally:
+            proxy.restore()
+        assert [c.state for c in ms.show_compactions()] == ["ready for cleaning"]
+        time.sleep(2.0)  # the claim of the cleaning that waited lapses with the txn timeout
+        assert [c.state for c in compactor.clean()] == ["succeeded"]
+        assert len(_dirs(ms)) < len(before)
+        assert _scan(ms) == sorted(r for rows in committed for r in _as_list(rows))
