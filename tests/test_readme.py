@@ -30,6 +30,7 @@ from click.testing import CliRunner
 from acidstream.cli import cli
 from acidstream.cli._options import read_config
 from acidstream.storage import delete_locations
+from support.deps import import_or_skip
 from support.hdfscluster import MiniHdfs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +177,7 @@ def workspace(
 
 def empty_bucket(endpoint: str, bucket: str) -> None:
     """Delete every object of a bucket of the suite's S3 server."""
-    boto3 = pytest.importorskip("boto3")
+    boto3 = import_or_skip("boto3")
     boto3.resource("s3", endpoint_url=endpoint).Bucket(bucket).objects.all().delete()
 
 

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from support.deps import import_or_skip
+
 pytestmark = pytest.mark.hive4
 
 
@@ -24,7 +26,7 @@ def acidstream(*args: str, stdin: str = "") -> str:
 
 
 def test_the_command_line_runs_on_a_hive_metastore(hive4_metastore: str) -> None:
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     ms = ("--metastore", hive4_metastore)
     acidstream("sql", *ms, "CREATE DATABASE IF NOT EXISTS clidb")
     acidstream(

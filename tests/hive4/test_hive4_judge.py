@@ -17,6 +17,7 @@ from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.catalog import Metastore
 from hive4.judge import hive_snapshot, judge
 from hive4.referee import Referee
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
@@ -120,7 +121,7 @@ def test_live_batches_on_our_metastore(hive4: Referee, tmp_path: Path, warehouse
 def test_live_batches_on_a_hive_metastore(hive4: Referee, hive4_metastore: str) -> None:
     """The judge's snapshot is the Hive Metastore's, and the write ids Hive reads at are computed by Hive's own
     metastore client; ours must compute the same."""
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     db = f"judged{next(_dbs)}"
     with Metastore.connect(hive4_metastore) as ms:
         ms.execute(f"CREATE DATABASE {db}")

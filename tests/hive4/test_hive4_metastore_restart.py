@@ -21,6 +21,7 @@ from acidstream.errors import AcidStreamError, MetastoreUnavailable
 from acidstream.metastore.models import TxnState
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee, hive_sh
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
@@ -64,7 +65,7 @@ def txn(conn: StreamingConnection, ids: range) -> None:
 def test_streaming_survives_a_killed_and_restarted_metastore(
     hive4: Referee, own_metastore: tuple[str, Path]
 ) -> None:
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     uri, state = own_metastore
     with Metastore.connect(uri, connect_timeout=2) as ms:
         ms.execute(

@@ -14,6 +14,7 @@ from acidstream import Metastore
 from acidstream.mutate import BucketIdResolver, MutatorClient, MutatorCoordinator, RecordIdentifier
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
@@ -29,7 +30,7 @@ def hive_rows(
 
 
 def test_the_mutation_api_commits_two_tables_at_once(hive4: Referee, hive4_metastore: str) -> None:
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     db = f"bank{next(_dbs)}"
     with Metastore.connect(hive4_metastore) as ms:
         ms.execute(f"CREATE DATABASE {db}")

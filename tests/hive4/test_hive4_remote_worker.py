@@ -22,10 +22,11 @@ from acidstream.spark.compact import run_requests
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee
 from hive4.test_hive4_metastore_backend import COLUMNS, create_table
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
-pytest.importorskip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive]) is not installed")
+import_or_skip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive]) is not installed")
 
 
 @pytest.fixture

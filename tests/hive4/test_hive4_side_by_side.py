@@ -13,13 +13,14 @@ import pytest
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
 from hive4.hivetables import HiveTable
 from hive4.referee import Referee, Streamer
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
 
 @pytest.fixture
 def ms(hive4_metastore: str) -> Iterator[Metastore]:
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     with Metastore.connect(hive4_metastore) as metastore:
         yield metastore
 

@@ -12,6 +12,7 @@ import pytest
 from acidstream import Metastore
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
@@ -21,7 +22,7 @@ _names = itertools.count()
 
 @pytest.fixture
 def table(hive4_metastore: str) -> str:
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     name = f"default.spark{next(_names)}"
     with Metastore.connect(hive4_metastore) as ms:
         ms.execute(

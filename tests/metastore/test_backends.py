@@ -34,6 +34,7 @@ from acidstream.metastore.models import (
     TxnState,
 )
 from support.backends import sql_metastore_url
+from support.deps import import_or_skip
 
 _names = itertools.count()
 
@@ -50,7 +51,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Me
     so each test has a database of its own there)."""
     with ExitStack() as stack:
         if request.param == "hive":
-            pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+            import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
             url = request.getfixturevalue("hive4_metastore")
             ms = Metastore.connect(url, lock_wait_timeout=2.0)
         else:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+from support.deps import import_or_skip
 
-from acidstream.errors import MetaException
-from acidstream.metastore.hive.client import check_version
+import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+
+from acidstream.errors import MetaException  # noqa: E402  (after the skip: it needs the hive extra)
+from acidstream.metastore.hive.client import check_version  # noqa: E402
 
 
 @pytest.mark.parametrize("version", ["4.0.0", "4.0.1", "4.1.0-SNAPSHOT", "5.0"])

@@ -411,3 +411,15 @@ def test_partitioned_scan_on_both_metastore_backends(metastore_url: str, warehou
         got = m.table("db.p").scan(partition_filter={"k": "a"}).to_arrow().to_pylist()
         assert sorted(r["id"] for r in got) == [1, 3]
         assert m.table("db.p").scan().count() == 4
+
+
+def test_to_pandas_without_pandas_says_which_extra_brings_it(
+    people: Metastore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pandas is an extra: without it ``to_pandas`` names the extra, where pyarrow's error would not."""
+    scan = people.table("db.people").scan()
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if not installed: ``import pandas`` fails
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'acidstream\[pandas\]'"):
+        scan.to_pandas()
+    monkeypatch.undo()
+    assert sorted(scan.to_pandas()["id"]) == [1, 2, 3, 4, 5]

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.catalog import Metastore
 from acidstream.compactor import Cleaner, CompactorConfig
+from acidstream.errors import NoSuchObjectException
 
 TABLES = ["db.flat", "db.parts"]
 
@@ -74,8 +75,11 @@ def run_workload(ms: Metastore, seed: int, steps: int, after_step: Callable[[], 
         elif action == "compact":
             partition = {"ds": rng.choice(["a", "b"])} if table == "db.parts" else None
             try:
-                ms.compact(table, partition, rng.choice(["major", "minor"]), wait=True)
-            except Exception:  # a partition not written yet
+                cq_id = ms.compact(table, partition, rng.choice(["major", "minor"]), wait=True)
+            except NoSuchObjectException as exc:  # a partition not written yet: nothing else may fail here
+                assert "does not exist" in str(exc) and partition is not None, exc
                 continue
+            done = ms.get_compaction(cq_id)  # refused (nothing to compact) is an answer; failed is not
+            assert done.state != "failed", done.error_message
             Cleaner(ms, CompactorConfig(retention=0)).run_once()
         after_step()

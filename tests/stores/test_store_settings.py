@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from acidstream.cli import cli
+from support.deps import import_or_skip
 from support.s3server import BUCKETS
 
 #: The AWS settings the session's S3 server is otherwise found by (tests/support/s3server.py).
@@ -65,7 +66,7 @@ def test_the_command_line_reaches_s3_through_acidstream_toml_alone(
         "cat", "default.notes", "--metastore", f"sqlite:///{tmp_path}/metastore.db", "--warehouse", warehouse
     )
     assert sorted(rows.splitlines()) == ["1\tone", "2\ttwo", "3\tthree"]
-    boto3 = pytest.importorskip("boto3")
+    boto3 = import_or_skip("boto3")
     s3 = boto3.client(
         "s3",
         endpoint_url=s3_endpoint,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
+from support.deps import import_or_skip
 
 #: Buckets the server starts with: the tests' own and the README's example bucket.
 BUCKETS = ("acidstream-tests", "acidstream-demo")
@@ -21,8 +21,8 @@ BUCKETS = ("acidstream-tests", "acidstream-demo")
 @contextmanager
 def s3_server() -> Iterator[str]:
     """Start the server with :data:`BUCKETS`; yields its URL."""
-    boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
+    boto3 = import_or_skip("boto3")
+    moto_server = import_or_skip("moto.server")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -54,7 +54,7 @@ def s3_server() -> Iterator[str]:
 def s3_server_process(env: dict[str, str]) -> Iterator[str]:
     """A moto server of its own in a child process, configured by ``env`` (moto reads its settings from the
     environment at start: ``INITIAL_NO_AUTH_ACTION_COUNT`` makes it check credentials); yields its URL."""
-    pytest.importorskip("moto.server")
+    import_or_skip("moto.server")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

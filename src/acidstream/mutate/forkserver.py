@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -252,6 +253,8 @@ def serve(control_fd: int) -> None:
     socket (the merging process ended: the kernel then kills the workers still running)."""
     configure()  # a process of acidstream's own, as Spark's Python workers: its workers inherit the settings
     for module in PRELOAD:
+        if module == "pandas" and importlib.util.find_spec(module) is None:
+            continue  # an extra: where it is missing, pyarrow does not import it either
         importlib.import_module(module)
     gc.freeze()  # a worker's collections then leave the preloaded objects alone: no copy of their pages
     control = socket.socket(fileno=control_fd)

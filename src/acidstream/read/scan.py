@@ -281,6 +281,13 @@ class TableScan:
         return pa.Table.from_batches(list(self._batches()), schema=self.schema)
 
     def to_pandas(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame; pandas is the ``pandas`` extra."""
+        try:
+            import pandas  # noqa: F401  (pyarrow's own error would not say how to get it)
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "TableScan.to_pandas needs pandas: pip install 'acidstream[pandas]'", name="pandas"
+            ) from exc
         return self.to_arrow().to_pandas()
 
     def count(self) -> int:
