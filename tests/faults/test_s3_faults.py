@@ -27,9 +27,10 @@ from acidstream.compactor import Cleaner, Compactor, CompactorConfig
 from acidstream.errors import StorageLocationError, StorageUnavailable, StreamingIOFailure
 from acidstream.faults import armed
 from support.cutproxy import CutProxy, cut_proxy
+from support.deps import import_or_skip
 from support.s3server import BUCKETS, s3_server_process
 
-boto3 = pytest.importorskip("boto3")
+boto3 = import_or_skip("boto3")
 BUCKET = BUCKETS[0]
 DDL = (
     "CREATE TABLE events (id int, payload string) CLUSTERED BY (id) INTO {buckets} BUCKETS "
