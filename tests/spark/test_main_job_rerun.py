@@ -20,7 +20,7 @@ import pytest
 from acidstream.catalog import Metastore
 from acidstream.spark.main_job import TABLE
 
-ROWS, FILES = 1200, 12  # per landed run: 12 micro-batches of 100 rows
+ROWS, FILES = 800, 8  # per landed run: 8 micro-batches of 100 rows (the stops take at most 7)
 #: Where a stop comes; each appears once, in a random order, with random parameters.
 POINTS = ("start-up", "start-up, signalled twice", "after commits", "mid-batch", "mid-batch, to the group")
 

@@ -126,21 +126,14 @@ def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Ta
     resumed = (
         "resumed",
         f"{report.run}, stopped earlier with {report.files_before} of its {report.landing_files} landing files "
-        "committed; this run ingests the others (and lands none of its own)",
+        "committed: this run goes on with the others, landing none of its own",
     )
     stopped = (
         "stopped",
         f"by a signal, with {report.files_committed} of {report.landing_files} landing files committed; the "
         "micro-batch under way was aborted, and the next run resumes the rest",
     )
-    for label, value in [
-        *([resumed] if report.resumed else []),
-        *([stopped] if report.stopped else []),
-        ("rows ingested (this run)", f"{report.rows:,}"),
-        ("rows in table", f"{report.table_rows:,}"),
-        ("transactions committed", f"{report.transactions} (one per landing file and micro-batch)"),
-        ("partitions", f"{report.partitions}"),
-        ("bucket files", f"{report.files}"),
+    timing = [
         (
             "ingest time",
             f"{report.seconds:.1f} s; the first micro-batch {report.first_batch_seconds:.1f} s (Spark starts its "
@@ -151,6 +144,16 @@ def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Ta
             f"{report.records_per_second:,.0f}; later micro-batches {report.batch_seconds:.2f} s each, "
             f"{report.write_seconds:.2f} s of it writing (median)",
         ),
+    ]
+    for label, value in [
+        *([resumed] if report.resumed else []),
+        *([stopped] if report.stopped else []),
+        ("rows ingested (this run)", f"{report.rows:,}"),
+        ("rows in table", f"{report.table_rows:,}"),
+        ("transactions committed", f"{report.transactions} (one per landing file and micro-batch)"),
+        ("partitions", f"{report.partitions}"),
+        ("bucket files", f"{report.files}"),
+        *(timing if report.transactions else []),  # none when stopped before a micro-batch
         (
             "Spark SQL queries",
             f"{report.queries} (one before the ingest, one after); they saw {report.mid_ingest_snapshots} "
