@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
 from acidstream.compactor.worker import Worker
 from acidstream.errors import CommitOutcomeUnknown, MetastoreUnavailable, MetastoreUrlError
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 from hive4.referee import HIVE_SH, hive_sh
 from support.dropproxy import DropProxy
 
@@ -216,7 +216,7 @@ def test_a_commit_answer_lost_to_a_killed_metastore_is_settled_once_it_is_back(
         restarter.join()
         assert proxy.dropped == 1
         conn.close()
-        assert txn is not None and ms.get_txn_state(txn) is TxnState.COMMITTED
+        assert txn is not None and ms.get_txn_state(txn) is TxnStatus.COMMITTED
         assert rows(ms, "lost_commit") == [(i, f"m{i}") for i in range(10)]
 
 
@@ -238,7 +238,7 @@ def test_a_commit_answer_never_settled_is_an_unknown_outcome_naming_the_txn(
         start(own)
         conn.close()
         # it had committed: re-sending its records on a retryable error would have written them twice
-        assert txn is not None and ms.get_txn_state(txn) is TxnState.COMMITTED
+        assert txn is not None and ms.get_txn_state(txn) is TxnStatus.COMMITTED
         assert rows(ms, "unknown_commit") == [(i, f"m{i}") for i in range(10)]
 
 
@@ -262,7 +262,7 @@ def test_a_compaction_whose_recording_meets_a_killed_metastore_does_not_stay_wor
         # done (the recording was repeated once the metastore answered), or given back as failed (Hive's
         # housekeeping aborted the compactor txn while the metastore was down): never left working
         assert info.state in ("ready for cleaning", "succeeded", "failed"), info
-        assert [t for t in ms.show_txns() if t.state is TxnState.OPEN] == []
+        assert [t for t in ms.show_txns() if t.state is TxnStatus.OPEN] == []
         assert rows(ms, "recorded") == [(i, f"m{i}") for i in range(3)]
 
 
@@ -274,9 +274,9 @@ def test_the_house_keeper_aborts_a_silent_txn_and_heartbeats_keep_a_live_one(own
         conn = connection(ms, "kept")
         conn.begin_transaction()
         conn.write(b"1,kept")
-        while ms.get_txn_state(silent) is TxnState.OPEN:
+        while ms.get_txn_state(silent) is TxnStatus.OPEN:
             time.sleep(1)
-        assert ms.get_txn_state(silent) is TxnState.ABORTED
+        assert ms.get_txn_state(silent) is TxnStatus.ABORTED
         time.sleep(ms.txn_timeout)  # a whole timeout more: the live batch's heartbeats keep it
         conn.commit_transaction()
         conn.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from acidstream import Metastore
-from acidstream.metastore import LockComponent, LockLevel, LockType, TxnState
+from acidstream.metastore import LockComponent, LockLevel, LockType, TxnStatus
 from support.dropproxy import DropProxy, drop_proxy
 
 POSTGRES = [pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -32,7 +32,7 @@ def ms(metastore_url: str, warehouse: Path, proxy: DropProxy) -> Iterator[Metast
 
 
 def _open(ms: Metastore) -> list[int]:
-    return [t.txn_id for t in ms.show_txns() if t.state is TxnState.OPEN]
+    return [t.txn_id for t in ms.show_txns() if t.state is TxnStatus.OPEN]
 
 
 def test_txns_opened_once(ms: Metastore, proxy: DropProxy) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from acidstream import Metastore
 from acidstream.errors import CommitOutcomeUnknown
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from support.dropproxy import DropProxy, drop_proxy
 
 #: PostgreSQL's COMMIT as the client sends it (a simple query), not a statement that names a commit
@@ -89,7 +89,7 @@ def test_a_compaction_end_whose_answer_is_lost_is_done_once(
     end(ms, cq, claimed.txn_id)  # run again on a new connection: it finds the entry ended as asked
     assert proxy.dropped == 1
     assert ms.get_compaction(cq).state == state
-    assert ms.get_txn_state(claimed.txn_id) is not TxnState.OPEN
+    assert ms.get_txn_state(claimed.txn_id) is not TxnStatus.OPEN
 
 
 def test_a_commit_whose_database_is_not_reached_again_has_an_unknown_outcome(
@@ -102,4 +102,4 @@ def test_a_commit_whose_database_is_not_reached_again_has_an_unknown_outcome(
     assert not unknown.value.retryable and unknown.value.txn_id == txn
     assert f"txnid:{txn}" in str(unknown.value) and "show txns" in str(unknown.value)
     with Metastore.connect(metastore_url, warehouse=warehouse) as direct:
-        assert direct.get_txn_state(txn) is TxnState.COMMITTED  # it had happened
+        assert direct.get_txn_state(txn) is TxnStatus.COMMITTED  # it had happened

@@ -25,7 +25,7 @@ from acidstream import Metastore
 from acidstream.compactor import Cleaner
 from acidstream.compactor.config import CompactorConfig
 from acidstream.faults import FAULTS_ENV
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 TABLE = "default.accounts"
@@ -100,7 +100,7 @@ def test_workers_die_with_a_killed_merge_and_write_nothing_after(metastore_url: 
         # the housekeeper aborts the dead merge's txn once it timed out; then a compaction and its cleaner
         time.sleep(max(0.0, killed + TXN_TIMEOUT + 0.1 - time.monotonic()))
         assert len(ms.perform_timeouts()) == 1
-        assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+        assert not [t for t in ms.show_txns() if t.state is TxnStatus.OPEN]
         assert _files(root) == files
         for part in ("p0", "p1", "p2"):
             ms.compact(TABLE, f"p={part}", "major", wait=True)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from acidstream import Metastore
-from acidstream.metastore import LockComponent, LockLevel, LockType, OperationType, TxnState
+from acidstream.metastore import LockComponent, LockLevel, LockType, OperationType, TxnStatus
 
 SHORT = 0.5
 
@@ -54,10 +54,10 @@ def test_a_short_timeout_client_aborts_nobody_elses_txns(
     assert hasty.table(table).scan().to_arrow().num_rows == 1
     hasty.perform_timeouts()
     assert patient.perform_timeouts() == []
-    assert hasty.get_txn_state(short_txn) is TxnState.ABORTED
-    assert hasty.get_txn_state(long_txn) is TxnState.OPEN
+    assert hasty.get_txn_state(short_txn) is TxnStatus.ABORTED
+    assert hasty.get_txn_state(long_txn) is TxnStatus.OPEN
     patient.commit_txn(long_txn)
-    assert patient.get_txn_state(long_txn) is TxnState.COMMITTED
+    assert patient.get_txn_state(long_txn) is TxnStatus.COMMITTED
 
 
 def test_a_long_timeout_housekeeper_still_aborts_a_short_timeout_txn(

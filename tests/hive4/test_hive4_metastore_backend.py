@@ -32,7 +32,7 @@ from acidstream.metastore.models import (
     LockType,
     OperationType,
     TableWrite,
-    TxnState,
+    TxnStatus,
 )
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee
@@ -121,9 +121,9 @@ def test_txn_calls_round_trip(hive4: Referee, hive4_metastore: str, client: Hive
     client.commit_txn(txns[0])
     client.abort_txns([txns[1]])
     assert [client.get_txn_state(t) for t in txns[:3]] == [
-        TxnState.COMMITTED,
-        TxnState.ABORTED,
-        TxnState.OPEN,
+        TxnStatus.COMMITTED,
+        TxnStatus.ABORTED,
+        TxnStatus.OPEN,
     ]
     beat = client.heartbeat_txn_range(txns[0], txns[-1])
     assert beat.aborted == [txns[1]] and beat.nosuch == [txns[0]]  # a committed txn is gone from TXNS
@@ -141,7 +141,7 @@ def test_txn_calls_round_trip(hive4: Referee, hive4_metastore: str, client: Hive
     assert str(ours_ids) == hive_ids
     assert str(client.get_valid_write_ids(table, snapshot=ours_txns)) == str(ours_ids)
     client.abort_txns(txns[2:])
-    assert client.get_txn_state(txns[0] + 10_000) is TxnState.UNKNOWN
+    assert client.get_txn_state(txns[0] + 10_000) is TxnStatus.UNKNOWN
 
 
 def test_a_table_that_is_not_full_acid_is_refused_naming_it(
@@ -166,7 +166,7 @@ def test_a_commit_stores_its_key_value_in_the_table_parameter(
     [(txn, _)] = client.open_txns_with_write_ids(1, table)
     with pytest.raises(InvalidObjectException, match=r"has no '_meta\.other'"):
         client.commit_txn(txn, key="_meta.other", value="1")
-    assert client.get_txn_state(txn) is TxnState.OPEN  # refused before the metastore saw it
+    assert client.get_txn_state(txn) is TxnStatus.OPEN  # refused before the metastore saw it
     client.abort_txns([txn])
 
 
@@ -199,7 +199,7 @@ def test_second_committer_of_an_update_gets_a_write_conflict(
     client.commit_txn(first)
     with pytest.raises(WriteConflictException, match="write conflict"):
         client.commit_txn(second)
-    assert client.get_txn_state(second) is TxnState.ABORTED
+    assert client.get_txn_state(second) is TxnStatus.ABORTED
 
 
 def test_an_unreachable_metastore_is_unavailable_naming_its_url() -> None:
@@ -262,7 +262,7 @@ def test_a_commit_whose_answer_was_lost_is_settled_by_the_txn_state(hive4_metast
             committed, aborted = (t for t, _ in c.open_txns_with_write_ids(2, table))
             proxy.drop_next_answer.set()
             c.commit_txn(committed)  # the answer was lost: the metastore says committed
-            assert other.get_txn_state(committed) is TxnState.COMMITTED
+            assert other.get_txn_state(committed) is TxnStatus.COMMITTED
             other.abort_txns([aborted])
             proxy.drop_next_answer.set()
             with pytest.raises(TransactionError, match=f"txnid:{aborted}.*aborted"):

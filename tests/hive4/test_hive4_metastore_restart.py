@@ -18,7 +18,7 @@ import pytest
 
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
 from acidstream.errors import AcidStreamError, MetastoreUnavailable
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee, hive_sh
 from support.deps import import_or_skip
@@ -90,7 +90,7 @@ def test_streaming_survives_a_killed_and_restarted_metastore(
         assert isinstance(failure.value, MetastoreUnavailable) or failure.value.retryable, failure.value
         hive_sh("start", str(state))
         doomed.close()  # aborts what it left open, now that the metastore answers
-        assert failed_txn is not None and ms.get_txn_state(failed_txn) is TxnState.ABORTED
+        assert failed_txn is not None and ms.get_txn_state(failed_txn) is TxnStatus.ABORTED
 
         with connection(ms, "restarted") as again:  # the caller re-sends what failed
             txn(again, range(20, 30))

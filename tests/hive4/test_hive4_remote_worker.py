@@ -17,7 +17,7 @@ from acidstream.compactor.jobs import BucketJob, BucketResult
 from acidstream.compactor.worker import Worker, threaded_runner
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, UnsupportedCapability
 from acidstream.metastore import Metastore
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 from acidstream.spark.compact import run_requests
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee
@@ -84,7 +84,7 @@ def test_a_minor_then_a_major_compaction_of_hive_queue(
     assert (
         info.next_reader_id is not None
     )  # Hive's CQ_NEXT_TXN_ID, set by the commit: its cleaner waits on it
-    assert queue.get_txn_state(info.txn_id) is TxnState.COMMITTED
+    assert queue.get_txn_state(info.txn_id) is TxnStatus.COMMITTED
     base, current, rows = hive_view(hive4, queue, table)
     assert (base, current) == (None, [f"delta_0000001_0000003_v{info.txn_id:07d}"])
     assert rows == [(1, "a"), (3, "c")]
@@ -122,7 +122,7 @@ def test_a_failed_compaction_is_marked_failed_in_hive_queue(
     assert (outcome.info.state, info.state) == ("failed", "failed")
     assert info.error_message is not None and "No space left on device" in info.error_message
     assert [c.state for c in queue.show_compactions() if c.id == request] == ["failed"]
-    assert info.txn_id is not None and queue.get_txn_state(info.txn_id) is TxnState.ABORTED
+    assert info.txn_id is not None and queue.get_txn_state(info.txn_id) is TxnStatus.ABORTED
     suffix = f"_v{info.txn_id:07d}"  # the output written in place was removed
     fs, location = table_filesystem(queue.get_table(table).location)
     assert not [i for i in fs.get_file_info(pafs.FileSelector(location)) if i.base_name.endswith(suffix)]

@@ -31,7 +31,7 @@ from acidstream.metastore.models import (
     LockType,
     OperationType,
     TableWrite,
-    TxnState,
+    TxnStatus,
 )
 from support.backends import sql_metastore_url
 from support.deps import import_or_skip
@@ -161,11 +161,11 @@ def test_txns_locks_and_snapshots(backend: tuple[Metastore, str]) -> None:
     assert {t.txn_id for t in ms.show_txns()} >= {txn, other}
     ms.heartbeat(txn)
     assert ms.heartbeat_txn_range(txn, other).aborted == []
-    assert ms.get_txn_state(txn) is TxnState.OPEN
+    assert ms.get_txn_state(txn) is TxnStatus.OPEN
     before = ms.snapshot()
     ms.commit_txn(txn, writes=[TableWrite(f"{db}.t", write_id, {None: OperationType.INSERT})])
     ms.abort_txns([other])
-    assert ms.get_txn_state(txn) is TxnState.COMMITTED
+    assert ms.get_txn_state(txn) is TxnStatus.COMMITTED
     assert not ms.get_valid_write_ids(f"{db}.t", snapshot=before).is_write_id_valid(write_id)
     assert ms.get_valid_write_ids(f"{db}.t").is_write_id_valid(write_id)
 
@@ -181,7 +181,7 @@ def test_write_conflict_goes_to_the_second_committer(backend: tuple[Metastore, s
     assert ms.lock([update], txn_id=second).state is LockState.ACQUIRED
     with pytest.raises(WriteConflictException):
         ms.commit_txn(second, writes=[TableWrite(f"{db}.t", w2, {None: OperationType.UPDATE})])
-    assert ms.get_txn_state(second) is TxnState.ABORTED
+    assert ms.get_txn_state(second) is TxnStatus.ABORTED
 
 
 def test_streaming_mutation_and_sql_dml(backend: tuple[Metastore, str]) -> None:

@@ -18,7 +18,7 @@ from acidstream.errors import (
     NoSuchObjectException,
     TxnAbortedException,
 )
-from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, TxnState
+from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, TxnStatus
 from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
 from support.readers import age_reader
 
@@ -79,7 +79,7 @@ def test_claims_are_exclusive_and_open_a_compactor_txn(ms: Metastore) -> None:
     c = ms.compact("db.t", "ds=1")
     first = ms.find_next_compaction("h-1-1")
     assert first is not None and first.id == a and first.state == "working" and first.attempts == 1
-    assert first.txn_id is not None and ms.get_txn_state(first.txn_id) is TxnState.OPEN
+    assert first.txn_id is not None and ms.get_txn_state(first.txn_id) is TxnStatus.OPEN
     assert ms.find_next_compaction("h-1-2", compaction_id=a) is None  # taken
     second = ms.find_next_compaction("h-1-2")
     assert second is not None and second.id == c and second.worker_host == "h"
@@ -97,7 +97,7 @@ def test_compacted_only_after_publication(ms: Metastore) -> None:
     ms.mark_refused(cq, "None of the compaction thresholds met")
     [info] = ms.show_compactions()
     assert (info.state, info.error_message) == ("refused", "None of the compaction thresholds met")
-    assert info.txn_id is not None and ms.get_txn_state(info.txn_id) is TxnState.COMMITTED
+    assert info.txn_id is not None and ms.get_txn_state(info.txn_id) is TxnStatus.COMMITTED
 
 
 def test_full_life_cycle_consumes_the_initiator_input(ms: Metastore) -> None:
@@ -114,7 +114,7 @@ def test_full_life_cycle_consumes_the_initiator_input(ms: Metastore) -> None:
     ms.mark_compacted(cq)
     info = ms.get_compaction(cq)
     assert info.state == "ready for cleaning" and info.commit_time is not None
-    assert ms.get_txn_state(info.txn_id) is TxnState.COMMITTED  # type: ignore[arg-type]
+    assert ms.get_txn_state(info.txn_id) is TxnStatus.COMMITTED  # type: ignore[arg-type]
     assert info.meta["inputs"] == ["delta_0000001_0000001"]
     assert [c.id for c in ms.find_ready_to_clean(retention=0)] == [cq]
     assert ms.find_ready_to_clean(retention=3600) == []

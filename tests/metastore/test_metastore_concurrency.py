@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.metastore import Metastore, TxnState
+from acidstream.metastore import Metastore, TxnStatus
 
 PROCESSES = 8
 CYCLES = 100
@@ -66,4 +66,4 @@ def test_processes_allocate_consistently(metastore_url: str, warehouse: Path, ta
             for pairs, committed in batches:
                 for txn, wid in pairs:
                     assert snapshot.is_write_id_valid(wid) is committed
-                    assert ms.get_txn_state(txn) is (TxnState.COMMITTED if committed else TxnState.ABORTED)
+                    assert ms.get_txn_state(txn) is (TxnStatus.COMMITTED if committed else TxnStatus.ABORTED)

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from acidstream.faults import FAULTS_ENV
-from acidstream.metastore import Metastore, TxnState
+from acidstream.metastore import Metastore, TxnStatus
 
 CLIENT = """
 import sys
@@ -68,7 +68,7 @@ def test_kill_inside_commit_transaction(metastore_url: str, warehouse: Path) -> 
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=1.0) as ms:
-        assert ms.get_txn_state(first) is TxnState.OPEN  # the half-done commit rolled back
+        assert ms.get_txn_state(first) is TxnStatus.OPEN  # the half-done commit rolled back
         assert str(ms.get_valid_write_ids("t")) == "default.t:2:1:1,2:"
         time.sleep(1.2)
         assert ms.perform_timeouts() == [first, first + 1]
@@ -91,7 +91,7 @@ def test_kill_at_random_points(metastore_url: str, warehouse: Path) -> None:
         committed += [int(line.split()[1]) for line in complete if line.startswith("committed")]
     with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=0.5) as ms:
         for txn in committed:
-            assert ms.get_txn_state(txn) is TxnState.COMMITTED
+            assert ms.get_txn_state(txn) is TxnStatus.COMMITTED
         time.sleep(1.1)
         ms.perform_timeouts()
         snapshot = ms.get_valid_write_ids("t")
@@ -103,8 +103,8 @@ def test_kill_at_random_points(metastore_url: str, warehouse: Path) -> None:
         for txn in range(1, ms.get_open_txns().high_watermark + 1):
             state = ms.get_txn_state(txn)
             # empty aborted txns (killed before allocating) are forgotten by the housekeeper, as in Hive
-            assert state in (TxnState.COMMITTED, TxnState.ABORTED) or (
-                state is TxnState.UNKNOWN and ms.backend.get_write_id(txn, "t") is None
+            assert state in (TxnStatus.COMMITTED, TxnStatus.ABORTED) or (
+                state is TxnStatus.UNKNOWN and ms.backend.get_write_id(txn, "t") is None
             )
     assert _orphaned_write_ids(metastore_url) == 0
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from acidstream.errors import MetastoreUnavailable, NoSuchObjectException
-from acidstream.metastore import Metastore, TxnState
+from acidstream.metastore import Metastore, TxnStatus
 from acidstream.metastore.sql.engine import Database
 from acidstream.metastore.sql.prepared import connection_lost, execute_driver_sql
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
@@ -51,7 +51,7 @@ def test_a_write_lock_held_by_another_process_fails_the_call_within_the_wait_bou
             with pytest.raises(MetastoreUnavailable, match="database is locked") as exc:
                 ms.open_txns(1)
             assert exc.value.retryable
-            assert ms.get_txn_state(first) is TxnState.OPEN  # reads go on beside the writer (WAL)
+            assert ms.get_txn_state(first) is TxnStatus.OPEN  # reads go on beside the writer (WAL)
         assert ms.open_txns(1)[0] > first
 
 

@@ -23,7 +23,7 @@ from acidstream.metastore import (
     Metastore,
     OperationType,
     TableWrite,
-    TxnState,
+    TxnStatus,
 )
 
 LONG_MAX = 9223372036854775807
@@ -80,9 +80,9 @@ def test_commit_and_abort_states(ms: Metastore) -> None:
     ms.commit_txn(a)  # idempotent
     ms.abort_txn(b)
     ms.abort_txn(b)  # idempotent
-    assert ms.get_txn_state(a) is TxnState.COMMITTED
-    assert ms.get_txn_state(b) is TxnState.ABORTED
-    assert ms.get_txn_state(99) is TxnState.UNKNOWN
+    assert ms.get_txn_state(a) is TxnStatus.COMMITTED
+    assert ms.get_txn_state(b) is TxnStatus.ABORTED
+    assert ms.get_txn_state(99) is TxnStatus.UNKNOWN
     with pytest.raises(TxnAbortedException, match="Transaction txnid:2 already aborted"):
         ms.commit_txn(b)
     with pytest.raises(NoSuchTxnException, match="No such transaction txnid:99"):
@@ -110,7 +110,7 @@ def test_commit_key_value_is_stored_atomically(ms: Metastore) -> None:
     ms.allocate_table_write_ids([txn], "db.t")
     with pytest.raises(InvalidObjectException, match="_meta"):
         ms.commit_txn(txn, key="offset", value="1")
-    assert ms.get_txn_state(txn) is TxnState.OPEN
+    assert ms.get_txn_state(txn) is TxnStatus.OPEN
     ms.commit_txn(txn, key="_meta.sink.offset", value="42")
     assert ms.table("db.t").properties["_meta.sink.offset"] == "42"
     (other,) = ms.open_txns()
@@ -179,7 +179,7 @@ def test_first_committer_wins_on_update_delete(ms: Metastore) -> None:
     _write(ms, c, OperationType.UPDATE, "ds=2")
     with pytest.raises(WriteConflictException, match=r"write conflict on db\.t/ds=1 committed by txnid:1"):
         ms.commit_txn(b)
-    assert ms.get_txn_state(b) is TxnState.ABORTED
+    assert ms.get_txn_state(b) is TxnStatus.ABORTED
     ms.commit_txn(c)  # another partition: no conflict
     (d,) = ms.open_txns()  # started after a committed: no conflict
     _write(ms, d, OperationType.UPDATE, "ds=1")
@@ -206,7 +206,7 @@ def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(ms: Metastore
         sees_a = ms.get_valid_write_ids("db.t", snapshot=ms.snapshot()).is_write_id_valid(1)
         _write(ms, b, OperationType.UPDATE, "ds=1")
         committing.join(30)
-    assert ms.get_txn_state(a) is TxnState.COMMITTED
+    assert ms.get_txn_state(a) is TxnStatus.COMMITTED
     if sees_a:
         ms.commit_txn(b)
     else:
@@ -237,8 +237,8 @@ def test_timeouts_abort_silent_txns(metastore_url: str, warehouse: object) -> No
             time.sleep(0.25)
             m.heartbeat(alive)
         m.get_valid_write_ids("t")  # housekeeping piggy-backs on normal use
-        assert m.get_txn_state(silent) is TxnState.ABORTED
-        assert m.get_txn_state(alive) is TxnState.OPEN
+        assert m.get_txn_state(silent) is TxnStatus.ABORTED
+        assert m.get_txn_state(alive) is TxnStatus.OPEN
         with pytest.raises(TxnAbortedException, match="already aborted"):
             m.commit_txn(silent)
         m.commit_txn(alive)
@@ -260,7 +260,7 @@ def test_metastore_survives_fork(ms: Metastore) -> None:
     child.join(30)
     assert child.exitcode == 0
     ms.commit_txn(b)
-    assert (ms.get_txn_state(a), ms.get_txn_state(b)) == (TxnState.COMMITTED, TxnState.COMMITTED)
+    assert (ms.get_txn_state(a), ms.get_txn_state(b)) == (TxnStatus.COMMITTED, TxnStatus.COMMITTED)
 
 
 def test_open_txns_with_write_ids_is_open_plus_allocate(ms: Metastore) -> None:
@@ -311,7 +311,7 @@ def test_open_with_first_lock_is_open_plus_a_no_wait_lock_for_the_first_txn(ms: 
     ms.lock([LockComponent(LockType.EXCLUSIVE, LockLevel.TABLE, "db", "u")])
     u_insert = LockComponent(LockType.SHARED_READ, LockLevel.TABLE, "db", "u", operation=OperationType.INSERT)
     [(txn, _)], waiting = ms.open_txns_with_write_ids_and_lock(1, "db.u", [u_insert])
-    assert waiting.state is LockState.WAITING and ms.get_txn_state(txn) is TxnState.OPEN
+    assert waiting.state is LockState.WAITING and ms.get_txn_state(txn) is TxnStatus.OPEN
 
 
 def test_open_with_first_lock_leaves_no_open_txn_when_the_lock_request_fails(ms: Metastore) -> None:
@@ -320,7 +320,7 @@ def test_open_with_first_lock_leaves_no_open_txn_when_the_lock_request_fails(ms:
     )
     with pytest.raises(NoSuchObjectException, match=r"db\.nope"):
         ms.open_txns_with_write_ids_and_lock(3, "db.t", [missing])
-    assert [t.txn_id for t in ms.show_txns() if t.state is TxnState.OPEN] == []
+    assert [t.txn_id for t in ms.show_txns() if t.state is TxnStatus.OPEN] == []
     assert ms.show_locks() == []
 
 
@@ -390,7 +390,7 @@ def test_commit_with_writes_fails_as_a_whole(ms: Metastore) -> None:
     ms.allocate_table_write_ids([a], "db.u")
     with pytest.raises(InvalidObjectException, match=rf"has write id {wid} on db\.t, not {wid + 5}"):
         ms.commit_txn(a, writes=[TableWrite("db.t", wid + 5, components={"ds=x": OperationType.INSERT})])
-    assert ms.get_txn_state(a) is TxnState.OPEN
+    assert ms.get_txn_state(a) is TxnStatus.OPEN
     [(_, bwid)] = ms.allocate_table_write_ids([b], "db.t")
     ms.abort_txn(b)
     start = ms.current_notification_event_id()

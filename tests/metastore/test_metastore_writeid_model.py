@@ -13,18 +13,18 @@ from hypothesis import strategies as st
 
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList, write_id_list_from_states
 from acidstream.errors import MetaException, NoSuchTxnException, TxnAbortedException
-from acidstream.metastore import Metastore, TxnState
+from acidstream.metastore import Metastore, TxnStatus
 
 
 class Model:
     """Hive's rules, stated directly: txn states, per-table consecutive write ids from 1."""
 
     def __init__(self, tables: list[str]) -> None:
-        self.state: dict[int, TxnState] = {}
+        self.state: dict[int, TxnStatus] = {}
         self.write_ids: dict[str, dict[int, int]] = {t: {} for t in tables}
 
     def expected_error(self, txn: int) -> type[Exception] | None:
-        return {TxnState.ABORTED: TxnAbortedException, TxnState.COMMITTED: NoSuchTxnException}.get(
+        return {TxnStatus.ABORTED: TxnAbortedException, TxnStatus.COMMITTED: NoSuchTxnException}.get(
             self.state[txn]
         )
 
@@ -45,8 +45,8 @@ class Model:
 
     def expected_list(self, table: str) -> str:
         have = self.write_ids[table]
-        opened = [w for t, w in have.items() if self.state[t] is TxnState.OPEN]
-        aborted = [w for t, w in have.items() if self.state[t] is TxnState.ABORTED]
+        opened = [w for t, w in have.items() if self.state[t] is TxnStatus.OPEN]
+        aborted = [w for t, w in have.items() if self.state[t] is TxnStatus.ABORTED]
         return str(write_id_list_from_states(table, len(have), opened, aborted))
 
 
@@ -83,7 +83,7 @@ def test_write_id_lists_agree_with_model(shared_ms: Metastore, ops: list[tuple[A
             ids = ms.open_txns(step[1])
             assert ids == list(range(ids[0], ids[0] + step[1]))
             mine += ids
-            model.state.update(dict.fromkeys(ids, TxnState.OPEN))
+            model.state.update(dict.fromkeys(ids, TxnStatus.OPEN))
         elif not mine:
             continue
         elif step[0] == "alloc":
@@ -98,19 +98,19 @@ def test_write_id_lists_agree_with_model(shared_ms: Metastore, ops: list[tuple[A
             txn = mine[step[1] % len(mine)]
             current = model.state[txn]
             if step[0] == "commit":
-                if current is TxnState.ABORTED:
+                if current is TxnStatus.ABORTED:
                     with pytest.raises(TxnAbortedException):
                         ms.commit_txn(txn)
                 else:
                     ms.commit_txn(txn)
-                    model.state[txn] = TxnState.COMMITTED
+                    model.state[txn] = TxnStatus.COMMITTED
             else:
-                if current is TxnState.COMMITTED:
+                if current is TxnStatus.COMMITTED:
                     with pytest.raises(NoSuchTxnException):
                         ms.abort_txn(txn)
                 else:
                     ms.abort_txn(txn)
-                    model.state[txn] = TxnState.ABORTED
+                    model.state[txn] = TxnStatus.ABORTED
         snapshot = ms.snapshot()
         shown = {t: ms.get_valid_write_ids(t) for t in tables}
         for t in tables:

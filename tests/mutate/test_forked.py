@@ -18,7 +18,7 @@ from acidstream.acid.codec import BucketCodec
 from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, StreamingIOFailure, TxnAbortedException, WorkerException
 from acidstream.faults import FAULTS_ENV
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from acidstream.mutate import forked, forkserver
 from acidstream.mutate.bucket_merge import BucketMerge
 from acidstream.mutate.changes import MergeActions
@@ -83,7 +83,7 @@ def test_a_worker_that_fails_or_dies_fails_the_merge_and_nothing_commits(
     with pytest.raises(raised, match=words):
         merge(ms, table, changes(), ["id"], workers=2)
     pd.testing.assert_frame_equal(table_frame(ms, table), before)
-    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+    assert not [t for t in ms.show_txns() if t.state is TxnStatus.OPEN]
     monkeypatch.undo()
     assert sum(merge(ms, table, changes(), ["id"], workers=2).values()) > 0  # the table takes merges after
 
@@ -144,7 +144,7 @@ def test_a_worker_whose_txn_is_aborted_stops_and_deletes_what_it_wrote(
     while not _statement_dirs(ms, table, 1) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _statement_dirs(ms, table, 1), "the worker wrote nothing"
-    ms.abort_txns([t.txn_id for t in ms.show_txns() if t.state is TxnState.OPEN])
+    ms.abort_txns([t.txn_id for t in ms.show_txns() if t.state is TxnStatus.OPEN])
     thread.join(30)
     assert len(failure) == 1 and isinstance(failure[0], TxnAbortedException), failure
     assert "its merge worker stopped" in str(failure[0])

@@ -18,7 +18,8 @@ from acidstream.acid.bucketing import BucketKeyOrder
 from acidstream.catalog import Metastore
 from acidstream.errors import BucketIdException
 from acidstream.mutate import BucketIdResolver, MutatorClient, MutatorCoordinator, RecordIdentifier
-from acidstream.mutate.record_id import row_id_arrays
+from acidstream.mutate.changes import Changes
+from acidstream.mutate.record_id import ROW_ID_TYPE, row_id_arrays
 
 SWAPPED = "testing.swapped"
 ROWS = 48
@@ -26,6 +27,10 @@ ROWS = 48
 
 @pytest.fixture
 def swapped(ms: Metastore) -> str:
+    return make_swapped(ms)
+
+
+def make_swapped(ms: Metastore) -> str:
     """The table with ROWS rows streamed, a third of which Hive's SQL would have put in another bucket."""
     ms.execute(
         "CREATE TABLE testing.swapped (a int, b string, c bigint) CLUSTERED BY (b, a) INTO 4 BUCKETS "
@@ -161,3 +166,30 @@ def test_mutation_api_takes_rows_of_either_placement(ms: Metastore, swapped: str
 
 def _clustered_bucket(acid: Any, row: dict[str, Any]) -> int:
     return BucketIdResolver(acid).compute_bucket_id({k: v for k, v in row.items() if k != "ROW__ID"})
+
+
+def test_bucketed_values_compare_across_arrow_types(ms: Metastore) -> None:
+    """A Spark task's target rows hold timestamps as UTC microseconds, the aligned source as the table's type:
+    an unchanged bucketed value is unchanged, a changed one refused."""
+    ms.execute(
+        "CREATE TABLE testing.stamped (k int, ts timestamp) CLUSTERED BY (ts, k) INTO 2 BUCKETS "
+        "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    changes = Changes(ms.table("testing.stamped").definition())
+    row_id = pa.array([{"writeid": 1, "bucketid": 536870912, "rowid": 0}], ROW_ID_TYPE)
+    target = pa.table(
+        {
+            "ROW__ID": row_id,
+            "k": pa.array([1], pa.int32()),
+            "ts": pa.array([1_700_000_000_123_456], pa.timestamp("us", tz="UTC")),
+            "__part": pa.array([0], pa.int32()),
+        }
+    )
+    same = pa.table(
+        {"k": pa.array([1], pa.int32()), "ts": pa.array([1_700_000_000_123_456_000], pa.timestamp("ns"))}
+    )
+    one = np.array([0])
+    assert changes.updates(target, [()], same, one, one).num_rows == 1
+    moved = same.set_column(1, "ts", pa.array([0], pa.timestamp("ns")))
+    with pytest.raises(BucketIdException, match="bucketed column ts"):
+        changes.updates(target, [()], moved, one, one)

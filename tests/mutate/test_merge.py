@@ -17,7 +17,7 @@ from acidstream.errors import (
     InvalidObjectException,
     SerializationError,
 )
-from acidstream.metastore import TxnState as MsState
+from acidstream.metastore import TxnStatus as MsState
 from acidstream.mutate.merge import TableMutation
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 

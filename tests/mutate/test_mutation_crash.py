@@ -28,7 +28,7 @@ from mutatejobs import BIG_ROWS, CRASH, CRASH_OTHER, NEW_PARTITION, big_message
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.codec import decode_statement_id
 from acidstream.catalog import Metastore
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from acidstream.mutate import MutationSummary, MutatorClient
 
 pytestmark = pytest.mark.slow
@@ -87,11 +87,11 @@ def wait_aborted(url: str, warehouse: Path, txn_id: int) -> None:
     timeout), within 30 s."""
     with Metastore.connect(url, warehouse=warehouse) as reaper:
         deadline = time.monotonic() + 30
-        while reaper.get_txn_state(txn_id) is TxnState.OPEN:
+        while reaper.get_txn_state(txn_id) is TxnStatus.OPEN:
             assert time.monotonic() < deadline, f"txnid:{txn_id} still open"
             reaper.perform_timeouts()
             time.sleep(0.2)
-        assert reaper.get_txn_state(txn_id) is TxnState.ABORTED
+        assert reaper.get_txn_state(txn_id) is TxnStatus.ABORTED
 
 
 @pytest.fixture

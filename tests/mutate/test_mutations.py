@@ -13,7 +13,7 @@ from mutatehelpers import ASIA_INDIA, EUROPE_FRANCE, EUROPE_UK
 from acidstream.acid.codec import BucketCodec
 from acidstream.catalog import Metastore
 from acidstream.errors import ConnectionException, TransactionException, WorkerException
-from acidstream.metastore import TxnState as MsState
+from acidstream.metastore import TxnStatus
 from acidstream.mutate import (
     AcidTable,
     BucketIdResolver,
@@ -76,7 +76,7 @@ def test_empty_commit_and_abort(ms: Metastore) -> None:
         MutatorCoordinator.builder().with_metastore(ms).with_table(client.get_tables()[0]).build().close()
         txn.abort()
         assert txn.state is TxnState.ABORTED
-        assert ms.get_txn_state(txn.transaction_id) is MsState.ABORTED
+        assert ms.get_txn_state(txn.transaction_id) is TxnStatus.ABORTED
         client.close()
 
 

@@ -13,7 +13,7 @@ from acidstream.acid.orc.compression import CompressionKind
 from acidstream.acid.orc.tail import read_tail
 from acidstream.catalog import Metastore
 from acidstream.errors import TransactionError
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from acidstream.spark.task_write import MAX_STATEMENT_ID, statement_id_for
 
 PLACES = "element_at(array('Asia','Asia','Europe','America'), cast(id % 4 as int) + 1)"
@@ -127,7 +127,7 @@ def test_task_failing_mid_write_leaves_nothing_visible_and_aborts_the_txn(
 
     assert ms.table("testing.alerts").scan().count() == 0
     txns = [t for t in ms.show_txns() if (t.agent_info or "").startswith("acidstream-spark-batch")]
-    assert [t.state for t in txns] == [TxnState.ABORTED]
+    assert [t.state for t in txns] == [TxnStatus.ABORTED]
     write_ids = ms.get_valid_write_ids("testing.alerts")
     assert write_ids.is_write_id_aborted(1) and not write_ids.is_write_id_valid(1)
 

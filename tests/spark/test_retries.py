@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from acidstream.catalog import Metastore
 from acidstream.spark.commit import commit_write
-from acidstream.spark.options import Target
+from acidstream.spark.options import ResolvedTable
 from acidstream.spark.task_write import write_task
 
 
@@ -32,7 +32,7 @@ def visible(ms: Metastore) -> list[tuple[int, str]]:
 def test_retry_and_zombie_attempt_files_are_removed_before_commit(
     ms: Metastore, sqlite_url: str, warehouse: Path
 ) -> None:
-    target = Target(sqlite_url, str(warehouse), replace(ms.table("testing.alerts"), metastore=None))
+    target = ResolvedTable(sqlite_url, str(warehouse), replace(ms.table("testing.alerts"), metastore=None))
     (txn,) = ms.open_txns(1)
     ((_, wid),) = ms.allocate_table_write_ids([txn], "testing.alerts")
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from acidstream.catalog import Metastore
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from acidstream.spark.stream_write import PROPERTY_PREFIX, TAG_PREFIX
 
 SCHEMA = "id int, msg string, continent string, country string"
@@ -58,7 +58,7 @@ def test_each_micro_batch_commits_one_txn_with_its_batch_id(
     recorded = json.loads(ms.table("testing.alerts").properties[key])
     assert (recorded["queryId"], recorded["batchId"]) == (str(q.id), 2)
     assert q.lastProgress["sink"]["numOutputRows"] == ROWS_PER_FILE
-    assert all(t.state is not TxnState.OPEN for t in sink_txns(ms))
+    assert all(t.state is not TxnStatus.OPEN for t in sink_txns(ms))
 
 
 def test_query_stopped_mid_batch_and_restarted_writes_every_row_once(
@@ -93,7 +93,7 @@ def test_query_stopped_mid_batch_and_restarted_writes_every_row_once(
     q2.awaitTermination()
     assert q2.id == q.id
     assert ids(ms) == list(range(4 * ROWS_PER_FILE))
-    assert all(t.state is not TxnState.OPEN for t in sink_txns(ms))
+    assert all(t.state is not TxnStatus.OPEN for t in sink_txns(ms))
 
 
 def test_replayed_batch_of_the_same_query_is_skipped(
@@ -143,4 +143,4 @@ def test_tasks_of_one_micro_batch_elect_one_txn_on_each_backend(
     assert ms.get_valid_write_ids("testing.alerts").high_watermark == 2  # two batches, two txns
     deltas = {p.parent.name for p in warehouse.rglob("bucket_*")}
     assert deltas == {f"delta_000000{w}_000000{w}_000{s}" for w in (1, 2) for s in (0, 1)}  # two tasks each
-    assert all(t.state is not TxnState.OPEN for t in sink_txns(ms))
+    assert all(t.state is not TxnStatus.OPEN for t in sink_txns(ms))

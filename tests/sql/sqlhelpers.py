@@ -7,7 +7,9 @@ from decimal import Decimal
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
+from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.catalog import Metastore
 
 ACCOUNTS = "bank.accounts"
@@ -32,11 +34,34 @@ def table_rows(ms: Metastore, name: str = ACCOUNTS) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["id"])
 
 
+CHANGES_SCHEMA = pa.schema(
+    {
+        "id": pa.int32(),
+        "name": pa.string(),
+        "balance": pa.decimal128(10, 2),
+        "region": pa.string(),
+        "op": pa.string(),
+    }
+)
+
+
 def changes(ms: Metastore, rows: list[dict[str, Any]]) -> None:
-    """Fill ``bank.changes`` (one txn)."""
-    frame = pd.DataFrame(rows, columns=["id", "name", "balance", "region", "op"])
-    frame["balance"] = [None if b is None else Decimal(str(b)) for b in frame["balance"]]
-    ms.table(CHANGES).merge(frame.astype({"id": "int32"}), on=["id"])
+    """Fill ``bank.changes`` (one streamed txn: rows may repeat an id, which a merge by key refuses)."""
+    data = pa.Table.from_pylist(
+        [{**r, "balance": None if r["balance"] is None else Decimal(str(r["balance"]))} for r in rows],
+        schema=CHANGES_SCHEMA,
+    )
+    with (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("bank")
+        .with_table("changes")
+        .with_record_writer(StrictDelimitedInputWriter.builder().build())
+        .connect()
+    ) as conn:
+        conn.begin_transaction()
+        conn.write_batch(data)
+        conn.commit_transaction()
 
 
 def java_int(value: int, bits: int = 32) -> int:

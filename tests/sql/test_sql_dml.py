@@ -12,7 +12,7 @@ from sqlhelpers import ACCOUNTS, java_int, table_rows
 
 from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, SqlSyntaxError
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_update_never_moves_rows(ms: Metastore, statement: str, message: str) ->
     with pytest.raises(InvalidObjectException, match=message):
         ms.execute(statement)
     assert table_rows(ms) == before
-    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+    assert not [t for t in ms.show_txns() if t.state is TxnStatus.OPEN]
 
 
 @pytest.mark.parametrize(
@@ -165,4 +165,4 @@ def test_div_by_zero_fails_the_statement_with_a_typed_error_and_commits_nothing(
     ):
         ms.execute("UPDATE bank.accounts SET name = 'x' WHERE id DIV (id - 3) = 0")
     assert table_rows(ms) == before
-    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+    assert not [t for t in ms.show_txns() if t.state is TxnStatus.OPEN]

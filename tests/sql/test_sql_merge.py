@@ -12,7 +12,7 @@ from sqlhelpers import ACCOUNTS, CHANGES, changes, table_rows
 
 from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, SqlSyntaxError
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from acidstream.read.scan import TableScan
 from acidstream.sql import merge as sql_merge
 
@@ -79,7 +79,7 @@ def test_update_star_refuses_to_move_a_row_between_partitions(ms: Metastore) -> 
             "MERGE INTO bank.accounts t USING bank.changes s ON t.id = s.id WHEN MATCHED THEN UPDATE SET *"
         )
     assert table_rows(ms) == before
-    assert not [t for t in ms.show_txns() if t.state is TxnState.OPEN]
+    assert not [t for t in ms.show_txns() if t.state is TxnStatus.OPEN]
 
 
 def test_on_conditions_decide_what_matches(ms: Metastore) -> None:

@@ -1,4 +1,4 @@
-"""``Transaction`` and ``TxnHeartbeat`` against the real metastore on each backend."""
+"""``MetastoreTxn`` and ``TxnHeartbeat`` against the real metastore on each backend."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from acidstream.metastore import (
     Metastore,
     OperationType,
     TableWrite,
+    TxnStatus,
 )
-from acidstream.metastore import TxnState as MsState
-from acidstream.txn import Transaction, TxnHeartbeat, TxnState
+from acidstream.txn import MetastoreTxn, TxnHeartbeat, TxnState
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def ms(metastore_url: str, warehouse: str) -> Iterator[Metastore]:
 
 
 def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: Metastore) -> None:
-    txn = Transaction.open(ms, ["db.t", "DB.U"], agent_info="test")
+    txn = MetastoreTxn.open(ms, ["db.t", "DB.U"], agent_info="test")
     assert dict(txn.write_ids) == {"db.t": 1, "db.u": 1}
     assert txn.state is TxnState.INACTIVE
     txn.lock(
@@ -48,7 +48,7 @@ def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: Metas
     txn.begin()
     txn.commit(writes=[TableWrite("db.u", txn.write_id("db.u"), components={"p=a": OperationType.DELETE})])
     assert txn.state is TxnState.COMMITTED
-    assert ms.get_txn_state(txn.txn_id) is MsState.COMMITTED
+    assert ms.get_txn_state(txn.txn_id) is TxnStatus.COMMITTED
     assert [(c.partition, c.update_delete) for c in ms.backend.completed_components("db.u")] == [
         ("p=a", True)
     ]
@@ -59,23 +59,23 @@ def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: Metas
 
 def test_a_failed_allocation_leaves_nothing_open(ms: Metastore) -> None:
     with pytest.raises(NoSuchObjectException, match=r"db\.missing"):
-        Transaction.open(ms, ["db.t", "db.missing"])
-    assert [t.state for t in ms.show_txns()] == [MsState.ABORTED]
+        MetastoreTxn.open(ms, ["db.t", "db.missing"])
+    assert [t.state for t in ms.show_txns()] == [TxnStatus.ABORTED]
 
 
 def test_one_table_opens_with_its_write_id_in_one_step(ms: Metastore) -> None:
     """The open and the allocation are one metastore transaction: a missing table opens no txn at all."""
     with pytest.raises(NoSuchObjectException, match=r"db\.missing"):
-        Transaction.open(ms, ["db.missing"])
+        MetastoreTxn.open(ms, ["db.missing"])
     assert ms.show_txns() == []
-    txn = Transaction.open(ms, ["DB.T"])
+    txn = MetastoreTxn.open(ms, ["DB.T"])
     assert dict(txn.write_ids) == {"db.t": 1}
     assert [t.txn_id for t in ms.show_txns()] == [txn.txn_id]
 
 
 def test_snapshot_excludes_own_and_later_commits(ms: Metastore) -> None:
-    txn = Transaction.open(ms, ["db.t"])
-    other = Transaction.open(ms, ["db.t"])
+    txn = MetastoreTxn.open(ms, ["db.t"])
+    other = MetastoreTxn.open(ms, ["db.t"])
     snap = txn.snapshot()
     other.begin()
     other.commit()
@@ -86,7 +86,7 @@ def test_snapshot_excludes_own_and_later_commits(ms: Metastore) -> None:
 
 
 def test_second_committer_of_an_update_to_the_same_partition_loses(ms: Metastore) -> None:
-    a, b = Transaction.open(ms, ["db.t"]), Transaction.open(ms, ["db.t"])
+    a, b = MetastoreTxn.open(ms, ["db.t"]), MetastoreTxn.open(ms, ["db.t"])
     for txn in (a, b):
         txn.begin()
     a.commit(writes=[TableWrite("db.t", a.write_id("db.t"), components={"p=x": OperationType.UPDATE})])
@@ -94,11 +94,11 @@ def test_second_committer_of_an_update_to_the_same_partition_loses(ms: Metastore
         b.commit(writes=[TableWrite("db.t", b.write_id("db.t"), components={"p=x": OperationType.DELETE})])
     assert not exc.value.retryable  # the same commit can never succeed: the txn is aborted
     assert b.state is TxnState.ABORTED
-    assert ms.get_txn_state(b.txn_id) is MsState.ABORTED
+    assert ms.get_txn_state(b.txn_id) is TxnStatus.ABORTED
 
 
 def test_updates_to_different_partitions_both_commit(ms: Metastore) -> None:
-    a, b = Transaction.open(ms, ["db.t"]), Transaction.open(ms, ["db.t"])
+    a, b = MetastoreTxn.open(ms, ["db.t"]), MetastoreTxn.open(ms, ["db.t"])
     for txn in (a, b):
         txn.begin()
     a.commit(writes=[TableWrite("db.t", a.write_id("db.t"), components={"p=x": OperationType.UPDATE})])
@@ -107,7 +107,7 @@ def test_updates_to_different_partitions_both_commit(ms: Metastore) -> None:
 
 
 def test_heartbeat_reports_a_txn_aborted_under_it_once(ms: Metastore) -> None:
-    txn = Transaction.open(ms, ["db.t"])
+    txn = MetastoreTxn.open(ms, ["db.t"])
     txn.begin()
     failures: list[tuple[int, BaseException]] = []
     beat = TxnHeartbeat(ms, lambda: [txn], interval=3600, on_failure=lambda t, e: failures.append((t, e)))
@@ -127,7 +127,7 @@ def test_heartbeat_reports_a_txn_aborted_under_it_once(ms: Metastore) -> None:
 def test_heartbeat_keeps_an_idle_txn_alive(metastore_url: str, warehouse: str) -> None:
     """With a 2 s txn timeout, a txn idle for 4 s survives the housekeeper because the thread beats."""
     with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=2.0) as ms:
-        txn = Transaction.open(ms)
+        txn = MetastoreTxn.open(ms)
         txn.begin()
         beat = TxnHeartbeat(ms, lambda: [txn], interval=0.3)
         beat.start()
@@ -141,7 +141,7 @@ def test_heartbeat_keeps_an_idle_txn_alive(metastore_url: str, warehouse: str) -
 
 def test_a_commit_racing_a_heartbeat_is_not_reported_dead(ms: Metastore) -> None:
     """The heartbeat sees 'no such open txn' for a txn whose commit just went through: not a failure."""
-    txn = Transaction.open(ms)
+    txn = MetastoreTxn.open(ms)
     txn.begin()
     failures: list[int] = []
     beat = TxnHeartbeat(ms, lambda: [txn], interval=3600, on_failure=lambda t, e: failures.append(t))

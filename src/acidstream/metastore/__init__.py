@@ -23,7 +23,7 @@ from acidstream.metastore.models import (
     Partition,
     TableWrite,
     TxnInfo,
-    TxnState,
+    TxnStatus,
     WrittenFile,
 )
 
@@ -47,7 +47,7 @@ __all__ = [
     "Table",
     "TableWrite",
     "TxnInfo",
-    "TxnState",
+    "TxnStatus",
     "WrittenFile",
 ]
 

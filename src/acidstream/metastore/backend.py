@@ -31,7 +31,7 @@ from acidstream.metastore.models import (
     Table,
     TableWrite,
     TxnInfo,
-    TxnState,
+    TxnStatus,
     WrittenFile,
 )
 
@@ -172,7 +172,7 @@ class Transactions(Protocol):
 
     def snapshot(self) -> ValidTxnList: ...
 
-    def get_txn_state(self, txn_id: int) -> TxnState: ...
+    def get_txn_state(self, txn_id: int) -> TxnStatus: ...
 
     def show_txns(self) -> list[TxnInfo]: ...
 

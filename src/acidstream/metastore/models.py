@@ -15,7 +15,10 @@ from acidstream.errors import CompactionError
 FSYNC_PROPERTY = "acidstream.fsync"
 
 
-class TxnState(enum.Enum):
+class TxnStatus(enum.Enum):
+    """A txn's state as the metastore has it (Hive's thrift ``TxnState``; ``UNKNOWN``: it has no record of it).
+    The client's view of its own txn is :class:`acidstream.txn.state.TxnState`, Hive's streaming API's name."""
+
     OPEN = "o"
     COMMITTED = "c"
     ABORTED = "a"
@@ -99,7 +102,7 @@ class TxnInfo:
     """One row of SHOW TRANSACTIONS (open and aborted txns; committed ones are not listed, as in Hive)."""
 
     txn_id: int
-    state: TxnState
+    state: TxnStatus
     started: int
     last_heartbeat: int
     user: str | None

@@ -9,16 +9,16 @@ import functools
 from collections.abc import Callable
 
 from acidstream.metastore.location import is_hive
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 
 
-def txn_state(url: str, wait_timeout: float, txn_id: int) -> TxnState:
+def txn_state(url: str, wait_timeout: float, txn_id: int) -> TxnStatus:
     """``txn_id``'s state in the metastore at ``url`` (any backend), waiting at most ``wait_timeout`` s."""
     return _prober(url, wait_timeout)(txn_id)
 
 
 @functools.cache
-def _prober(url: str, wait_timeout: float) -> Callable[[int], TxnState]:
+def _prober(url: str, wait_timeout: float) -> Callable[[int], TxnStatus]:
     if is_hive(url):
         from acidstream.metastore.hive.client import HiveMetastoreClient
 

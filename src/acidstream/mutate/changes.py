@@ -272,11 +272,10 @@ def duplicate_match(who: str, key: Mapping[str, Any]) -> InvalidObjectException:
 
 
 def duplicate_key(who: str, key: Mapping[str, Any]) -> InvalidObjectException:
-    """The error of a merge whose source holds a key no target row has twice: a merge by key takes each key
-    once, so it never inserts two rows of one key (Hive's MERGE would)."""
+    """The error of a merge whose source holds a key twice, matched or not: a merge by key takes each key once,
+    so it never inserts two rows of one key (Hive's MERGE would insert both of a key no target row has)."""
     return InvalidObjectException(
-        f"{who} both hold the key {dict(key)}, which no target row has: a merge takes each key at most once "
-        "(deduplicate the source)"
+        f"{who} both hold the key {dict(key)}: a merge takes each key at most once (deduplicate the source)"
     )
 
 
@@ -290,7 +289,10 @@ def cast_column(column: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.C
 
 
 def _first_change(before: pa.ChunkedArray | pa.Array, after: pa.ChunkedArray | pa.Array) -> int | None:
-    """The first position where ``after`` differs from ``before`` (two nulls are alike), or None."""
+    """The first position where ``after`` differs from ``before`` (two nulls are alike), or None; ``before`` is
+    compared as ``after``'s type (a Spark task's target rows come as Spark's types: UTC microseconds)."""
+    if before.type != after.type:
+        before = before.cast(after.type)
     same = pc.fill_null(pc.equal(before, after), False)
     both_null = pc.and_(pc.is_null(before), pc.is_null(after))
     changed = pc.invert(pc.or_(same, both_null))

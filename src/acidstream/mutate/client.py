@@ -29,8 +29,7 @@ from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType, TableWrite
 from acidstream.mutate.ordering import PartitionValues
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
-from acidstream.txn import FailureListener, TxnHeartbeat, TxnState
-from acidstream.txn import Transaction as MetastoreTransaction
+from acidstream.txn import FailureListener, MetastoreTxn, TxnHeartbeat, TxnState
 from acidstream.txn.written import describe_partitions
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ class MutatorClient:
             )
         sinks = [t for t in self._tables if t.table_type is TableType.SINK]
         try:
-            txn = MetastoreTransaction.open(
+            txn = MetastoreTxn.open(
                 self.metastore, [t.qualified_name for t in sinks], agent_info=self.agent_info
             )
         except AcidStreamError as exc:
@@ -168,7 +167,7 @@ class Transaction:
     or neither). Heartbeats run from ``begin`` until the end; a txn aborted under them (e.g. by a timeout)
     calls the client's lock failure listener and can then only be aborted."""
 
-    def __init__(self, client: MutatorClient, txn: MetastoreTransaction) -> None:
+    def __init__(self, client: MutatorClient, txn: MetastoreTxn) -> None:
         self._client = client
         self._txn = txn
         self._heartbeat: TxnHeartbeat | None = None

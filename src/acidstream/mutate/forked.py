@@ -30,11 +30,11 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.errors import NoSuchTxnException, TxnAbortedException
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 from acidstream.metastore.probe import txn_state
 from acidstream.mutate.bucket_merge import BucketMerge, by_bucket, spread_buckets
 from acidstream.mutate.coordinator import MutatorCoordinator
-from acidstream.mutate.forkserver import Worker, fork_server
+from acidstream.mutate.forkserver import ForkedWorker, fork_server
 from acidstream.mutate.table import AcidTable, MutationSummary
 from acidstream.storage import table_filesystem
 
@@ -71,9 +71,9 @@ class TxnProbe:
     def check_open(self) -> None:
         """Raise unless the txn is still open."""
         state = txn_state(self.url, self.wait_timeout, self.txn_id)
-        if state is TxnState.OPEN:
+        if state is TxnStatus.OPEN:
             return
-        if state is TxnState.UNKNOWN:
+        if state is TxnStatus.UNKNOWN:
             raise NoSuchTxnException(f"txn {self.txn_id} is gone: its merge worker stopped")
         raise TxnAbortedException(f"txn {self.txn_id} is {state.name.lower()}: its merge worker stopped")
 
@@ -91,7 +91,7 @@ def merge_forked(
     buckets = split.bucket_ids(source)
     task = np.asarray(spread_buckets(split.bucket_bytes(), table.table.num_buckets, workers))[buckets]
     server = fork_server()
-    started: list[Worker] = []
+    started: list[ForkedWorker] = []
     try:
         for index in range(1, workers):
             share = task == index

@@ -126,7 +126,7 @@ class ForkServer:
             self._ready = True
         return True
 
-    def start(self, fn: Callable[..., Any], *args: Any) -> Worker:
+    def start(self, fn: Callable[..., Any], *args: Any) -> ForkedWorker:
         """A worker computing ``fn(*args)`` (both pickled) in a fork of the server; waits for the server to be
         ready. The worker takes its faults (:mod:`acidstream.faults`) from this process's environment now."""
         task_r, task_w = os.pipe()
@@ -149,7 +149,7 @@ class ForkServer:
         finally:
             for fd in (task_r, results_w, alive_r):
                 os.close(fd)
-        worker = Worker(_PID.unpack(reply)[0], results_r, alive_w)
+        worker = ForkedWorker(_PID.unpack(reply)[0], results_r, alive_w)
         try:
             with os.fdopen(task_w, "wb") as task:
                 pickle.dump((fn, args, os.environ.get(faults.FAULTS_ENV, "")), task)
@@ -164,7 +164,7 @@ class ForkServer:
             return "still running"
 
 
-class Worker:
+class ForkedWorker:
     """One task in a forked process: :meth:`result` waits for it; :meth:`stop` ends it, whatever its state."""
 
     def __init__(self, pid: int, results: int, alive: int) -> None:

@@ -45,7 +45,7 @@ from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary, TableType
 from acidstream.read.scan import TableScan
 from acidstream.storage import check_location
-from acidstream.txn import Transaction, TxnHeartbeat
+from acidstream.txn import MetastoreTxn, TxnHeartbeat
 
 if TYPE_CHECKING:
     from acidstream.metastore import Metastore, Table
@@ -146,7 +146,7 @@ class TableMutation:
                 f"{self.table.full_name} is not a full-ACID table: it cannot be mutated"
             )
         self.changes = Changes(self.table.definition())
-        self._txn: Transaction | None = None
+        self._txn: MetastoreTxn | None = None
         self._heartbeat: TxnHeartbeat | None = None
         self._acid: AcidTable | None = None
         self._coordinator: MutatorCoordinator | None = None
@@ -177,7 +177,7 @@ class TableMutation:
             raise
         return self
 
-    def _locked_txn(self) -> Transaction:
+    def _locked_txn(self) -> MetastoreTxn:
         """A txn holding the table's shared-write lock whose commit no txn that committed meanwhile dooms.
 
         Writers of a table take turns through that lock. One that waited for it would lose its commit to the
@@ -200,7 +200,7 @@ class TableMutation:
             is_dynamic_partition_write=True,  # components per partition, from what is written
         )
         for attempt in range(REOPEN_ATTEMPTS + 1):
-            txn = Transaction.open(self.metastore, [name], agent_info=agent_info)
+            txn = MetastoreTxn.open(self.metastore, [name], agent_info=agent_info)
             try:
                 txn.lock([lock])
                 if attempt == REOPEN_ATTEMPTS:  # still losing to other writers: the commit's check decides
@@ -226,7 +226,7 @@ class TableMutation:
                 txn.txn_id,
                 txn_id,
             )
-            return Transaction(self.metastore, txn_id, agent_info=agent_info, write_ids={name: write_id})
+            return MetastoreTxn(self.metastore, txn_id, agent_info=agent_info, write_ids={name: write_id})
         raise AssertionError("the last attempt returns")
 
     def __exit__(

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from acidstream.errors import TransactionError
 from acidstream.runtime import configure
 from acidstream.spark.commit import commit_write
-from acidstream.spark.options import Target
+from acidstream.spark.options import ResolvedTable
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
 
 OVERWRITE_REFUSED = (
@@ -36,7 +36,7 @@ class BatchMessage(WriterCommitMessage):
 class AcidBatchWriter(DataSourceArrowWriter):
     """One transaction per job; ``txn_id``/``write_id`` are fixed when the job is planned."""
 
-    def __init__(self, target: Target, agent_info: str) -> None:
+    def __init__(self, target: ResolvedTable, agent_info: str) -> None:
         self.target = target
         ms = target.metastore()
         (self.txn_id,) = ms.open_txns(1, agent_info=agent_info)

@@ -10,7 +10,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from acidstream.errors import SerializationError, TransactionError
 from acidstream.spark.batch_write import OVERWRITE_REFUSED, AcidBatchWriter
-from acidstream.spark.options import Target, flag, resolve
+from acidstream.spark.options import ResolvedTable, flag, resolve
 from acidstream.spark.read import (
     PARTITION_NAME,
     PARTITION_NAME_OPTION,
@@ -37,7 +37,7 @@ class AcidDataSource(DataSource):
     def name(cls) -> str:
         return "acidstream"
 
-    def _target(self, writable: bool = False) -> Target:
+    def _target(self, writable: bool = False) -> ResolvedTable:
         return resolve(self.options, writable=writable)
 
     def schema(self) -> str:
@@ -77,7 +77,7 @@ class AcidDataSource(DataSource):
         return AcidStreamWriter(target, self.options)
 
 
-def check_write_schema(target: Target, names: list[str]) -> None:
+def check_write_schema(target: ResolvedTable, names: list[str]) -> None:
     """Fail at planning, not in every task: unknown columns, or missing dynamic-partition columns."""
     table = target.table
     lowered = [n.lower() for n in names]

@@ -1,7 +1,7 @@
 """What every acidstream Spark entry point needs to know: which metastore, which warehouse, which table.
 
 Options travel as strings through Spark (keys lower-cased); they are resolved once, on the driver side, into a
-picklable :class:`Target` that tasks and commit workers use without re-reading the options. Each Python worker
+picklable :class:`ResolvedTable` that tasks and commit workers use without re-reading the options. Each Python worker
 keeps one metastore client per URL, because Spark reuses workers across tasks and batches.
 """
 
@@ -67,7 +67,7 @@ def table_name(options: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class Target:
+class ResolvedTable:
     """A resolved table, shippable to tasks: the definition without its metastore client."""
 
     url: str
@@ -82,13 +82,13 @@ class Target:
         return client(self.url, self.warehouse)
 
 
-def resolve(options: Mapping[str, str], *, writable: bool = False) -> Target:
+def resolve(options: Mapping[str, str], *, writable: bool = False) -> ResolvedTable:
     url, warehouse = metastore_location(options)
     ms = client(url, warehouse)
     table = ms.table(table_name(options))
     if writable and not table.is_transactional:
         raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
-    return Target(url, warehouse, table.definition())
+    return ResolvedTable(url, warehouse, table.definition())
 
 
 def flag(options: Mapping[str, str], name: str, default: bool = False) -> bool:

@@ -53,7 +53,7 @@ from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.read.planning import BucketTask, ScanPlan
 from acidstream.runtime import configure
-from acidstream.spark.options import Target, client, metastore_location
+from acidstream.spark.options import ResolvedTable, client, metastore_location
 from acidstream.spark.types import spark_arrow_schema, to_spark_batch
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class AcidReader(DataSourceReader):
 
     def __init__(
         self,
-        target: Target,
+        target: ResolvedTable,
         columns: Sequence[Column],
         *,
         with_row_id: bool,
@@ -236,7 +236,7 @@ class AcidReader(DataSourceReader):
 
 
 def read_tasks(
-    target: Target,
+    target: ResolvedTable,
     tasks: Iterable[BucketTask],
     write_ids: ValidWriteIdList,
     columns: Sequence[Column],

@@ -38,10 +38,10 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from acidstream.errors import StreamingConnectionError, TransactionError
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 from acidstream.runtime import configure
 from acidstream.spark.commit import commit_write
-from acidstream.spark.options import Target, flag
+from acidstream.spark.options import ResolvedTable, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def batch_tag(sink_id: str, batch_id: int, run_id: str) -> str:
 def elect_batch_txn(ms: Metastore, table: str, tag: str) -> tuple[int, int]:
     """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn with ``tag``."""
     (mine,) = ms.open_txns(1, user=getpass.getuser(), host=socket.gethostname(), agent_info=tag)
-    candidates = [t.txn_id for t in ms.show_txns() if t.agent_info == tag and t.state is TxnState.OPEN]
+    candidates = [t.txn_id for t in ms.show_txns() if t.agent_info == tag and t.state is TxnStatus.OPEN]
     leader = min([*candidates, mine])
     if leader != mine:
         ms.abort_txn(mine)
@@ -144,14 +144,14 @@ def _tagged_open_txns(ms: Metastore, prefix: str) -> list[int]:
     return [
         t.txn_id
         for t in ms.show_txns()
-        if t.state is TxnState.OPEN and t.agent_info is not None and t.agent_info.startswith(prefix)
+        if t.state is TxnStatus.OPEN and t.agent_info is not None and t.agent_info.startswith(prefix)
     ]
 
 
 class AcidStreamWriter(DataSourceStreamArrowWriter):
     """Built by Spark in the planner and again for each commit, in the commit worker."""
 
-    def __init__(self, target: Target, options: Mapping[str, str]) -> None:
+    def __init__(self, target: ResolvedTable, options: Mapping[str, str]) -> None:
         self.target = target
         self.sink_id = sink_id_from(options)
         self.takeover = flag(options, "sinkTakeover")

@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.names import delta_dir
 from acidstream.acid.partitions import parse_part_name
 from acidstream.errors import TransactionError
-from acidstream.spark.options import Target
+from acidstream.spark.options import ResolvedTable
 
 #: ``Metastore.connect``'s default ``txn_timeout``: tasks beat at half of it.
 DEFAULT_TXN_TIMEOUT = 300.0
@@ -52,7 +52,7 @@ class TxnKeepAlive:
     first beat, and so the task's metastore connection, only happens once a task outlives one interval.
     """
 
-    def __init__(self, target: Target, txn_id: int, interval: float | None = None) -> None:
+    def __init__(self, target: ResolvedTable, txn_id: int, interval: float | None = None) -> None:
         self._target = target
         self._txn_id = txn_id
         self._interval = interval
@@ -77,7 +77,7 @@ class TxnKeepAlive:
 
 
 def write_task(
-    target: Target,
+    target: ResolvedTable,
     write_id: int,
     statement_id: int,
     batches: Iterable[pa.RecordBatch],
@@ -180,7 +180,7 @@ def statement_dirs(
 
 
 def _partition_dirs(
-    table_dir: str, names: list[str], target: Target
+    table_dir: str, names: list[str], target: ResolvedTable
 ) -> Iterator[tuple[tuple[str, ...], str, str]]:
     if not target.table.partition_keys:
         yield (), "", table_dir
@@ -190,7 +190,12 @@ def _partition_dirs(
 
 
 def _written(
-    fs: pafs.FileSystem, table_dir: str, names: list[str], write_id: int, statement_id: int, target: Target
+    fs: pafs.FileSystem,
+    table_dir: str,
+    names: list[str],
+    write_id: int,
+    statement_id: int,
+    target: ResolvedTable,
 ) -> tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...]:
     out = []
     for values, name, directory in _partition_dirs(table_dir, names, target):
@@ -203,7 +208,12 @@ def _written(
 
 
 def _remove_files(
-    fs: pafs.FileSystem, table_dir: str, names: list[str], write_id: int, statement_id: int, target: Target
+    fs: pafs.FileSystem,
+    table_dir: str,
+    names: list[str],
+    write_id: int,
+    statement_id: int,
+    target: ResolvedTable,
 ) -> None:
     """A failed attempt deletes its own delta dirs, so a retry of the task cannot leave a stray file behind."""
     for _, _, directory in _partition_dirs(table_dir, names, target):

@@ -4,11 +4,11 @@ protocol they need."""
 from acidstream.txn.batch import TransactionBatch, TxnBatch, UnmanagedTransaction
 from acidstream.txn.manager import TxnManager
 from acidstream.txn.state import TxnState
-from acidstream.txn.transaction import FailureListener, Transaction, TxnHeartbeat
+from acidstream.txn.transaction import FailureListener, MetastoreTxn, TxnHeartbeat
 
 __all__ = [
     "FailureListener",
-    "Transaction",
+    "MetastoreTxn",
     "TransactionBatch",
     "TxnBatch",
     "TxnHeartbeat",

@@ -23,8 +23,8 @@ from acidstream.metastore.models import (
     LockResponse,
     LockState,
     TableWrite,
+    TxnStatus,
 )
-from acidstream.metastore.models import TxnState as MetastoreTxnState
 from acidstream.txn.manager import TxnManager
 from acidstream.txn.state import TxnState
 from acidstream.txn.transaction import acquire, commit_refusal, range_failures
@@ -211,11 +211,11 @@ class TransactionBatch(_Txns):
             for t in unresolved:
                 self.calls += 1
                 state = self.manager.get_txn_state(t)
-                if state is MetastoreTxnState.OPEN:
+                if state is TxnStatus.OPEN:
                     self.calls += 1
                     self.manager.abort_txns([t])
                 self.states[self.txn_ids.index(t)] = (
-                    TxnState.COMMITTED if state is MetastoreTxnState.COMMITTED else TxnState.ABORTED
+                    TxnState.COMMITTED if state is TxnStatus.COMMITTED else TxnState.ABORTED
                 )
             return 0
         self._abandon_unresolved()

@@ -1,4 +1,4 @@
-"""``Transaction``: one metastore transaction, as streaming batches, mutations and Spark jobs use it.
+"""``MetastoreTxn``: one metastore transaction, as streaming batches, mutations and Spark jobs use it.
 
 It holds what a txn is on the client side — its id, a write id per table it writes, its locks, its state and
 the snapshot it reads at — and maps the metastore's answers to the client's states and errors, so each user
@@ -23,8 +23,7 @@ from acidstream.errors import (
     TxnAbortedException,
     WriteConflictException,
 )
-from acidstream.metastore.models import LockComponent, LockState, TableWrite
-from acidstream.metastore.models import TxnState as MetastoreTxnState
+from acidstream.metastore.models import LockComponent, LockState, TableWrite, TxnStatus
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.txn.manager import TxnManager
 from acidstream.txn.state import TxnState
@@ -68,7 +67,7 @@ def range_failures(manager: TxnManager, ids: Sequence[int]) -> tuple[list[int], 
     return [t for t in response.aborted if t in ids], [t for t in response.nosuch if t in ids]
 
 
-class Transaction:
+class MetastoreTxn:
     """A txn opened in the metastore: INACTIVE until :meth:`begin`, then OPEN until committed or aborted.
 
     Not thread-safe, except that the heartbeat thread may :meth:`mark_dead` it at any time; a dead txn cannot be
@@ -95,7 +94,7 @@ class Transaction:
     @classmethod
     def open(
         cls, manager: TxnManager, tables: Sequence[str] = (), *, agent_info: str | None = None
-    ) -> Transaction:
+    ) -> MetastoreTxn:
         """Open one txn and allocate its write id on each of ``tables``; nothing stays open if that fails.
         With one table both happen in one metastore round trip."""
         if len(tables) == 1:
@@ -113,7 +112,7 @@ class Transaction:
         return txn
 
     def __repr__(self) -> str:
-        return f"Transaction(txnid:{self.txn_id}, {self.state.name}, write ids {dict(self._write_ids)})"
+        return f"MetastoreTxn(txnid:{self.txn_id}, {self.state.name}, write ids {dict(self._write_ids)})"
 
     # --- write ids, locks, snapshot --------------------------------------------------------------------
 
@@ -221,9 +220,9 @@ class Transaction:
             state = self.manager.get_txn_state(self.txn_id)
         except AcidStreamError:
             return False
-        if state is MetastoreTxnState.ABORTED:
+        if state is TxnStatus.ABORTED:
             self.state = TxnState.ABORTED
-        return state is MetastoreTxnState.COMMITTED
+        return state is TxnStatus.COMMITTED
 
     def abort(self) -> None:
         """Abort unless already ended; the rows it wrote stay on disk, invisible to every snapshot."""
@@ -250,7 +249,7 @@ class TxnHeartbeat:
     def __init__(
         self,
         manager: TxnManager,
-        transactions: Callable[[], Sequence[Transaction]],
+        transactions: Callable[[], Sequence[MetastoreTxn]],
         *,
         interval: float | None = None,
         on_failure: FailureListener | None = None,

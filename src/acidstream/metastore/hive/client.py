@@ -53,7 +53,7 @@ from acidstream.metastore.models import (
     Table,
     TableWrite,
     TxnInfo,
-    TxnState,
+    TxnStatus,
     WrittenFile,
 )
 from acidstream.metastore.sql.catalog import split_name
@@ -442,14 +442,14 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         answer = self._call("heartbeat_txn_range", ttypes.HeartbeatTxnRangeRequest(min=lo, max=hi))
         return HeartbeatTxnRangeResponse(sorted(answer.aborted or ()), sorted(answer.nosuch or ()))
 
-    def get_txn_state(self, txn_id: int) -> TxnState:
+    def get_txn_state(self, txn_id: int) -> TxnStatus:
         """From ``get_open_txns_info``: listed → open or aborted; at or below the high-water mark and not
         listed → committed (Hive keeps aborted txns listed until their writes are cleaned); above → unknown."""
         answer = self._call("get_open_txns_info")
         for info in answer.open_txns or ():
             if info.id == txn_id:
-                return TxnState.OPEN if info.state == ttypes.TxnState.OPEN else TxnState.ABORTED
-        return TxnState.COMMITTED if 0 < txn_id <= answer.txn_high_water_mark else TxnState.UNKNOWN
+                return TxnStatus.OPEN if info.state == ttypes.TxnStatus.OPEN else TxnStatus.ABORTED
+        return TxnStatus.COMMITTED if 0 < txn_id <= answer.txn_high_water_mark else TxnStatus.UNKNOWN
 
     def abort_txn(self, txn_id: int) -> None:
         self.abort_txns([txn_id])
@@ -471,7 +471,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         return [
             TxnInfo(
                 txn_id=t.id,
-                state=TxnState.OPEN if t.state == ttypes.TxnState.OPEN else TxnState.ABORTED,
+                state=TxnStatus.OPEN if t.state == ttypes.TxnStatus.OPEN else TxnStatus.ABORTED,
                 started=t.startedTime or 0,
                 last_heartbeat=t.lastHeartbeatTime or 0,
                 user=t.user,
@@ -521,9 +521,9 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         db, name = split_name(table_name)
         if txn_id is not None:
             state = self.get_txn_state(txn_id)
-            if state is TxnState.ABORTED:
+            if state is TxnStatus.ABORTED:
                 raise TxnAbortedException(f"Transaction txnid:{txn_id} already aborted")
-            if state is not TxnState.OPEN:
+            if state is not TxnStatus.OPEN:
                 raise NoSuchTxnException(f"Transaction txnid:{txn_id} is not open ({state.name.lower()})")
         txns = str(snapshot) if snapshot is not None else read_txn_list_string(self._call("get_open_txns"))
         request = ttypes.GetValidWriteIdsRequest(fullTableNames=[f"{db}.{name}"], validTxnList=txns)

@@ -43,7 +43,7 @@ from acidstream.metastore.models import (
     Table,
     TableWrite,
     TxnInfo,
-    TxnState,
+    TxnStatus,
     WrittenFile,
 )
 from acidstream.metastore.sql import (
@@ -473,7 +473,7 @@ class MetastoreClient:
         """One point in time for every table: scans of several tables given it see the same commits."""
         return self.get_open_txns()
 
-    def get_txn_state(self, txn_id: int) -> TxnState:
+    def get_txn_state(self, txn_id: int) -> TxnStatus:
         return self._read(lambda c: txns.get_txn_state(c, txn_id))
 
     def show_txns(self) -> list[TxnInfo]:

@@ -29,7 +29,7 @@ from acidstream.metastore.models import (
     CompactionInfo,
     PotentialCompaction,
     Publication,
-    TxnState,
+    TxnStatus,
 )
 from acidstream.metastore.sql import catalog, followers, notifications, readers, txns
 from acidstream.metastore.sql import schema as s
@@ -359,7 +359,7 @@ def mark_compacted(conn: Connection, cq_id: int, txn_id: int | None = None) -> N
 
 def _end_txn(conn: Connection, txn_id: int | None, *, commit: bool) -> None:
     """Commit or abort the compactor txn if it is still open (a timed-out one is already aborted)."""
-    if txn_id is None or txns.get_txn_state(conn, txn_id) is not TxnState.OPEN:
+    if txn_id is None or txns.get_txn_state(conn, txn_id) is not TxnStatus.OPEN:
         return
     if commit:
         txns.commit_txn(conn, txn_id, None, None)
@@ -434,7 +434,9 @@ def revert(conn: Connection, cq_id: int, message: str, max_attempts: int) -> str
 def find_abandoned(conn: Connection) -> list[CompactionInfo]:
     """Working entries whose compactor txn is no longer open: their worker died (or lost its heartbeats)."""
     t = s.txns.c
-    still_open = select(t.txn_id).where(t.txn_id == CQ.cq_txn_id, t.txn_state == TxnState.OPEN.value).exists()
+    still_open = (
+        select(t.txn_id).where(t.txn_id == CQ.cq_txn_id, t.txn_state == TxnStatus.OPEN.value).exists()
+    )
     rows = conn.execute(
         select(s.compaction_queue).where(CQ.cq_state == "w", ~still_open).order_by(CQ.cq_id)
     ).all()
@@ -565,7 +567,7 @@ def _forget_aborted(
                     t2w.t2w_database == db,
                     t2w.t2w_table == table,
                     t2w.t2w_writeid.in_(part_ids),
-                    t.txn_state == TxnState.ABORTED.value,
+                    t.txn_state == TxnStatus.ABORTED.value,
                 )
             ).scalars()
         )
@@ -637,7 +639,7 @@ def find_potential(conn: Connection, aborted_threshold: int) -> list[PotentialCo
         for r in conn.execute(
             select(tc.tc_database, tc.tc_table, tc.tc_partition)
             .join(s.txns, t.txn_id == tc.tc_txnid)
-            .where(t.txn_state == TxnState.ABORTED.value, tc.tc_table.is_not(None))
+            .where(t.txn_state == TxnStatus.ABORTED.value, tc.tc_table.is_not(None))
             .group_by(tc.tc_database, tc.tc_table, tc.tc_partition)
             .having(func.count() > aborted_threshold)
         )

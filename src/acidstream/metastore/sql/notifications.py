@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from acidstream.metastore.models import NotificationEvent, TxnState
+from acidstream.metastore.models import NotificationEvent, TxnStatus
 from acidstream.metastore.sql import schema as s
 from acidstream.metastore.sql.counters import now_ms
 from acidstream.metastore.sql.prepared import Prepared
@@ -140,7 +140,7 @@ def recorded_lengths(
             t2w.t2w_database == db,
             t2w.t2w_table == table,
             t2w.t2w_writeid.between(low, high),
-            txns.txn_state == TxnState.COMMITTED.value,
+            txns.txn_state == TxnStatus.COMMITTED.value,
             N.event_type == "ACID_WRITE",
             N.db_name == db,
             N.tbl_name == table,

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import NoSuchObjectException
-from acidstream.metastore.models import TxnState
+from acidstream.metastore.models import TxnStatus
 from acidstream.metastore.sql import catalog, compaction, txns
 from acidstream.metastore.sql import schema as s
 from acidstream.metastore.sql.counters import now_ms
@@ -284,11 +284,11 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
         _insert_write_ids(conn, op.db, op.table, [(mapped[t], w) for t, w in op.pairs if t in mapped])
     elif isinstance(op, CommitTxn):
         target = target_txns(conn, run.policy, [op.src_txn_id]).get(op.src_txn_id)
-        if target is not None and txns.get_txn_state(conn, target) is TxnState.OPEN:
+        if target is not None and txns.get_txn_state(conn, target) is TxnStatus.OPEN:
             txns.commit_txn(conn, target, None, None)
     elif isinstance(op, AbortTxns):
         mapped = target_txns(conn, run.policy, op.src_txn_ids)
-        live = [t for t in mapped.values() if txns.get_txn_state(conn, t) is TxnState.OPEN]
+        live = [t for t in mapped.values() if txns.get_txn_state(conn, t) is TxnStatus.OPEN]
         if live:
             txns.abort_txns(conn, live, reason="aborted on the source")
     elif isinstance(op, AbortUncarried):
@@ -347,7 +347,7 @@ def _abort_uncarried(run: _Applying, carried: set[int]) -> None:
     rows = run.conn.execute(
         select(RTM.rtm_src_txn_id, RTM.rtm_target_txn_id)
         .join(s.txns, TX.txn_id == RTM.rtm_target_txn_id)
-        .where(RTM.rtm_repl_policy == run.policy, TX.txn_state == TxnState.OPEN.value)
+        .where(RTM.rtm_repl_policy == run.policy, TX.txn_state == TxnStatus.OPEN.value)
     ).all()
     gone = sorted(tgt for src, tgt in rows if src not in carried)
     if gone:

@@ -26,7 +26,7 @@ from acidstream.metastore.models import (
     OperationType,
     TableWrite,
     TxnInfo,
-    TxnState,
+    TxnStatus,
     WrittenFile,
 )
 from acidstream.metastore.sql import catalog, notifications
@@ -75,12 +75,12 @@ _SET_STATE = Prepared(
 )
 _ABORT_OPEN = (
     update(s.txns)
-    .where(T.txn_id.in_(bindparam("p_ids", expanding=True)), T.txn_state == TxnState.OPEN.value)
-    .values(txn_state=TxnState.ABORTED.value)
+    .where(T.txn_id.in_(bindparam("p_ids", expanding=True)), T.txn_state == TxnStatus.OPEN.value)
+    .values(txn_state=TxnStatus.ABORTED.value)
 )
 _HEARTBEAT = Prepared(
     update(s.txns)
-    .where(T.txn_id == bindparam("p_txn"), T.txn_state == TxnState.OPEN.value)
+    .where(T.txn_id == bindparam("p_txn"), T.txn_state == TxnStatus.OPEN.value)
     .values(txn_last_heartbeat=bindparam("p_now"), txn_heartbeat_count=T.txn_heartbeat_count + 1)
 )
 _HEARTBEAT_LOCKS = Prepared(
@@ -119,27 +119,27 @@ def txn_str(txn_id: int) -> str:
     return f"txnid:{txn_id}"
 
 
-def _state(conn: Connection, txn_id: int, *, for_update: bool = False) -> TxnState:
+def _state(conn: Connection, txn_id: int, *, for_update: bool = False) -> TxnStatus:
     code = (_STATE_FOR_UPDATE if for_update else _STATE).run(conn, {"txn_id": txn_id}).scalar()
-    return TxnState.UNKNOWN if code is None else TxnState(code)
+    return TxnStatus.UNKNOWN if code is None else TxnStatus(code)
 
 
-def _raise_unexpected(state: TxnState, txn_id: int) -> None:
+def _raise_unexpected(state: TxnStatus, txn_id: int) -> None:
     """Hive's ``raiseTxnUnexpectedState``: the typed error for a txn that is not open."""
-    if state is TxnState.ABORTED:
+    if state is TxnStatus.ABORTED:
         raise TxnAbortedException(f"Transaction {txn_str(txn_id)} already aborted")
-    if state is TxnState.COMMITTED:
+    if state is TxnStatus.COMMITTED:
         raise NoSuchTxnException(f"Transaction {txn_str(txn_id)} is already committed.")
     raise NoSuchTxnException(f"No such transaction {txn_str(txn_id)}")
 
 
 def require_open(conn: Connection, txn_id: int, *, for_update: bool = False) -> None:
     state = _state(conn, txn_id, for_update=for_update)
-    if state is not TxnState.OPEN:
+    if state is not TxnStatus.OPEN:
         _raise_unexpected(state, txn_id)
 
 
-def get_txn_state(conn: Connection, txn_id: int) -> TxnState:
+def get_txn_state(conn: Connection, txn_id: int) -> TxnStatus:
     return _state(conn, txn_id)
 
 
@@ -181,7 +181,7 @@ def _insert_open(
         [
             {
                 "txn_id": i,
-                "txn_state": TxnState.OPEN.value,
+                "txn_state": TxnStatus.OPEN.value,
                 "txn_started": now,
                 "txn_last_heartbeat": now,
                 "txn_user": user,
@@ -210,8 +210,8 @@ def allocate_table_write_ids(
     rows = conn.execute(_STATES_WITH_WRITE_IDS, {"ids": ordered, "db": db, "table": table}).all()
     states = {r.txn_id: r.txn_state for r in rows}
     for txn_id in ordered:
-        state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
-        if state is not TxnState.OPEN:
+        state = TxnStatus(states[txn_id]) if txn_id in states else TxnStatus.UNKNOWN
+        if state is not TxnStatus.OPEN:
             _raise_unexpected(state, txn_id)
     existing = {r.txn_id: r.t2w_writeid for r in rows if r.t2w_writeid is not None}
     if len(existing) == len(ordered):
@@ -428,9 +428,9 @@ def commit_txn(
     client a round trip each (Hive's ``addDynamicPartitions`` + ``addWriteNotificationLog``).
     """
     state = _state(conn, txn_id, for_update=True)
-    if state is TxnState.COMMITTED:
+    if state is TxnStatus.COMMITTED:
         return None
-    if state is not TxnState.OPEN:
+    if state is not TxnStatus.OPEN:
         _raise_unexpected(state, txn_id)
     written: Sequence[Any] | None = None
     events: list[dict[str, Any]] = []
@@ -491,7 +491,7 @@ def commit_txn(
     if components:
         _DELETE_COMPONENTS.run(conn, {"txn_id": txn_id})
     _DELETE_TXN_LOCKS.run(conn, {"txn_id": txn_id})
-    _SET_STATE.run(conn, {"p_txn": txn_id, "p_state": TxnState.COMMITTED.value})
+    _SET_STATE.run(conn, {"p_txn": txn_id, "p_state": TxnStatus.COMMITTED.value})
     if written is None:
         written = _WRITE_IDS_OF.run(conn, {"txn_id": txn_id}).all()
     write_ids = {f"{r.t2w_database}.{r.t2w_table}": r.t2w_writeid for r in written}
@@ -517,10 +517,10 @@ def abort_txns(conn: Connection, txn_ids: Sequence[int], *, reason: str = "clien
     ordered = sorted(set(txn_ids))
     states = dict(conn.execute(_STATES_FOR_UPDATE, {"ids": ordered}).all())
     for txn_id in ordered:
-        state = TxnState(states[txn_id]) if txn_id in states else TxnState.UNKNOWN
-        if state not in (TxnState.OPEN, TxnState.ABORTED):
+        state = TxnStatus(states[txn_id]) if txn_id in states else TxnStatus.UNKNOWN
+        if state not in (TxnStatus.OPEN, TxnStatus.ABORTED):
             _raise_unexpected(state, txn_id)
-    opened = [t for t in ordered if states[t] == TxnState.OPEN.value]
+    opened = [t for t in ordered if states[t] == TxnStatus.OPEN.value]
     _abort_open(conn, opened, reason)
     return opened
 
@@ -546,7 +546,7 @@ def heartbeat_txn_range(conn: Connection, lo: int, hi: int) -> HeartbeatTxnRange
     in_range = and_(T.txn_id >= lo, T.txn_id <= hi)
     conn.execute(
         update(s.txns)
-        .where(in_range, T.txn_state == TxnState.OPEN.value)
+        .where(in_range, T.txn_state == TxnStatus.OPEN.value)
         .values(txn_last_heartbeat=now, txn_heartbeat_count=T.txn_heartbeat_count + 1)
     )
     conn.execute(
@@ -555,8 +555,8 @@ def heartbeat_txn_range(conn: Connection, lo: int, hi: int) -> HeartbeatTxnRange
         .values(hl_last_heartbeat=now)
     )
     states = dict(conn.execute(select(T.txn_id, T.txn_state).where(in_range)).all())
-    aborted = [t for t in range(lo, hi + 1) if states.get(t) == TxnState.ABORTED.value]
-    nosuch = [t for t in range(lo, hi + 1) if states.get(t) in (None, TxnState.COMMITTED.value)]
+    aborted = [t for t in range(lo, hi + 1) if states.get(t) == TxnStatus.ABORTED.value]
+    nosuch = [t for t in range(lo, hi + 1) if states.get(t) in (None, TxnStatus.COMMITTED.value)]
     return HeartbeatTxnRangeResponse(aborted=aborted, nosuch=nosuch)
 
 
@@ -564,11 +564,11 @@ def get_open_txns(conn: Connection) -> ValidTxnList:
     hwm = peek_next(conn, s.next_txn_id) - 1
     rows = conn.execute(
         select(T.txn_id, T.txn_state).where(
-            T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value]), T.txn_id <= hwm
+            T.txn_state.in_([TxnStatus.OPEN.value, TxnStatus.ABORTED.value]), T.txn_id <= hwm
         )
     ).all()
-    opened = [r.txn_id for r in rows if r.txn_state == TxnState.OPEN.value]
-    aborted = [r.txn_id for r in rows if r.txn_state == TxnState.ABORTED.value]
+    opened = [r.txn_id for r in rows if r.txn_state == TxnStatus.OPEN.value]
+    aborted = [r.txn_id for r in rows if r.txn_state == TxnStatus.ABORTED.value]
     return ValidTxnList(hwm, tuple(opened), tuple(aborted), min_open_txn=min(opened, default=LONG_MAX))
 
 
@@ -582,7 +582,7 @@ def get_valid_write_ids(conn: Connection, db: str, table: str) -> ValidWriteIdLi
     states = dict(
         conn.execute(
             select(T.txn_id, T.txn_state).where(
-                T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value])
+                T.txn_state.in_([TxnStatus.OPEN.value, TxnStatus.ABORTED.value])
             )
         ).all()
     )
@@ -598,20 +598,20 @@ def get_valid_write_ids(conn: Connection, db: str, table: str) -> ValidWriteIdLi
                 T2W.t2w_writeid <= hwm,
             )
         ):
-            (opened if states[txn_id] == TxnState.OPEN.value else aborted).append(write_id)
+            (opened if states[txn_id] == TxnStatus.OPEN.value else aborted).append(write_id)
     return write_id_list_from_states(f"{db}.{table}", hwm, opened, aborted)
 
 
 def show_txns(conn: Connection) -> list[TxnInfo]:
     rows = conn.execute(
         select(s.txns)
-        .where(T.txn_state.in_([TxnState.OPEN.value, TxnState.ABORTED.value]))
+        .where(T.txn_state.in_([TxnStatus.OPEN.value, TxnStatus.ABORTED.value]))
         .order_by(T.txn_id)
     ).all()
     return [
         TxnInfo(
             r.txn_id,
-            TxnState(r.txn_state),
+            TxnStatus(r.txn_state),
             r.txn_started,
             r.txn_last_heartbeat,
             r.txn_user,
@@ -733,7 +733,7 @@ def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
         conn.execute(
             select(T.txn_id)
             .where(
-                T.txn_state == TxnState.OPEN.value,
+                T.txn_state == TxnStatus.OPEN.value,
                 T.txn_last_heartbeat + func.coalesce(T.txn_timeout_ms, txn_timeout_ms) < now,
                 ~_REPLICATED,  # a replica's txns for source txns end when the source's do, never by timeout
             )
@@ -753,7 +753,7 @@ def perform_timeouts(conn: Connection, txn_timeout_ms: int) -> list[int]:
     has_write_ids = select(T2W.t2w_txnid).where(T2W.t2w_txnid == T.txn_id).exists()
     conn.execute(
         delete(s.txns).where(
-            T.txn_state == TxnState.ABORTED.value,
+            T.txn_state == TxnStatus.ABORTED.value,
             T.txn_last_heartbeat + 2 * func.coalesce(T.txn_timeout_ms, txn_timeout_ms) < now,
             ~has_components,
             ~has_write_ids,

@@ -44,14 +44,15 @@ def merge(
 ) -> dict[str, int]:
     """Apply the DataFrame ``source`` to ``table`` (``db.table``), matching rows on the ``on`` columns, in one
     transaction; same semantics as ``Table.merge`` (matched rows updated or deleted, unmatched source rows
-    inserted, unmatched target rows deleted if asked; null keys never match; a target row matched twice is an
+    inserted, unmatched target rows deleted if asked; null keys never match; a key two source rows hold is an
     error). Returns ``{"inserted": n, "updated": n, "deleted": n}``.
 
     A table bucketed on merge keys only is merged bucket by bucket in one job, the source evaluated once
     (package docstring). Otherwise, unless unmatched target rows are deleted, only target rows the source's keys
     may match are joined: the source's distinct keys (up to :data:`MAX_PUSHED_KEYS`) are collected and the read
     keeps those rows, which are broadcast to the join; with more keys the target is semi-joined with them in
-    Spark. The source is then evaluated twice (``cache()`` an expensive one)."""
+    Spark. The source is then evaluated twice (``cache()`` an expensive one), as it is when unmatched target
+    rows are deleted (its keys are counted first, to refuse a key held twice)."""
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
     with _mutation(metastore, warehouse, table) as (m, location):
         changes = m.changes
@@ -63,9 +64,8 @@ def merge(
                 job = merge_by_bucket(spark, m, location, scan, source, names, keys, target_columns, actions)
                 return _commit(m, job)
         known = m.inserted_partitions(actions)
-        pushed = None
-        if actions.when_not_matched_by_source is None:
-            pushed = source_keys(source, names, keys, changes.table)
+        push = actions.when_not_matched_by_source is None
+        pushed = source_keys(source, names, keys, changes.table, push=push)
         with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
             target = scan_target(spark, m, location, scan, pushed)
             joined = join_source(target, source, names, keys, target_columns, actions, changes.table, pushed)

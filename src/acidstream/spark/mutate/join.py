@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from acidstream.metastore.models import Table as TableDefinition
-from acidstream.mutate.changes import MergeActions
+from acidstream.mutate.changes import MergeActions, duplicate_key
 from acidstream.mutate.merge import TableMutation
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.spark.mutate.stages import SOURCE_PREFIX, SOURCE_PRESENT, TARGET_PREFIX, ReadStage
-from acidstream.spark.options import Target
+from acidstream.spark.options import ResolvedTable
 from acidstream.spark.read import PARTITION_NAME, pack_tasks, selected_columns
 from acidstream.spark.types import schema_ddl
 
@@ -29,6 +30,8 @@ MAX_PUSHED_KEYS = 1_000_000
 #: File bytes per task reading the target: one task per core unless the table is larger. A merge reads the keys
 #: and ROW__IDs, a small part of each file, so tasks can cover more bytes than a read of whole rows.
 READ_TASK_BYTES = 1 << 30
+#: The column counting each source key's rows.
+_ROWS = "__rows"
 
 
 def scan_target(
@@ -41,7 +44,7 @@ def scan_target(
     runs in Python workers of its own, which cost more than this whole read of a change set's rows."""
     plan = scan.plan_files()
     columns = tuple(selected_columns(m.table, scan.columns))
-    target = Target(location["metastore"], location["warehouse"], m.table.definition())
+    target = ResolvedTable(location["metastore"], location["warehouse"], m.table.definition())
     parallelism = spark.sparkContext.defaultParallelism
     groups = pack_tasks(plan.tasks, READ_TASK_BYTES, min_groups=parallelism) or [()]
     stage = ReadStage(target, columns, plan.write_ids, tuple(groups), keys)
@@ -50,11 +53,14 @@ def scan_target(
 
 
 def source_keys(
-    source: DataFrame, names: Sequence[str], keys: Sequence[str], table: TableDefinition
+    source: DataFrame, names: Sequence[str], keys: Sequence[str], table: TableDefinition, *, push: bool
 ) -> pa.Table | None:
     """The source's distinct non-null keys, typed as Spark types the target's columns, collected to the driver
-    so that the target's read keeps only rows they may match; None when there are more than
-    :data:`MAX_PUSHED_KEYS` (the target is then semi-joined with them in Spark)."""
+    so that the target's read keeps only rows they may match; None when not ``push``-ed or there are more than
+    :data:`MAX_PUSHED_KEYS` (the target is then semi-joined with them in Spark).
+
+    A key two source rows hold is refused (``InvalidObjectException`` naming it), matched or not, as the
+    Python merge refuses it: counted with the keys collected, or in a job of its own when none are."""
     from pyspark.sql import functions as F
 
     from acidstream.spark.types import spark_ddl
@@ -62,9 +68,22 @@ def source_keys(
     types = {c.name: c.type for c in (*table.columns, *table.partition_keys)}
     originals = dict(zip(names, source.columns, strict=True))
     frame = source.select(*[F.col(f"`{originals[k]}`").cast(spark_ddl(types[k])).alias(k) for k in keys])
-    # distinct before the limit: the bound is on keys, not rows (a source of many rows per key still pushes)
-    collected = frame.dropna().distinct().limit(MAX_PUSHED_KEYS + 1).toArrow()
-    return None if collected.num_rows > MAX_PUSHED_KEYS else collected
+    counted = frame.dropna().groupBy(*keys).agg(F.count(F.lit(1)).alias(_ROWS))
+    if push:
+        # counted before the limit: the bound is on keys, not rows (a source of many rows per key still pushes)
+        collected = counted.limit(MAX_PUSHED_KEYS + 1).toArrow()
+        if collected.num_rows <= MAX_PUSHED_KEYS:
+            _refuse_repeated(collected.filter(pc.greater(collected.column(_ROWS), 1)), keys)
+            return collected.drop_columns([_ROWS])
+    _refuse_repeated(counted.where(F.col(_ROWS) > 1).limit(1).toArrow(), keys)
+    return None
+
+
+def _refuse_repeated(repeated: pa.Table, keys: Sequence[str]) -> None:
+    """Raise the merge's duplicate-key error for the first of ``repeated`` (keys held by several rows), if any."""
+    if repeated.num_rows:
+        first = repeated.slice(0, 1).to_pylist()[0]
+        raise duplicate_key("two source rows", {k: first[k] for k in keys})
 
 
 def join_source(

@@ -35,7 +35,7 @@ from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.record_id import ROW_ID, row_id_arrays
 from acidstream.mutate.table import AcidTable, MutationSummary
 from acidstream.spark.errors import task_errors
-from acidstream.spark.options import Target, client
+from acidstream.spark.options import ResolvedTable, client
 from acidstream.spark.read import PARTITION_NAME, read_tasks
 from acidstream.spark.task_write import statement_id_for
 from acidstream.spark.types import schema_ddl, spark_arrow_schema, to_spark_batch
@@ -149,7 +149,7 @@ class ReadStage:
     """Spark partition ``i`` in (a row of ``spark.range``), the rows of ``groups[i]``'s bucket tasks out (a
     ``mapInArrow`` function); with ``keys``, only rows whose key columns hold values among those."""
 
-    target: Target
+    target: ResolvedTable
     columns: tuple[Column, ...]
     write_ids: ValidWriteIdList
     groups: tuple[tuple[BucketTask, ...], ...]
