@@ -98,7 +98,9 @@ class Metastore:
 
         ``txn_timeout``: for acidstream's metastore, how long this client's txns live without a heartbeat
         (default 300 s); for Hive's, the server's ``metastore.txn.timeout`` unless given. ``options`` go to the
-        backend (``db_wait_timeout``; ``connect_timeout``, ``socket_timeout``).
+        backend: ``db_wait_timeout`` (acidstream's: how long a call waits for its database in all);
+        ``connect_timeout`` (connecting and the version check, 10 s), ``socket_timeout`` (any other call, 600 s)
+        and ``settle_timeout`` (how long a commit whose answer was lost is asked again, 60 s) for Hive's.
         """
         return cls(
             open_backend(
