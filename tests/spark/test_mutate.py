@@ -15,7 +15,7 @@ import pytest
 from acidstream import spark as acid
 from acidstream.catalog import Metastore
 from acidstream.errors import BucketIdException, InvalidObjectException, SerializationError, WorkerException
-from acidstream.metastore import TxnState
+from acidstream.metastore import TxnStatus
 from acidstream.mutate.apply import DELETE, INSERT, OP
 from acidstream.mutate.merge import TableMutation
 from acidstream.spark.mutate import by_bucket, driver, join
@@ -44,7 +44,7 @@ def spread(acid_spark: Any) -> Any:
 
 
 def no_open_txns(ms: Metastore) -> bool:
-    return all(t.state is not TxnState.OPEN for t in ms.show_txns())
+    return all(t.state is not TxnStatus.OPEN for t in ms.show_txns())
 
 
 #: The ways a Spark merge runs: split by bucket (the source shipped to the tasks, or shuffled to them), or as
