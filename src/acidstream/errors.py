@@ -191,6 +191,11 @@ class InvalidObjectException(MetaException):
     """A definition is malformed (unknown type, bad partition spec, bad property)."""
 
 
+class InvalidOperationException(MetaException):
+    """The metastore refuses the operation as asked (Hive's name): dropping a database that still holds tables
+    without CASCADE, or the default database."""
+
+
 class SqlSyntaxError(InvalidObjectException):
     """A statement does not parse, or uses a construct acidstream does not run; ``position`` is the 0-based
     offset of the offending token (Hive's ``ParseException``)."""

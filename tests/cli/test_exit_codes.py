@@ -60,7 +60,7 @@ def test_1_other_error(ms: Metastore, warehouse: Path) -> None:
         (("stream", "testing.alerts", "--partition", "Asia"), "InvalidPartition"),
         (("merge", "testing.alerts", "--source", "{source}", "--on", "nosuchcol"), "nosuchcol: not a column"),
         (("show", "tables", "--metastore", "mysql://user@host/db"), "unsupported metastore URL 'mysql://"),
-        (("show", "tables", "--metastore", "not a url"), "does not parse"),
+        (("show", "tables", "--metastore", "not a url"), "or thrift://host:9083"),
         (("sql", "SELEC * FROM testing.alerts"), "SyntaxError"),
         (("stream", "testing.alerts", "--records-per-txn", "0"), "--records-per-txn"),
     ],

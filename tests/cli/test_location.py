@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, inspect
 
 from acidstream.cli import cli
-from acidstream.cli._options import CONFIG_FILE, LOCATION_RULE, Location
+from acidstream.cli._options import CONFIG_FILE, LOCATION_RULE, SLOW_CONNECT, Location, _said_when_slow
 
 READ_ONLY = [
     ["show", "databases"],
@@ -163,3 +163,42 @@ def test_an_unreachable_metastore_is_said_to_be_waited_for(tmp_path: Path) -> No
     assert still_waiting and waited < 10
     location = Location(url, str(tmp_path), "--metastore")
     assert "secret" not in location.describe() and "acid:***@127.0.0.1:1" in location.describe()
+
+
+def test_metastore_and_warehouse_go_before_the_command_or_after_it(tmp_path: Path) -> None:
+    """``acidstream --metastore URL show tables`` as ``acidstream show tables --metastore URL``; after the
+    command wins, and a flag before it wins over the environment."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    for wh in (here, there):
+        assert invoke("metastore", "init", "--no-config", "--warehouse", str(wh))[0] == 0
+    assert invoke("--warehouse", str(here), "sql", "CREATE DATABASE only_here")[0] == 0
+    url = f"sqlite:///{here / 'metastore.db'}"
+    assert invoke("--metastore", url, "show", "databases")[1] == "default\nonly_here\n"
+    assert invoke("--warehouse", str(here), "show", "databases")[1] == "default\nonly_here\n"
+    assert invoke("--warehouse", str(here), "show", "databases", "--warehouse", str(there))[1] == "default\n"
+    env = {"ACIDSTREAM_WAREHOUSE": str(there)}
+    assert invoke("--warehouse", str(here), "show", "databases", env=env)[1] == "default\nonly_here\n"
+    code, _, err = invoke("--metastore", f"sqlite:///{tmp_path / 'none.db'}", "show", "databases")
+    assert code == 4 and f"looked in: metastore sqlite:///{tmp_path / 'none.db'}" in err
+    assert "(from --metastore)" in err
+
+
+@pytest.mark.parametrize("url", ["X", "mysql://user@host/db", "not a url"])
+def test_a_url_naming_no_metastore_lists_every_kind(url: str) -> None:
+    code, _, err = invoke("--metastore", url, "show", "tables")
+    assert code == 2 and f"unsupported metastore URL {url!r}" in err
+    assert "sqlite:///path, postgresql://user@host/db or thrift://host:9083" in err
+
+
+def test_a_sqlite_file_is_never_said_to_be_waited_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Opening a SQLite file waits for no server: however long the machine's load makes it take, nothing is
+    said (a server's URL is, as above)."""
+    with _said_when_slow(f"sqlite:///{tmp_path / 'metastore.db'}"):
+        time.sleep(SLOW_CONNECT + 0.5)
+    with _said_when_slow("postgresql://127.0.0.1:1/none"):
+        time.sleep(SLOW_CONNECT + 0.5)
+    assert (
+        capsys.readouterr().err == "waiting for the metastore at postgresql://127.0.0.1:1/none to answer...\n"
+    )

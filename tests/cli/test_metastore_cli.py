@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 import acidstream
@@ -179,3 +180,23 @@ def test_listings_of_sql_show_have_headers_and_utc_times(run: Run, warehouse: Pa
             and len(row.split("\t")) == len(SHOW_COMPACTIONS_COLUMNS)
         )
         assert row.split("\t")[8] == utc(request.enqueue_time)
+
+
+def test_what_the_metastore_refuses_as_asked_is_a_usage_error(run: Run) -> None:
+    assert run("metastore", "init")[0] == 0
+    assert run("sql", "CREATE DATABASE db")[0] == 0
+    assert run("sql", "CREATE TABLE db.t (id int) TBLPROPERTIES ('transactional'='true')")[0] == 0
+    code, _, err = run("sql", "DROP DATABASE db")
+    assert code == 2 and "InvalidOperationException: Database db is not empty" in err, err
+    assert "DROP DATABASE db CASCADE drops them too" in err and "looked in" not in err
+    code, _, err = run("sql", "DROP DATABASE default")
+    assert code == 2 and "Can not drop default database" in err
+    assert run("sql", "DROP DATABASE db CASCADE")[0] == 0
+
+
+@pytest.mark.hive4
+def test_the_housekeeper_on_a_hive_metastore_says_it_keeps_house_itself(hive4_metastore: str) -> None:
+    result = CliRunner().invoke(cli, ["--metastore", hive4_metastore, "housekeeper", "--once"])
+    assert result.exit_code == 2, result.output
+    assert "UnsupportedCapability: perform_timeouts" in result.stderr
+    assert "times out silent txns and locks itself" in result.stderr and "looked in" not in result.stderr

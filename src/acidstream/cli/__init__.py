@@ -18,12 +18,13 @@ import click
 
 from acidstream.cli._interrupt import exit_code as interrupted_exit_code
 from acidstream.cli._interrupt import raise_on_signals, signal_of
-from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location
+from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location, root_options
 from acidstream.errors import (
     AcidStreamError,
     CommitOutcomeUnknown,
     HeartBeatFailure,
     InvalidObjectException,
+    InvalidOperationException,
     InvalidPartition,
     LockException,
     LockTimeoutException,
@@ -37,6 +38,7 @@ from acidstream.errors import (
     TransactionError,
     TransactionException,
     TxnAbortedException,
+    UnsupportedCapability,
 )
 from acidstream.runtime import configure
 
@@ -51,6 +53,8 @@ EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
     (InvalidObjectException, EXIT_USAGE),  # a statement that does not parse or defines nothing valid
     (MetastoreUrlError, EXIT_USAGE),  # --metastore, ACIDSTREAM_METASTORE or acidstream.toml
     (InvalidPartition, EXIT_USAGE),  # a partition (--partition) that does not fit the table's keys
+    (UnsupportedCapability, EXIT_USAGE),  # what this metastore does not do (housekeeper on a Hive Metastore)
+    (InvalidOperationException, EXIT_USAGE),  # what it refuses as asked (DROP DATABASE of one with tables)
     (SerializationError, 3),
     (TxnAbortedException, EXIT_TRANSACTION),  # write conflicts included
     (NoSuchTxnException, EXIT_TRANSACTION),
@@ -64,7 +68,8 @@ EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
     (TransactionException, EXIT_TRANSACTION),
     (LockException, EXIT_TRANSACTION),
 ]
-EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, argument, statement or acidstream.toml);
+EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, argument, statement or acidstream.toml,
+or what the metastore does not do or refuses as asked);
 3 bad input records; 4 metastore (none found, unreachable, no such table or database); 5 storage I/O;
 6 transaction failure (aborted, timed out, lock not acquired); 7 a commit's outcome unknown (its answer lost and
 the metastore unreachable since: look up the txn it names before re-sending anything); 130/143 interrupted by
@@ -107,10 +112,11 @@ def _echo_notes(exc: BaseException) -> None:
     epilog=f"{LOCATION_RULE}\n\n{EXIT_CODES_HELP}",
 )
 @click.version_option(package_name="acidstream")
+@root_options
 def cli() -> None:
     """Stream data into Hive 3 full-ACID tables, read them back, and administer their metastore.
 
-    Every command has --help.
+    Every command has --help. --metastore and --warehouse go before the command or after it.
     """
     configure()  # the command's process works for acidstream: tune it
 

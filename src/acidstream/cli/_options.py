@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,8 +28,10 @@ from acidstream.metastore.location import (
     DEFAULT_WAREHOUSE,
     ENV_METASTORE,
     ENV_WAREHOUSE,
+    backend_kind,
     default_metastore_url,
     is_hive,
+    scheme,
 )
 
 if TYPE_CHECKING:
@@ -171,11 +173,14 @@ def _stores_configured(location: Location) -> Iterator[None]:
         configure_stores(**previous)
 
 
-def resolve_location(ctx: click.Context, metastore: str | None, warehouse: str | None) -> Location:
-    """Apply :data:`LOCATION_RULE` to the command's ``--metastore``/``--warehouse`` values."""
+def resolve_location(
+    ctx: click.Context, metastore: str | None, warehouse: str | None, before: Collection[str] = ()
+) -> Location:
+    """Apply :data:`LOCATION_RULE` to the command's ``--metastore``/``--warehouse`` values (``before``: the
+    names whose value was given before the command, ``acidstream --metastore URL show tables``)."""
     explicit = [name for name, value in (("metastore", metastore), ("warehouse", warehouse)) if value]
     if explicit:
-        sources = " and ".join(_option_source(ctx, name) for name in explicit)
+        sources = " and ".join(_option_source(ctx, name, before) for name in explicit)
         wh = _absolute(warehouse or DEFAULT_WAREHOUSE, os.getcwd())
         url = _sqlite_against(metastore, os.getcwd()) if metastore else default_metastore_url(wh)
         return Location(url, wh, sources)
@@ -188,10 +193,45 @@ def resolve_location(ctx: click.Context, metastore: str | None, warehouse: str |
     )
 
 
-def _option_source(ctx: click.Context, name: str) -> str:
-    if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+def _option_source(ctx: click.Context, name: str, before: Collection[str]) -> str:
+    if name not in before and ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
         return ENV_METASTORE if name == "metastore" else ENV_WAREHOUSE
     return f"--{name}"
+
+
+def _location_options(func: Callable[..., Any], *, envvars: bool) -> Callable[..., Any]:
+    """``func`` with ``--metastore URL`` and ``--warehouse DIR`` (read from the environment when not given, if
+    ``envvars``)."""
+    with_options = click.option(
+        "--warehouse",
+        envvar=ENV_WAREHOUSE if envvars else None,
+        default=None,
+        help="Warehouse root directory (or pyarrow.fs URI) holding the tables' files.  "
+        f"[default: from {CONFIG_FILE}, else ./wh]",
+    )(func)
+    return click.option(
+        "--metastore",
+        envvar=ENV_METASTORE if envvars else None,
+        default=None,
+        help="Metastore URL: sqlite:///path.db, postgresql://... or a Hive Metastore's thrift://host:9083  [default: from "
+        f"{CONFIG_FILE}, else sqlite under the warehouse]",
+    )(with_options)
+
+
+def root_options(func: F) -> F:
+    """``--metastore``/``--warehouse`` before the command too (``acidstream --metastore URL show tables``): kept
+    for the command, whose own options, after it, win when both are given."""
+
+    @functools.wraps(func)
+    def kept(*args: Any, metastore: str | None, warehouse: str | None, **kwargs: Any) -> Any:
+        click.get_current_context().meta[_BEFORE_KEY] = {"metastore": metastore, "warehouse": warehouse}
+        return func(*args, **kwargs)
+
+    return _location_options(kept, envvars=False)  # type: ignore[return-value]
+
+
+#: Key of the values of ``--metastore``/``--warehouse`` given before the command in ``click.Context.meta``.
+_BEFORE_KEY = "acidstream.before-command"
 
 
 def metastore_options(func: F) -> F:
@@ -203,26 +243,19 @@ def metastore_options(func: F) -> F:
     @functools.wraps(func)
     def resolved(*args: Any, metastore: str | None, warehouse: str | None, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
-        location = resolve_location(ctx, metastore, warehouse)
+        given = {"metastore": metastore, "warehouse": warehouse}
+        before = [
+            name
+            for name, value in ctx.meta.get(_BEFORE_KEY, {}).items()
+            if value and ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE
+        ]
+        given.update({name: ctx.meta[_BEFORE_KEY][name] for name in before})
+        location = resolve_location(ctx, given["metastore"], given["warehouse"], before)
         ctx.meta[LOCATION_KEY] = location
         with _stores_configured(location):
             return func(*args, metastore=location.metastore, warehouse=location.warehouse, **kwargs)
 
-    with_options = click.option(
-        "--warehouse",
-        envvar=ENV_WAREHOUSE,
-        default=None,
-        help="Warehouse root directory (or pyarrow.fs URI) holding the tables' files.  "
-        f"[default: from {CONFIG_FILE}, else ./wh]",
-    )(resolved)
-    with_options = click.option(
-        "--metastore",
-        envvar=ENV_METASTORE,
-        default=None,
-        help="Metastore URL: sqlite:///path.db, postgresql://... or a Hive Metastore's thrift://host:9083  [default: from "
-        f"{CONFIG_FILE}, else sqlite under the warehouse]",
-    )(with_options)
-    return with_options  # type: ignore[return-value]  # same call signature as far as click is concerned
+    return _location_options(resolved, envvars=True)  # type: ignore[return-value]  # same signature for click
 
 
 def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kwargs: Any) -> Metastore:
@@ -233,6 +266,7 @@ def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kw
     """
     from acidstream.catalog import Metastore
 
+    backend_kind(metastore).opener(metastore)  # a URL naming no metastore fails here; the backend loads now
     with _said_when_slow(metastore):
         if is_hive(metastore):
             return Metastore.connect(metastore, **kwargs)
@@ -243,8 +277,12 @@ def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kw
 
 @contextlib.contextmanager
 def _said_when_slow(url: str) -> Iterator[None]:
-    """Connecting retries an unreachable database until its wait timeout, silently: after
-    :data:`SLOW_CONNECT` seconds, say on stderr what the command is waiting for."""
+    """Connecting retries an unreachable server until its wait timeout, silently: after :data:`SLOW_CONNECT`
+    seconds, say on stderr what the command is waiting for. Not for a SQLite file, which is no server: what
+    takes time there is the machine's load (a busy 2-core machine took over a second to open one)."""
+    if scheme(url) == "sqlite":
+        yield
+        return
     timer = threading.Timer(
         SLOW_CONNECT,
         lambda: click.echo(f"waiting for the metastore at {shown_url(url)} to answer...", err=True),

@@ -20,6 +20,7 @@ _BY_CLASS: tuple[tuple[type[TException], type[errors.MetaException]], ...] = (
     (ttypes.NoSuchObjectException, errors.NoSuchObjectException),
     (ttypes.AlreadyExistsException, errors.AlreadyExistsException),
     (ttypes.InvalidObjectException, errors.InvalidObjectException),
+    (ttypes.InvalidOperationException, errors.InvalidOperationException),
 )
 
 

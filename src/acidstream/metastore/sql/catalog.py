@@ -18,7 +18,7 @@ from acidstream.acid.types import Column, parse_type
 from acidstream.errors import (
     AlreadyExistsException,
     InvalidObjectException,
-    MetaException,
+    InvalidOperationException,
     NoSuchObjectException,
 )
 from acidstream.metastore.models import Partition
@@ -99,14 +99,16 @@ def drop_database(
     """Drop the database (and with ``cascade`` its tables); returns the dropped tables' locations."""
     name = name.lower()
     if name == DEFAULT_DB:
-        raise MetaException("Can not drop default database")
+        raise InvalidOperationException("Can not drop default database")
     if conn.execute(select(s.dbs.c.db_id).where(s.dbs.c.name == name)).first() is None:
         if if_exists:
             return []
         raise NoSuchObjectException(f"Database {name} does not exist")
     tables = list_tables(conn, name)
     if tables and not cascade:
-        raise MetaException(f"Database {name} is not empty. One or more tables exist.")
+        raise InvalidOperationException(
+            f"Database {name} is not empty. One or more tables exist (DROP DATABASE {name} CASCADE drops them too)."
+        )
     locations = [loc for table in tables for loc in drop_table(conn, name, table)]
     conn.execute(delete(s.dbs).where(s.dbs.c.name == name))
     notifications.emit(conn, "DROP_DATABASE", db=name)
