@@ -80,7 +80,7 @@ def merge_command(
     --when-matched delete, delete it); the others are inserted (unless --no-insert); with --delete-missing,
     target rows whose key is in no source row are deleted: the table becomes the source. Source columns are
     matched to the table's by name (case-insensitive) and converted to their types; inserted rows of a
-    partitioned table need its partition columns. A key matched by two source rows is an error. Nothing is
+    partitioned table need its partition columns. A key in two source rows is an error (exit code 2). Nothing is
     visible until the commit, and a failure commits nothing.
 
     \b

@@ -73,7 +73,7 @@ def merge(
 
     Matched target rows are updated with the source's columns (columns the source lacks keep their value) or
     deleted; source rows matching nothing are inserted; target rows no source row matches are deleted if
-    asked. Null keys never match. Two source rows matching one target row is an error, as in SQL's MERGE.
+    asked. Null keys never match. Two source rows of one key are an error, whether the key matches or not.
     Returns the number of rows inserted, updated and deleted. ``progress`` is told each step as it starts.
 
     ``workers``: processes merging side by side (None: one per core for a table of 16 MiB or more). They are

@@ -22,7 +22,7 @@ one of two ways:
 Either way each writing task uses its Spark partition id as statement id and returns its ``MutationSummary``;
 the driver commits with every summary. Nothing is visible until that commit: a failed job aborts the txn, and
 a driver killed outright stops heartbeating, so the metastore aborts its txn after the txn timeout. Errors a
-task raises on purpose (a row that would move between buckets, two source rows matching one target row) reach
+task raises on purpose (a row that would move between buckets, two source rows of one key) reach
 the caller as the same exception classes the Python API raises. A retried task replaces its statement's files
 and the driver deletes files of attempts no task reported before committing; two attempts of one statement
 running at once would collide, so keep ``spark.speculation`` off (its default), as for batch writes.
