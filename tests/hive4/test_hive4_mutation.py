@@ -4,7 +4,7 @@ transactions among them, at every snapshot."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,22 +56,46 @@ def test_table_merge_update_delete(hive4: Referee, ms: Metastore, layout: str) -
     create(ms, "t", layout)
     table = ms.table("db.t")
     region = "EU" if layout.startswith(PARTITIONED) else None
-    snapshots = []
-    for change in (
-        lambda: table.merge(accounts(range(0, 40), 100, region), on=["id"]),
-        lambda: table.merge(accounts(range(30, 60), 500, region), on=["id"]),  # 10 updated, 20 inserted
-        lambda: table.update(pc.field("id") < 5, {"balance": pc.field("balance") * 2}),
-        lambda: table.delete((pc.field("id") >= 10) & (pc.field("id") < 20)),
-        lambda: table.merge(
-            accounts(range(50, 70), 900, region), on=["id"], when_not_matched_by_source="delete"
+    Model = dict[int, tuple[int, str]]  # the committed rows by id: (balance, note)
+
+    def rows_of(ids: range, balance: int) -> Model:
+        return {i: (balance + i, f"n{i}") for i in ids}
+
+    steps: list[tuple[Callable[[], object], Callable[[Model], Model]]] = [
+        (
+            lambda: table.merge(accounts(range(0, 40), 100, region), on=["id"]),
+            lambda m: rows_of(range(0, 40), 100),
         ),
-        lambda: table.update(None, {"note": "all"}),
-    ):
+        (  # 10 updated, 20 inserted
+            lambda: table.merge(accounts(range(30, 60), 500, region), on=["id"]),
+            lambda m: {**m, **rows_of(range(30, 60), 500)},
+        ),
+        (
+            lambda: table.update(pc.field("id") < 5, {"balance": pc.field("balance") * 2}),
+            lambda m: {i: (b * 2 if i < 5 else b, n) for i, (b, n) in m.items()},
+        ),
+        (
+            lambda: table.delete((pc.field("id") >= 10) & (pc.field("id") < 20)),
+            lambda m: {i: r for i, r in m.items() if not 10 <= i < 20},
+        ),
+        (
+            lambda: table.merge(
+                accounts(range(50, 70), 900, region), on=["id"], when_not_matched_by_source="delete"
+            ),
+            lambda m: rows_of(range(50, 70), 900),
+        ),
+        (lambda: table.update(None, {"note": "all"}), lambda m: {i: (b, "all") for i, (b, _) in m.items()}),
+    ]
+    model: Model = {}
+    snapshots = []  # (snapshot, the rows committed then)
+    for change, after in steps:
         change()
-        snapshots.append(ms.snapshot())
-    for snap in snapshots:
-        judge(hive4, ms, "db.t", snap)
-    final = judge(hive4, ms, "db.t")
+        model = after(model)
+        rows = [(i, b, n, *([region] if region else [])) for i, (b, n) in model.items()]
+        snapshots.append((ms.snapshot(), rows))
+    for snap, then in snapshots:
+        judge(hive4, ms, "db.t", snap, expected=then)
+    final = judge(hive4, ms, "db.t", expected=snapshots[-1][1])
     assert sorted(r[0] for _, r in final) == list(range(50, 70))
 
 
@@ -82,19 +106,31 @@ def test_sql_update_delete_merge(hive4: Referee, ms: Metastore) -> None:
         pa.concat_tables([accounts(range(0, 10), 0, "EU"), accounts(range(10, 20), 0, "US")]), on=["id"]
     )
     ms.table("db.changes").merge(accounts(range(5, 15), 1000), on=["id"])
-    snapshots = [ms.snapshot()]
-    for sql in (
-        "UPDATE db.t SET balance = balance + 1, note = 'sql' WHERE id % 3 = 0",
-        "DELETE FROM db.t WHERE id IN (1, 2, 11)",
-        "MERGE INTO db.t AS t USING db.changes AS s ON t.id = s.id "
-        "WHEN MATCHED AND s.id < 8 THEN DELETE "
-        "WHEN MATCHED THEN UPDATE SET balance = s.balance, note = 'merged'",
+    # the committed rows by id: (balance, note, region)
+    model = {i: (i, f"n{i}", "EU" if i < 10 else "US") for i in range(20)}
+    snapshots = [(ms.snapshot(), dict(model))]
+    for sql, after in (
+        (
+            "UPDATE db.t SET balance = balance + 1, note = 'sql' WHERE id % 3 = 0",
+            lambda i, b, n, r: (b + 1, "sql", r) if i % 3 == 0 else (b, n, r),
+        ),
+        (
+            "DELETE FROM db.t WHERE id IN (1, 2, 11)",
+            lambda i, b, n, r: None if i in (1, 2, 11) else (b, n, r),
+        ),
+        (
+            "MERGE INTO db.t AS t USING db.changes AS s ON t.id = s.id "
+            "WHEN MATCHED AND s.id < 8 THEN DELETE "
+            "WHEN MATCHED THEN UPDATE SET balance = s.balance, note = 'merged'",
+            lambda i, b, n, r: (b, n, r) if not 5 <= i < 15 else None if i < 8 else (1000 + i, "merged", r),
+        ),
     ):
         ms.execute(sql)
-        snapshots.append(ms.snapshot())
-    for snap in snapshots:
-        judge(hive4, ms, "db.t", snap)
-    assert len(judge(hive4, ms, "db.t")) == 20 - 3 - 3
+        model = {i: new for i, row in model.items() if (new := after(i, *row)) is not None}
+        snapshots.append((ms.snapshot(), dict(model)))
+    for snap, then in snapshots:
+        judge(hive4, ms, "db.t", snap, expected=[(i, *row) for i, row in then.items()])
+    assert len(model) == 20 - 3 - 3
 
 
 def test_several_statements_in_one_transaction_and_an_aborted_one(hive4: Referee, ms: Metastore) -> None:
