@@ -3,8 +3,11 @@
 #   bash scripts/hdfs.sh fetch         resolve Hadoop's jars, build our launcher; cached in $ACIDSTREAM_HDFS_HOME,
 #                                      a no-op (<1 s) when up to date. Prints the cache directory.
 #   bash scripts/hdfs.sh start DIR     one NameNode and one DataNode on loopback (WebHDFS on, replication 1,
-#                                      permissions off), their storage and log in DIR. Prints the hdfs:// URI;
-#                                      DIR/ports holds "namenode-rpc-port webhdfs-port control-port".
+#                                      permissions off), their storage and log in DIR. Prints the hdfs:// URI on
+#                                      stdout, and on stderr the WebHDFS port and DIR/conf, a Hadoop client
+#                                      configuration naming the cluster (core-site.xml, hdfs-site.xml: point
+#                                      HADOOP_CONF_DIR at it). DIR/ports holds "namenode-rpc-port webhdfs-port
+#                                      control-port".
 #   bash scripts/hdfs.sh stop DIR      stops the cluster started in DIR.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +41,8 @@ fetch() {
     mkdir -p "$home/lib"
     (
         cd "$build"
+        # Maven 3.8's jansi writes ESC[0m around every line even in batch mode with colours off
+        export MAVEN_OPTS="${MAVEN_OPTS:+$MAVEN_OPTS }-Djansi.noreset=true"
         mvn -B -q -Dstyle.color=never package dependency:copy-dependencies -DincludeScope=runtime \
             -DoutputDirectory="$home/lib"
     ) >&2 || die "Maven could not build interop/hdfs (see above)"
@@ -48,13 +53,27 @@ fetch() {
 
 running() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 
+# DIR/conf: the client configuration of the cluster started in DIR (what `hdfs dfs` and acidstream read), then
+# the URI on stdout and where the rest is on stderr.
+started() {
+    local dir="$1" rpc webhdfs
+    read -r rpc webhdfs _ <"$dir/ports"
+    mkdir -p "$dir/conf"
+    printf '<configuration>\n  <property><name>fs.defaultFS</name><value>hdfs://127.0.0.1:%s</value></property>\n</configuration>\n' \
+        "$rpc" >"$dir/conf/core-site.xml"
+    printf '<configuration>\n  <property><name>dfs.namenode.http-address</name><value>127.0.0.1:%s</value></property>\n</configuration>\n' \
+        "$webhdfs" >"$dir/conf/hdfs-site.xml"
+    echo "hdfs.sh: WebHDFS on port $webhdfs; client configuration in $dir/conf (export HADOOP_CONF_DIR=$dir/conf)" >&2
+    echo "hdfs://127.0.0.1:$rpc"
+}
+
 start() {
     local dir="${1:?usage: hdfs.sh start DIR}"
     [ -f "$home/fetched" ] || die "run 'bash scripts/hdfs.sh fetch' first"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     if running "$dir" && [ -f "$dir/ports" ]; then
-        echo "hdfs://127.0.0.1:$(cut -d' ' -f1 "$dir/ports")"
+        started "$dir"
         return
     fi
     rm -rf "$dir/ports" "$dir/data"
@@ -68,7 +87,7 @@ start() {
         sleep 0.5
         waited=$((waited + 1))
     done
-    echo "hdfs://127.0.0.1:$(cut -d' ' -f1 "$dir/ports")"
+    started "$dir"
 }
 
 stop() {

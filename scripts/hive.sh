@@ -58,6 +58,8 @@ fetch() {
     local mvn=(mvn -B -q -Dstyle.color=never)
     (
         cd "$build"
+        # Maven 3.8's jansi writes ESC[0m around every line even in batch mode with colours off
+        export MAVEN_OPTS="${MAVEN_OPTS:+$MAVEN_OPTS }-Djansi.noreset=true"
         "${mvn[@]}" package
         "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
         # The schema scripts ship only in the metastore's binary distribution.
