@@ -111,6 +111,78 @@ def test_packages_import_only_their_own_layer_or_below() -> None:
     assert set(upward) == set(UPWARD), {k: v for k, v in upward.items() if k not in UPWARD}
 
 
+def _module_name(path: Path) -> str:
+    """``acidstream.x.y`` for ``x/y.py`` (a package's ``__init__.py``: the package)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, anywhere in the file (type-only and deferred imports
+    included). ``from p import m`` of a module ``m`` imports ``p.m``; a package's own ``__init__`` run on the way
+    to its modules is not an edge (a package that exports its modules' names lazily would otherwise loop)."""
+    modules = {_module_name(path): path for _, path, _ in _sources()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module in modules and node.level == 0:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    edges.add(sub if sub in modules else node.module)
+        edges.discard(name)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(cycles)
+
+
+def test_no_import_loop_of_any_length() -> None:
+    """A module never imports (at import time, deferred or for types alone) one that imports it back, however
+    long the way round: each module can be read, tested and moved knowing only what is below it."""
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_loop_check_finds_loops_through_deferred_imports() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
 def _name(node: ast.AST) -> str | None:
     """The name an attribute or a bare name refers to (``signal`` of ``signal.signal``)."""
     if isinstance(node, ast.Attribute):

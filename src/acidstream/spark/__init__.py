@@ -10,9 +10,9 @@ need.
 from __future__ import annotations
 
 from acidstream.spark.compact import compact
-from acidstream.spark.datasource import register
+from acidstream.spark.datasource import register, register_views
 from acidstream.spark.mutate import delete, merge, update
-from acidstream.spark.read import read_table, register_views
+from acidstream.spark.read import read_table
 from acidstream.spark.session import session
 
 __all__ = ["compact", "delete", "merge", "read_table", "register", "register_views", "session", "update"]

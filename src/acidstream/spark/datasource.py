@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -10,7 +11,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from acidstream.errors import SerializationError, TransactionError
 from acidstream.spark.batch_write import OVERWRITE_REFUSED, AcidBatchWriter
-from acidstream.spark.options import ResolvedTable, flag, resolve
+from acidstream.spark.options import (
+    ResolvedTable,
+    client,
+    flag,
+    location_options,
+    metastore_location,
+    resolve,
+)
 from acidstream.spark.read import (
     PARTITION_NAME,
     PARTITION_NAME_OPTION,
@@ -98,3 +106,43 @@ def register(spark: SparkSession) -> SparkSession:
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(AcidDataSource)
     return spark
+
+
+def register_views(
+    spark: SparkSession,
+    tables: Sequence[str] | None = None,
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+    reader_tag: str | None = None,
+) -> dict[str, str]:
+    """Temp views for ``spark.sql``, view name → ``db.table``: ``db.t`` becomes view ``t`` (``db_t`` where two
+    databases share a table name); ``tables=None`` means every table of every database. With ``reader_tag``,
+    the views' reads carry it (the ``readerTag`` option), for their owner to end their registrations.
+
+    Views are defined in SQL (``USING acidstream``), so each query on one plans afresh and reads the snapshot
+    current when it starts — Hive's guarantee — whereas a DataFrame keeps the snapshot of its first planning.
+    """
+    register(spark)
+    options = location_options(metastore, warehouse)
+    url, wh = metastore_location(options)
+    if tables is None:
+        ms = client(url, wh)
+        tables = [f"{db}.{t}" for db in ms.list_databases() for t in ms.list_tables(db)]
+    short = [name.rsplit(".", 1)[-1] for name in tables]
+    views: dict[str, str] = {}
+    for name, view in zip(tables, short, strict=True):
+        if short.count(view) > 1:
+            view = name.replace(".", "_")
+        pairs = [("path", name), ("metastore", url), ("warehouse", wh)]
+        if reader_tag:
+            pairs.append(("readerTag", reader_tag))
+        settings = ", ".join(f"{k} '{_sql_string(v)}'" for k, v in pairs)
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{view}` USING acidstream OPTIONS ({settings})")
+        views[view] = name
+    return views
+
+
+def _sql_string(value: str) -> str:
+    """The body of a Spark SQL single-quoted literal."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")

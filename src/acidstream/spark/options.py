@@ -40,6 +40,17 @@ def metastore_location(options: Mapping[str, str]) -> tuple[str, str]:
     return url, warehouse
 
 
+def location_options(metastore: str | None, warehouse: str | None) -> dict[str, str]:
+    """A Python entry point's ``metastore``/``warehouse`` arguments as the options :func:`metastore_location`
+    resolves (an unset one falls back to the environment, then the default)."""
+    options = {}
+    if metastore is not None:
+        options["metastore"] = metastore
+    if warehouse is not None:
+        options["warehouse"] = warehouse
+    return options
+
+
 def client(url: str, warehouse: str) -> Metastore:
     """This process's metastore client for ``url`` (connecting checks the schema: do it once per worker)."""
     from acidstream.catalog import Metastore

@@ -53,7 +53,7 @@ from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.read.planning import BucketTask, ScanPlan
 from acidstream.runtime import configure
-from acidstream.spark.options import ResolvedTable, client, metastore_location
+from acidstream.spark.options import ResolvedTable, client, location_options, metastore_location
 from acidstream.spark.types import spark_arrow_schema, to_spark_batch
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def read_table(
     """``table`` at one snapshot taken now: JVM ORC reader for closed files, Python only for open batches."""
     from acidstream.spark.jvm_read import read_plan
 
-    options = _location_options(metastore, warehouse)
+    options = location_options(metastore, warehouse)
     url, wh = metastore_location(options)
     ms = client(url, wh)
     handle = ms.table(table)
@@ -333,54 +333,3 @@ def _forget_reader(ms: Metastore, reader_id: int) -> None:
     """At the driver's exit: its DataFrames read no more, so the cleaner need not wait for them."""
     with contextlib.suppress(Exception):  # a closed client or a metastore gone: the lease ends it
         ms.unregister_reader(reader_id)
-
-
-def register_views(
-    spark: SparkSession,
-    tables: Sequence[str] | None = None,
-    *,
-    metastore: str | None = None,
-    warehouse: str | None = None,
-    reader_tag: str | None = None,
-) -> dict[str, str]:
-    """Temp views for ``spark.sql``, view name → ``db.table``: ``db.t`` becomes view ``t`` (``db_t`` where two
-    databases share a table name); ``tables=None`` means every table of every database. With ``reader_tag``,
-    the views' reads carry it (the ``readerTag`` option), for their owner to end their registrations.
-
-    Views are defined in SQL (``USING acidstream``), so each query on one plans afresh and reads the snapshot
-    current when it starts — Hive's guarantee — whereas a DataFrame keeps the snapshot of its first planning.
-    """
-    from acidstream.spark.datasource import register
-
-    register(spark)
-    options = _location_options(metastore, warehouse)
-    url, wh = metastore_location(options)
-    if tables is None:
-        ms = client(url, wh)
-        tables = [f"{db}.{t}" for db in ms.list_databases() for t in ms.list_tables(db)]
-    short = [name.rsplit(".", 1)[-1] for name in tables]
-    views: dict[str, str] = {}
-    for name, view in zip(tables, short, strict=True):
-        if short.count(view) > 1:
-            view = name.replace(".", "_")
-        pairs = [("path", name), ("metastore", url), ("warehouse", wh)]
-        if reader_tag:
-            pairs.append(("readerTag", reader_tag))
-        settings = ", ".join(f"{k} '{_sql_string(v)}'" for k, v in pairs)
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{view}` USING acidstream OPTIONS ({settings})")
-        views[view] = name
-    return views
-
-
-def _sql_string(value: str) -> str:
-    """The body of a Spark SQL single-quoted literal."""
-    return value.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _location_options(metastore: str | None, warehouse: str | None) -> dict[str, str]:
-    options = {}
-    if metastore is not None:
-        options["metastore"] = metastore
-    if warehouse is not None:
-        options["warehouse"] = warehouse
-    return options

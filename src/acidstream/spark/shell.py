@@ -104,7 +104,8 @@ def shell_views(
 ) -> Iterator[dict[str, str]]:
     """The shell's views of ``tables`` (view → ``db.table``, as ``register_views``); when the shell ends, so do
     the reader registrations of its queries, which would otherwise hold the cleaner back for a reader lease."""
-    from acidstream.spark.read import reader_agent_info, register_views
+    from acidstream.spark.datasource import register_views
+    from acidstream.spark.read import reader_agent_info
 
     tag = f"spark-shell-{uuid.uuid4().hex[:12]}"
     views = register_views(spark, tables, metastore=metastore, warehouse=warehouse, reader_tag=tag)
