@@ -175,3 +175,11 @@ def test_the_summary_is_one_line_in_a_log(run: Run, tmp_path: Path, monkeypatch:
         f"{long_name}: 3 inserted, 0 updated, 0 deleted from 3 source rows in "
     )
     assert len(line) > 80
+
+
+def test_a_delimiter_is_one_character_or_an_escape_naming_one(run: Run, table: str, tmp_path: Path) -> None:
+    source = tmp_path / "tabs.txt"
+    source.write_text("id\tname\n1\tann\n")
+    code, _, err = run("merge", table, "--source", str(source), "--on", "id", "--delimiter", ";;")
+    assert code == 2 and "Invalid value for '--delimiter': ';;' is not one ASCII character" in err
+    assert "Traceback" not in err

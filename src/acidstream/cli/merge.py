@@ -12,6 +12,7 @@ import pyarrow as pa
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from acidstream.cli import EXIT_CODES_HELP
+from acidstream.cli._delimiter import ESCAPES, delimiter_option
 from acidstream.cli._interrupt import checkpoint, deferred_interrupts
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
@@ -61,7 +62,13 @@ _WHEN_MATCHED: dict[str, MatchedAction] = {"update": "update", "delete": "delete
     show_default=True,
     help="Source format; auto goes by file name endings.",
 )
-@click.option("--delimiter", default=None, help="CSV field delimiter.  [default: ',', tab for .tsv]")
+@click.option(
+    "--delimiter",
+    default=None,
+    callback=delimiter_option,
+    help=f"CSV field delimiter: one ASCII character, or an escape naming one ({ESCAPES}).  "
+    "[default: ',', tab for .tsv]",
+)
 def merge_command(
     table: str,
     metastore: str,

@@ -13,6 +13,7 @@ import click
 import pyarrow as pa
 from rich.console import Console
 
+from acidstream.cli._delimiter import ESCAPES, delimiter_option
 from acidstream.cli._interrupt import checkpoint, deferred_interrupts
 from acidstream.cli._options import metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
@@ -61,22 +62,6 @@ def _record_writer(fmt: str, delimiter: str, regex: str | None) -> RecordWriter:
         raise click.BadParameter(str(exc), param_hint=f"'{option}'") from exc
 
 
-def _delimiter(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """One ASCII character; a backslash escape names a tab or a control character as Hive's DDL does
-    (``FIELDS TERMINATED BY '\\t'`` or ``'\\001'``): ``\\t``, ``\\001`` (octal), ``\\x01``, ``\\\\``."""
-    text = value
-    if value.startswith("\\") and len(value) > 1:
-        try:
-            text = value.encode("ascii").decode("unicode_escape")
-        except (UnicodeError, ValueError):
-            text = value  # not an escape: reported below as what it is
-    if len(text) != 1 or not text.isascii():
-        raise click.BadParameter(
-            f"{value!r} is not one ASCII character (an escape may name one: \\t, \\001, \\x01, \\\\)"
-        )
-    return text
-
-
 def _reader_thread(writer: RecordWriter, stream: BinaryIO, out: queue.Queue[Any]) -> None:
     """Read stdin off the main thread, so commits by time happen even while input is idle."""
     try:
@@ -103,9 +88,8 @@ def _reader_thread(writer: RecordWriter, stream: BinaryIO, out: queue.Queue[Any]
     "--delimiter",
     default=",",
     show_default=True,
-    callback=_delimiter,
-    help="Field delimiter for csv and delimited: one ASCII character, or an escape naming one "
-    "(\\t a tab, \\001 or \\x01 a control character, \\\\ a backslash).",
+    callback=delimiter_option,
+    help=f"Field delimiter for csv and delimited: one ASCII character, or an escape naming one ({ESCAPES}).",
 )
 @click.option("--regex", help="Regular expression (RE2) whose groups are the columns, for --format regex.")
 @click.option("--records-per-txn", type=click.IntRange(1), default=10000, show_default=True)
