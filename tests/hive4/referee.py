@@ -134,7 +134,34 @@ class Referee(JsonLinesJvm):
         ``splits``: ``"hybrid"``, Hive's default split strategy for a one-task scan (several files are listed,
         not opened), or ``"etl"``, the footer-reading strategy of large and Tez queries
         (``hive.exec.orc.split.strategy=ETL``) with a split per stripe."""
-        answer = self.call(
+        answer = self._read(location, columns, write_ids, txns, buckets, vectorized, splits)
+        return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
+
+    def splits(
+        self,
+        location: str | Path,
+        columns: Sequence[tuple[str, str]],
+        write_ids: ValidWriteIdList | str,
+        txns: ValidTxnList | str,
+        *,
+        buckets: int | None = None,
+        splits: str = "hybrid",
+    ) -> list[tuple[str, int, int]]:
+        """The splits a read as :meth:`read`'s makes and reads: (file name, start, length) each."""
+        answer = self._read(location, columns, write_ids, txns, buckets, False, splits)
+        return [(name, start, length) for name, start, length in answer["splits"]]
+
+    def _read(
+        self,
+        location: str | Path,
+        columns: Sequence[tuple[str, str]],
+        write_ids: ValidWriteIdList | str,
+        txns: ValidTxnList | str,
+        buckets: int | None,
+        vectorized: bool,
+        splits: str,
+    ) -> dict[str, Any]:
+        return self.call(
             op="read",
             dir=str(location),
             columns=[c for c, _ in columns],
@@ -145,7 +172,6 @@ class Referee(JsonLinesJvm):
             vectorized=vectorized,
             splits=splits,
         )
-        return sorted(((w, b, r), tuple(values)) for w, b, r, values in answer["rows"])
 
     def select(
         self, location: str | Path, write_ids: ValidWriteIdList | str, txns: ValidTxnList | str

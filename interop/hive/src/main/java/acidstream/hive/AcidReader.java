@@ -59,12 +59,13 @@ import org.apache.hadoop.mapred.Reporter;
  * vectorized ACID reader instead), optional {@code splits}: {@code "hybrid"} (the default: Hive's default
  * strategy for a one-task query, which lists files without reading them when there are several) or {@code
  * "etl"} (the strategy of large queries and Tez: every file's footer read at split generation, a split per
- * stripe). Each row answers {@code [writeid, bucketid, rowid, [values...]]}.
+ * stripe). Each row answers {@code [writeid, bucketid, rowid, [values...]]}; {@code splits} answers the
+ * splits read, {@code [file name, start, length]} each.
  */
 final class AcidReader {
   private AcidReader() {}
 
-  static void read(JsonNode request, ArrayNode rows) throws Exception {
+  static void read(JsonNode request, ArrayNode rows, ArrayNode splitsOut) throws Exception {
     List<String> columns = strings(request.get("columns"));
     List<String> types = strings(request.get("types"));
     JobConf job = new JobConf();
@@ -114,8 +115,10 @@ final class AcidReader {
     }
     OrcInputFormat format = new OrcInputFormat();
     for (InputSplit split : format.getSplits(job, 1)) {
+      OrcSplit orc = (OrcSplit) split;
+      splitsOut.addArray().add(orc.getPath().getName()).add(orc.getStart()).add(orc.getLength());
       if (context != null) {
-        readVectorized((OrcSplit) split, job, context, rows);
+        readVectorized(orc, job, context, rows);
       } else {
         readRows(format, split, job, rowType, rows);
       }

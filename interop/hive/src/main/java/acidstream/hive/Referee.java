@@ -52,7 +52,7 @@ public final class Referee {
         break;
       case "read":
         ArrayNode rows = answer.putArray("rows");
-        AcidReader.read(request, rows);
+        AcidReader.read(request, rows, answer.putArray("splits"));
         break;
       case "select":
         AcidSelection.select(request, answer);
