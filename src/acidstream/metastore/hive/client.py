@@ -448,7 +448,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         answer = self._call("get_open_txns_info")
         for info in answer.open_txns or ():
             if info.id == txn_id:
-                return TxnStatus.OPEN if info.state == ttypes.TxnStatus.OPEN else TxnStatus.ABORTED
+                return TxnStatus.OPEN if info.state == ttypes.TxnState.OPEN else TxnStatus.ABORTED
         return TxnStatus.COMMITTED if 0 < txn_id <= answer.txn_high_water_mark else TxnStatus.UNKNOWN
 
     def abort_txn(self, txn_id: int) -> None:
@@ -471,7 +471,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         return [
             TxnInfo(
                 txn_id=t.id,
-                state=TxnStatus.OPEN if t.state == ttypes.TxnStatus.OPEN else TxnStatus.ABORTED,
+                state=TxnStatus.OPEN if t.state == ttypes.TxnState.OPEN else TxnStatus.ABORTED,
                 started=t.startedTime or 0,
                 last_heartbeat=t.lastHeartbeatTime or 0,
                 user=t.user,

@@ -211,32 +211,27 @@ _SASL_REFUSALS = (3, 4)
 
 def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -> None:
     """After the first call ever made to ``url`` failed on the wire: raise what the failure says of the server
-    at ``url``, if anything: :class:`SaslRequired` for a SASL frame, :class:`MetastoreUrlError` for anything
-    else that was not a thrift answer (an HTTP or PostgreSQL port). A timeout, or a refused or reset connection
-    with no answer, says nothing of it: the caller reports the metastore unreachable."""
+    at ``url``, if anything. A SASL frame is :class:`SaslRequired`; other bytes that are no thrift answer (an
+    HTTP port) a :class:`MetastoreUrlError`; the connection closed with no answer at all (a PostgreSQL port, or a
+    proxy whose metastore is down) :class:`MetastoreUnavailable`, retryable, saying either. A timeout or a reset
+    says nothing of the server: the caller reports the metastore unreachable."""
+    hint = "check the URL's host and port (a Hive Metastore listens on 9083 unless configured otherwise)"
     if len(first) >= 5 and first[0] in _SASL_REFUSALS and int.from_bytes(first[1:5], "big") < 1 << 16:
         raise SaslRequired(
             f"the Hive Metastore at {url} refused the first call ({name}) as a SASL server does: it requires "
             "SASL/Kerberos (hive.metastore.sasl.enabled), which is out of scope for acidstream's Hive backend "
             f"(unsecured thrift only): {first[5:].decode('utf-8', 'replace')}"
         ) from exc
-    if first or _closed(exc):
-        what = f"its answer begins {first[:24]!r}" if first else "it closed the connection without an answer"
+    if first:
         raise MetastoreUrlError(
-            f"the server at {url} did not answer the first call ({name}) as a Hive Metastore ({what}): check "
-            "the URL's host and port (a Hive Metastore listens on 9083 unless configured otherwise)"
+            f"the server at {url} did not answer the first call ({name}) as a Hive Metastore (its answer begins "
+            f"{first[:24]!r}): {hint}"
         ) from exc
-
-
-def _closed(exc: BaseException) -> bool:
-    """The server closed the connection in order (end of file), or the bytes were no thrift message."""
-    if isinstance(exc, TProtocolException):
-        return True
-    return isinstance(exc, TTransportException) and exc.type in (
-        TTransportException.END_OF_FILE,
-        TTransportException.SIZE_LIMIT,
-        TTransportException.NEGATIVE_SIZE,
-    )
+    if isinstance(exc, TTransportException) and exc.type == TTransportException.END_OF_FILE:
+        raise MetastoreUnavailable(
+            f"the server at {url} did not answer the first call ({name}) as a Hive Metastore (it closed the "
+            f"connection without an answer): it is not one, or not serving yet; {hint}"
+        ) from exc
 
 
 def _cause(exc: BaseException) -> str:
