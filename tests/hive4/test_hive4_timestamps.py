@@ -1,6 +1,6 @@
 """Hive 4 reads back exactly the timestamps before 1970 with a fraction of a second that we write: streamed,
-updated through a merge, SQL and the Python API, and rewritten by major compaction (docs/format.md, Event
-files: timestamps)."""
+updated through the Python API and SQL, merged, and rewritten by major compaction; and we read Hive-written ones
+as Hive does (docs/format.md, Event files: timestamps)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,20 @@ def test_before_1970_with_fractions(hive4: Referee, ms: Metastore) -> None:
     check()
     ms.execute("UPDATE db.t SET ts = CAST('1901-12-13 20:45:52.7' AS TIMESTAMP) WHERE id = 2")
     expected[2] = (dt.datetime(1901, 12, 13, 20, 45, 52, 700000), expected[2][1])
+    check()
+    merged = {3: dt.datetime(1812, 6, 24, 1, 2, 3, 456789), 20: dt.datetime(1969, 12, 31, 23, 59, 57, 1)}
+    table.merge(
+        pa.table(
+            {
+                "id": list(merged),
+                "ts": list(merged.values()),
+                "st": [{"a": i, "t": ts} for i, ts in merged.items()],
+            },
+            schema=schema,
+        ),
+        on=["id"],
+    )
+    expected.update({i: (ts, ts) for i, ts in merged.items()})
     check()
     ms.execute("ALTER TABLE db.t COMPACT 'major' AND WAIT")
     check()

@@ -437,6 +437,27 @@ def test_files_created_in_an_executor_are_awaited_and_never_overwrite(
     assert not os.path.exists(path + "_flush_length")
 
 
+def test_a_file_holds_nothing_until_its_first_flush(tmp_path: Path, fs: pafs.FileSystem) -> None:
+    """Hive's writer leaves 0 bytes until its first flush, and Hive's footer-reading split generation skips
+    such a file but fails on one holding only the ORC header: so the header goes out with the first stripe."""
+    cols = parse_columns("a int")
+    path = write_path(tmp_path, "delta_0000001_0000002")
+    w = AcidWriter(fs, path, cols, options=WriterOptions(), side_file=True)
+    w.insert(1, B0, pa.table({"a": pa.array([1, 2], pa.int32())}))
+    assert os.path.getsize(path) == 0
+    assert logical_extent(fs, path, ParsedDelta(1, 2, None, 0, False), 0) == (0, True)
+    length = w.flush()
+    assert os.path.getsize(path) == length and read_flush_lengths(fs, side_file_path(path)) == [0, length]
+    assert read_events(fs, path).num_rows == 2
+    w.close()
+    empty = AcidWriter(
+        fs, write_path(tmp_path, "delta_0000003_0000004"), cols, options=WriterOptions(), side_file=True
+    )
+    empty.insert(3, B0, pa.table({"a": pa.array([3], pa.int32())}))
+    empty.abort_close()  # nothing published: nothing left
+    assert not os.path.exists(empty.path) and not os.path.exists(side_file_path(empty.path))
+
+
 @pytest.mark.parametrize(
     ("hive_type", "value"),
     [
