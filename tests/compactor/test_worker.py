@@ -378,7 +378,7 @@ def test_a_failing_compaction_changes_nothing(ms: Metastore, compactor: Compacto
 def test_memory_stays_bounded_by_batches(ms: Metastore) -> None:
     """Each bucket streams through the merge in batches: with 1-row batches no step holds more than one row
     per overlapping input (here the inputs do not overlap: one row at a time)."""
-    from acidstream.compactor import merge as merge_module
+    from acidstream.compactor import event_merge as merge_module
 
     create(ms, "t", "id int, msg string")
     stream(ms, "t", txns(*range(1, 6)))

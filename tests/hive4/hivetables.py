@@ -12,7 +12,7 @@ import pyarrow as pa
 from acidstream.acid.types import Column, parse_type
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.metastore.models import Table
-from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
+from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE
 from acidstream.read.planning import plan_partition
 from acidstream.read.scan import bucket_readers
 from acidstream.storage import table_filesystem

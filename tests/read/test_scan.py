@@ -21,7 +21,7 @@ from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException, InvalidPartition
 from acidstream.read import scan as scan_module
-from acidstream.read.merge import BucketReader
+from acidstream.read.bucket_read import BucketReader
 from acidstream.read.scan import TableScan
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
 

@@ -14,7 +14,7 @@ from acidstream.catalog import Metastore
 from acidstream.errors import InvalidObjectException, SqlSyntaxError
 from acidstream.metastore import TxnStatus
 from acidstream.read.scan import TableScan
-from acidstream.sql import merge as sql_merge
+from acidstream.sql import merge_into as sql_merge
 
 UPSERT = [
     {"id": 1, "name": "one", "balance": 1.5, "region": "EU", "op": "u"},

@@ -23,7 +23,7 @@ from acidstream.acid.orc import WriterOptions, iter_event_batches, read_events
 from acidstream.acid.orc.events import EVENT_FIELDS, KEY_FIELDS, EventKind, event_schema
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
-from acidstream.compactor.merge import SortedSource, merge_sorted, sorted_order
+from acidstream.compactor.event_merge import SortedSource, merge_sorted, sorted_order
 from acidstream.compactor.output import Written, write_output
 from acidstream.errors import AcidFormatError
 from acidstream.read.deletes import DeleteSet, check_bucket_ids, key_arrays, valid_mask

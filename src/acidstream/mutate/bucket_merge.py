@@ -29,7 +29,7 @@ from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.changes import Changes, KnownPartitions, MergeActions
 from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.matching import match_keys, partition_coded, rows_at, write_changes
-from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
+from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE
 from acidstream.read.planning import BucketTask
 from acidstream.read.scan import bucket_readers
 

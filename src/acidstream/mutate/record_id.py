@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from acidstream.acid.codec import BucketCodec, decode_writer_id, decode_writer_ids
-from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
+from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE
 
 __all__ = ["ROW_ID", "ROW_ID_TYPE", "RecordIdentifier", "row_id_arrays"]
 

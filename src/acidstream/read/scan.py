@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.metastore.models import ReaderRegistration
-from acidstream.read.merge import ROW_ID, ROW_ID_TYPE, BucketReader
+from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE, BucketReader
 from acidstream.read.planning import (
     BucketTask,
     ScanPlan,

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidWriteIdList
-from acidstream.read.merge import ROW_ID
+from acidstream.read.bucket_read import ROW_ID
 from acidstream.read.planning import ScanPlan
 from acidstream.spark.types import schema_ddl, spark_ddl
 

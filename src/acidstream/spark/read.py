@@ -11,7 +11,7 @@ Two paths (numbers from bench/bench_spark.py on 2 busy cores, same data, best of
 
 
 * ``spark.read.format("acidstream")`` — a Python data source: (partition, bucket) read tasks packed into
-  Spark partitions of ~64 MB (``partitionBytes`` option; at least 4 when there are enough), each merged in Python/Arrow by :class:`~acidstream.read.merge.BucketReader` and handed to Spark
+  Spark partitions of ~64 MB (``partitionBytes`` option; at least 4 when there are enough), each merged in Python/Arrow by :class:`~acidstream.read.bucket_read.BucketReader` and handed to Spark
   as Arrow batches. Partition filters are pushed down (pruning before any file is listed); the snapshot is
   taken once, when the query is planned, on the driver host. Python data sources cannot prune columns, so
   projection is the ``columns`` option.
@@ -245,7 +245,7 @@ def read_tasks(
     with_partition_name: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The visible rows of each bucket task in turn, as Arrow batches typed the way Spark expects."""
-    from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
+    from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE
     from acidstream.read.scan import bucket_readers
 
     table = target.table

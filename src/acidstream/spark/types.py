@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from acidstream.acid.types import Column, HiveType
-from acidstream.read.merge import ROW_ID, ROW_ID_TYPE
+from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE
 
 #: ``ROW__ID`` as Hive 3 names its fields.
 ROW_ID_DDL = "struct<writeid:bigint,bucketid:int,rowid:bigint>"

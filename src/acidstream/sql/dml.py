@@ -2,7 +2,7 @@
 
 The statement is parsed and every expression translated (and type-checked) before the txn opens, so a typo
 costs no lock. DELETE and UPDATE hand their translated WHERE and SET to :func:`acidstream.mutate.merge.delete`
-and :func:`~acidstream.mutate.merge.update`; MERGE has its own plan (:mod:`acidstream.sql.merge`). The
+and :func:`~acidstream.mutate.merge.update`; MERGE has its own plan (:mod:`acidstream.sql.merge_into`). The
 result is one row ``(inserted, updated, deleted)``.
 """
 
@@ -38,7 +38,7 @@ def run(ms: Metastore, sql: str) -> Counts:
         elif isinstance(statement, exp.Update):
             counts = _update(ms, sql, statement)
         elif isinstance(statement, exp.Merge):
-            from acidstream.sql.merge import run_merge
+            from acidstream.sql.merge_into import run_merge
 
             counts = run_merge(ms, sql, statement)
         else:
