@@ -5,8 +5,9 @@ examples go on from the README's, and may use what an earlier guide's made).
 Blocks are told apart by what they hold: the two project commands (``scripts/main.sh`` has its own test, and
 ``scripts/test.sh`` is this suite) and ``source scripts/activate`` (this environment stands in for it: the
 ``acidstream`` and ``python`` it puts on PATH are this interpreter's) are not run; Python blocks run in a
-fresh interpreter, shell blocks in ``bash -eu`` with ``acidstream`` on PATH, TOML blocks are read as an
-``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or ``pyspark``, in any form, or run
+fresh interpreter, shell blocks in ``bash -eu`` with ``acidstream`` on PATH (and the clone's ``scripts`` and
+``interop`` linked into the directory, for the guides' "Try it locally" blocks, which start a server of their
+own, use it and stop it), TOML blocks are read as an ``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or ``pyspark``, in any form, or run
 ``spark-shell``) run in this process on the suite's one SparkSession, so only the test marked ``spark`` runs
 them, and no other block starts a JVM. Both tests begin with the examples before the first Spark one: those run
 once, and each test goes on from a copy of the directory they leave.
@@ -47,6 +48,8 @@ GUIDES = tuple(
         "spark",
         "cli",
         "s3",
+        "hive",
+        "hdfs",
     )
 )
 #: The languages of blocks that are examples (others, such as ``text``, show files or output).
@@ -58,6 +61,11 @@ HDFS_DEMO = "hdfs:///acidstream-demo"
 #: The variable the README's Hive example reads its metastore's URI from.
 HIVE_URIS = "HIVE_METASTORE_URIS"
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
+#: What a block that starts a server of its own to try (a guide's "Try it locally") runs; such a block stops it
+#: again, and runs in the test without Spark only (it needs nothing earlier blocks made).
+SERVERS = ("scripts/hive.sh start", "scripts/hdfs.sh start", "moto.server")
+#: The clone's directories a guide's "Try it locally" runs scripts from: linked into the examples' directory.
+CLONE_DIRS = ("scripts", "interop")
 ACTIVATE = "source scripts/activate"
 
 
@@ -74,6 +82,8 @@ class Block:
             return "project commands"
         if ACTIVATE in self.code:
             return "activate"
+        if self.lang == "bash" and any(server in self.code for server in SERVERS):
+            return "bash server"
         return f"{self.lang}{' spark' if self.needs_spark else ''}"
 
     @property
@@ -105,8 +115,8 @@ def blocks_of(path: Path) -> list[Block]:
 
 
 def example_blocks() -> list[Block]:
-    """The README's blocks, then each guide's, in the order they run."""
-    return [block for path in (README, *GUIDES) for block in blocks_of(path)]
+    """The README's example blocks, then each guide's, in the order they run (a guide's XML shows a file)."""
+    return [block for path in (README, *GUIDES) for block in blocks_of(path) if block.lang in EXAMPLE_LANGS]
 
 
 def before_spark(blocks: list[Block]) -> int:
@@ -133,6 +143,9 @@ def as_a_new_user(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
         monkeypatch.delenv(name, raising=False)
     work = home / "work"
     work.mkdir(exist_ok=True)
+    for name in CLONE_DIRS:  # the guides' "in the clone's directory"
+        if not (work / name).exists():
+            (work / name).symlink_to(ROOT / name)
     monkeypatch.chdir(work)
     return work
 
@@ -192,8 +205,8 @@ def run_block(block: Block, work: Path) -> None:
         return
     if kind == "python":
         done = subprocess.run([sys.executable, "-c", block.code], cwd=work, capture_output=True, timeout=300)
-    elif kind == "bash":
-        done = subprocess.run(["bash", "-eu", "-c", block.code], cwd=work, capture_output=True, timeout=300)
+    elif kind in ("bash", "bash server"):
+        done = subprocess.run(["bash", "-eu", "-c", block.code], cwd=work, capture_output=True, timeout=600)
     elif kind == "python spark":
         exec(compile(block.code, str(block), "exec"), {"__name__": "__readme__"})
         return
@@ -220,6 +233,7 @@ def test_every_block_is_run_or_stood_in_for() -> None:
         "toml",
         "python",
         "bash",
+        "bash server",
         "python spark",
         "bash spark",
     }
@@ -260,7 +274,8 @@ def test_a_python_block_importing_spark_in_any_form_needs_spark(code: str) -> No
 
 
 def test_examples_run_as_written(workspace: Path) -> None:
-    """Every example that needs no Spark, the README's, then the guides' (Spark's are the other test's)."""
+    """Every example that needs no Spark, the README's, then the guides' (Spark's are the other test's), the
+    guides' servers to try included."""
     blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
         if not block.kind.endswith("spark"):
@@ -269,10 +284,12 @@ def test_examples_run_as_written(workspace: Path) -> None:
 
 
 def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> None:
-    """Every example, Spark's included, README first, then the guides'."""
+    """Every example, Spark's included, README first, then the guides' (but the servers to try: they need
+    nothing the others made, and the other test runs them)."""
     blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
-        run_block(block, workspace)
+        if block.kind != "bash server":  # the other test's
+            run_block(block, workspace)
 
 
 def test_activate_puts_acidstream_and_python_on_path() -> None:
