@@ -269,6 +269,23 @@ def test_a_compaction_whose_recording_meets_a_killed_metastore_does_not_stay_wor
         assert rows(ms, "recorded") == [(i, f"m{i}") for i in range(3)]
 
 
+def test_a_claim_whose_txn_meets_a_killed_metastore_is_given_back(own: Path, proxy: DropProxy) -> None:
+    with Metastore.connect(f"thrift://127.0.0.1:{proxy.port}", connect_timeout=2) as ms:
+        create(ms, "given_back")
+        with connection(ms, "given_back") as conn:
+            conn.begin_transaction()
+            conn.write(b"1,m1")
+            conn.commit_transaction()
+        request = ms.compact("default.given_back")
+        restarter = Restarter(own, after=2)
+        proxy.lose_answer_to(b"\x00\x00\x00\x09open_txns", then=restarter)  # the compactor txn's open
+        with pytest.raises(MetastoreUnavailable):
+            Worker(ms).run_next(request)
+        restarter.join()
+        info = ms.get_compaction(request)
+        assert info.state == "failed" and "lost the Hive Metastore" in (info.error_message or ""), info
+
+
 def test_the_house_keeper_aborts_a_silent_txn_and_heartbeats_keep_a_live_one(own: Path) -> None:
     with Metastore.connect(start(own)) as ms:
         assert ms.txn_timeout == 20

@@ -43,6 +43,8 @@ from acidstream.errors import (
     MetaException,
     MetastoreUnavailable,
     NoSuchObjectException,
+    NoSuchTxnException,
+    TxnAbortedException,
     UnsupportedCapability,
 )
 from acidstream.metastore.backend import Capability
@@ -437,7 +439,8 @@ class HiveCompactionQueue(HiveHost):
         # gone for longer, the request stays working: the caller raises ``error``, which says why
         with contextlib.suppress(MetaException):
             if txn_id is not None:
-                self._persist("abort_txn", ttypes.AbortTxnRequest(txnid=txn_id))
+                with contextlib.suppress(NoSuchTxnException, TxnAbortedException):  # ended already
+                    self._persist("abort_txn", ttypes.AbortTxnRequest(txnid=txn_id))
             found.errorMessage = f"the worker lost the Hive Metastore while claiming the request: {error}"
             self._persist("mark_failed", found)
 
