@@ -98,4 +98,5 @@ def test_every_type(hive4: Referee, ms: Metastore) -> None:
     for (_, mine), (_, hive) in zip(ours, theirs, strict=True):
         names = [c.split()[0] for c in COLUMNS.split(", ")]
         assert dict(zip(names, mine, strict=True)) == dict(zip(names, hive, strict=True))
-    assert hive_rows(hive4, ms, "db.t", txns, vectorized=True) == theirs
+    for vectorized, splits in ((True, "hybrid"), (False, "etl"), (True, "etl")):
+        assert hive_rows(hive4, ms, "db.t", txns, vectorized=vectorized, splits=splits) == theirs
