@@ -43,7 +43,9 @@ ROWS_PER_FILE_HELP = "25,000"
     default=None,
     help=f"Landing files (= micro-batches = transactions).  [default: one per {ROWS_PER_FILE_HELP} rows]",
 )
-@click.option("--reset", is_flag=True, help="Drop testing.alerts, its landing files and checkpoint first.")
+@click.option(
+    "--reset", is_flag=True, help="Drop testing.alerts and its runs' landing files and checkpoints first."
+)
 @click.option(
     "--query-interval",
     type=click.FloatRange(0.1),
@@ -58,7 +60,8 @@ def main_job(
 
     One landing file is one micro-batch is one transaction. The progress bar follows the sink's commits; the
     Spark SQL queries, run while the ingest goes on, check that each saw whole transactions only. Creates the
-    metastore, database and table if needed.
+    metastore, database and table if needed. A run stopped by Ctrl-C or SIGTERM is resumed by the next one,
+    which commits the stopped run's other files exactly once and lands none of its own.
     """
     from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, describe, run
 
