@@ -83,10 +83,14 @@ def check_writable(arr: pa.Array, name: str, *, nested_in_list: bool = False) ->
         window = bad & (values >= -SECOND) & (values % SECOND > 999_999)
         if window.any() or nested_in_list:
             first = arr[int(np.argmax(window if window.any() else bad))]
-            where = "inside a list or map" if not window.any() else "in the last second before 1970"
+            where = (
+                "in the last second before 1970 with a fraction of 1 ms or more"
+                if window.any()
+                else "before 1970 with a fraction of a second, inside a list or map"
+            )
             raise ValueError(
-                f"column {name}: timestamp {first} is {where} with a fraction of a second, which ORC's "
-                "readers (Hive's) cannot read back as written; round it to whole seconds"
+                f"column {name}: timestamp {first} is {where}, which ORC's readers (Hive's) cannot read back "
+                "as written; round it to whole seconds"
             )
         return True
     if pa.types.is_struct(t):
