@@ -271,3 +271,48 @@ def test_a_datanode_lost_mid_batch_aborts_it_and_keeps_what_committed(
     assert _ids(ms) == [10, 11, 12]
     _stream(ms, 5, 1)
     assert _ids(ms) == [10, 11, 12, 50, 51, 52]
+
+
+def test_the_webhdfs_filesystem_does_what_pyarrow_filesystems_do(
+    hdfs_namenode: MiniHdfs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acidstream's WebHDFS client through pyarrow's interface, as a local filesystem answers."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
+    fs, root = table_filesystem(f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}")
+    fs.create_dir(f"{root}/a/b")
+    with fs.open_output_stream(f"{root}/a/b/f") as out:
+        out.write(b"hello")
+    with fs.open_append_stream(f"{root}/a/b/f") as out:
+        out.write(b" world")
+    assert fs.open_input_stream(f"{root}/a/b/f").read() == b"hello world"
+    assert fs.open_input_file(f"{root}/a/b/f").read_at(5, 6) == b"world"
+    found = {i.path: i.type for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))}
+    assert found == {
+        f"{root}/a": pafs.FileType.Directory,
+        f"{root}/a/b": pafs.FileType.Directory,
+        f"{root}/a/b/f": pafs.FileType.File,
+    }
+    assert fs.get_file_info(f"{root}/a/b/f").size == 11
+    assert fs.get_file_info(f"{root}/none").type == pafs.FileType.NotFound
+    assert fs.get_file_info(pafs.FileSelector(f"{root}/none", allow_not_found=True)) == []
+    with pytest.raises(FileNotFoundError):
+        fs.get_file_info(pafs.FileSelector(f"{root}/none"))
+    with pytest.raises(NotADirectoryError):
+        fs.get_file_info(pafs.FileSelector(f"{root}/a/b/f"))
+    fs.copy_file(f"{root}/a/b/f", f"{root}/g")
+    with fs.open_output_stream(f"{root}/h") as out:
+        out.write(b"old")
+    fs.move(f"{root}/g", f"{root}/h")  # replaces a file, as POSIX rename does
+    assert fs.open_input_stream(f"{root}/h").read() == b"hello world"
+    with pytest.raises(FileNotFoundError):
+        fs.move(f"{root}/g", f"{root}/i")
+    with pytest.raises(FileNotFoundError):
+        fs.delete_file(f"{root}/g")
+    with pytest.raises(FileNotFoundError):
+        fs.open_input_file(f"{root}/g")
+    fs.delete_dir_contents(f"{root}/a")
+    assert fs.get_file_info(pafs.FileSelector(f"{root}/a")) == []
+    fs.delete_dir(root)
+    assert fs.get_file_info(root).type == pafs.FileType.NotFound
+    with pytest.raises(FileNotFoundError):
+        fs.delete_dir(root)
