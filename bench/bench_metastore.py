@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from _tuning import tuned
-from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType
+from acidstream.metastore import LockComponent, LockLevel, LockType, MetastoreFacade, OperationType
 
 PG_URL = os.environ.get("ACIDSTREAM_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:54329/test")
 TXNS_PER_CLIENT = {1: 1000, 8: 250}
@@ -35,7 +35,7 @@ STREAMING_LOCK = LockComponent(
 )
 
 
-def _cycle(ms: Metastore, mode: str) -> None:
+def _cycle(ms: MetastoreFacade, mode: str) -> None:
     if mode == "open+alloc+commit":
         (txn,) = ms.open_txns()
         ms.allocate_table_write_ids([txn], "bench.t")
@@ -48,7 +48,7 @@ def _cycle(ms: Metastore, mode: str) -> None:
 
 def _client(url: str, warehouse: str, mode: str, n: int, start: float) -> list[float]:
     """Run ``n`` cycles after a warm-up; returns per-txn latencies in seconds."""
-    with Metastore.connect(url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(url, warehouse=warehouse) as ms:
         for _ in range(WARMUP):
             _cycle(ms, mode)
         while time.time() < start:  # all clients start together
@@ -98,7 +98,7 @@ Row = tuple[int, float, float, float]  # txns, p50 ms, p99 ms, commits/s
 
 def run(backend: str, clients: int, mode: str) -> Row:
     with _sqlite() if backend == "sqlite" else _postgres() as (url, wh):
-        with Metastore.connect(url, warehouse=wh) as ms:
+        with MetastoreFacade.connect(url, warehouse=wh) as ms:
             ms.execute("CREATE DATABASE bench")
             ms.execute("CREATE TABLE bench.t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
         n = TXNS_PER_CLIENT[clients]

@@ -18,7 +18,7 @@ from acidstream.read.scan import TableScan
 from acidstream.runtime import prepare_process
 
 
-class Table(_ms.Table):
+class Table(_ms.TableHandle):
     """A table handle that can plan snapshot scans."""
 
     def scan(
@@ -95,8 +95,8 @@ class Table(_ms.Table):
         return self.metastore
 
 
-class Metastore(_ms.Metastore):
-    """``acidstream.metastore.Metastore`` whose ``table()`` handles have ``scan()``, and which compacts in this
+class Metastore(_ms.MetastoreFacade):
+    """``acidstream.metastore.MetastoreFacade`` whose ``table()`` handles have ``scan()``, and which compacts in this
     process what it waits for (``compact(..., wait=True)``, ``ALTER TABLE ... COMPACT ... AND WAIT``)."""
 
     table_class = Table
@@ -111,7 +111,7 @@ class Metastore(_ms.Metastore):
         return handle
 
     def execute(self, sql: str) -> list[tuple[Any, ...]] | None:
-        """Run one statement: Hive DDL as :meth:`acidstream.metastore.Metastore.execute` does, and ``DELETE``,
+        """Run one statement: Hive DDL as :meth:`acidstream.metastore.MetastoreFacade.execute` does, and ``DELETE``,
         ``UPDATE`` and ``MERGE INTO`` (:mod:`acidstream.sql`), each one txn returning one row
         ``(inserted, updated, deleted)``."""
         from acidstream.sql import is_dml

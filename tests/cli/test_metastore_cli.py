@@ -16,7 +16,7 @@ import acidstream
 from acidstream.cli import cli, exit_code_for
 from acidstream.cli.metastore import LOCK_COLUMNS, TXN_COLUMNS
 from acidstream.errors import AlreadyExistsException, MetaException
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
 
 Run = Callable[..., tuple[int, str, str]]  # the ``run`` fixture (conftest.py)
@@ -36,7 +36,7 @@ def test_init_sql_show(run: Run, warehouse: Path) -> None:
     assert run("show", "databases")[1] == "db\ndefault\n"
     assert run("show", "tables", "db")[1] == "t\n"
     assert run("sql", "DESCRIBE db.t")[1].splitlines()[0] == "id\tint\t"
-    with Metastore.connect(
+    with MetastoreFacade.connect(
         f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse, txn_timeout=0.1
     ) as ms:
         ms.add_partition("db.t", ["x"])
@@ -87,7 +87,7 @@ def test_a_table_is_never_created_over_another_metastores_files(run: Run, wareho
     )
     assert "holds delta_0000001_0000001" in err and "Traceback" not in err
     assert run("show", "tables")[1] == ""  # nothing created
-    with Metastore.connect(f"sqlite:///{warehouse / 'first.db'}", warehouse=warehouse) as first:
+    with MetastoreFacade.connect(f"sqlite:///{warehouse / 'first.db'}", warehouse=warehouse) as first:
         first.execute(table.format("IF NOT EXISTS"))  # its own table: nothing to say
         first.execute("DROP TABLE t")  # its files go with it
     assert run("sql", table.format(""))[0] == 0
@@ -151,7 +151,7 @@ def test_listings_of_sql_show_have_headers_and_utc_times(run: Run, warehouse: Pa
     empty = "\t".join(SHOW_COMPACTIONS_COLUMNS) + "\n", "no compactions queued or recorded\n"
     assert run("sql", "SHOW COMPACTIONS") == (0, *empty)
     assert run("show", "compactions") == (0, *empty)
-    with Metastore.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(f"sqlite:///{warehouse / 'metastore.db'}", warehouse=warehouse) as ms:
         ms.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
         ms.compact("t", kind="major")
         ms.open_txns(agent_info="cli-test")

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.metastore.models import Table
+from acidstream.metastore.models import TableDefinition
 from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE
 from acidstream.read.planning import plan_partition
 from acidstream.read.scan import bucket_readers
@@ -27,7 +27,7 @@ def read_directory(
 ) -> list[HiveRow]:
     """Our read path over one table or partition directory at a snapshot given as Hive's strings."""
     valid = ValidWriteIdList.parse(write_ids)
-    definition = Table(
+    definition = TableDefinition(
         db="hive",
         name="t",
         columns=tuple(Column(name, parse_type(type_)) for name, type_ in columns),

@@ -12,7 +12,7 @@ import pytest
 from acidstream.compactor import CompactorConfig
 from acidstream.compactor.worker import threaded_runner
 from acidstream.errors import CompactionDeclined
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 from acidstream.spark.compact import run_requests
 from hive4.test_hive4_metastore_backend import create_table
 from hive4.test_hive4_remote_worker import stream
@@ -24,12 +24,12 @@ import_or_skip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive])
 
 
 @pytest.fixture
-def queue(hive4_metastore: str) -> Iterator[Metastore]:
-    with Metastore.connect(hive4_metastore, lock_wait_timeout=5) as ms:
+def queue(hive4_metastore: str) -> Iterator[MetastoreFacade]:
+    with MetastoreFacade.connect(hive4_metastore, lock_wait_timeout=5) as ms:
         yield ms
 
 
-def test_a_request_hive_declines_names_the_one_queued(hive4_metastore: str, queue: Metastore) -> None:
+def test_a_request_hive_declines_names_the_one_queued(hive4_metastore: str, queue: MetastoreFacade) -> None:
     table = create_table(hive4_metastore)
     stream(queue, table, [(1, "a"), (2, "b"), (3, "c")])
     minor = queue.compact(table, kind="minor")

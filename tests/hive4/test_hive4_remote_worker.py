@@ -16,7 +16,7 @@ from acidstream.compactor import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult
 from acidstream.compactor.worker import Worker, threaded_runner
 from acidstream.errors import InvalidObjectException, NoSuchObjectException, UnsupportedCapability
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 from acidstream.metastore.models import TxnStatus
 from acidstream.spark.compact import run_requests
 from acidstream.storage import table_filesystem
@@ -30,12 +30,14 @@ import_or_skip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive])
 
 
 @pytest.fixture
-def queue(hive4_metastore: str) -> Iterator[Metastore]:
-    with Metastore.connect(hive4_metastore, lock_wait_timeout=5) as ms:
+def queue(hive4_metastore: str) -> Iterator[MetastoreFacade]:
+    with MetastoreFacade.connect(hive4_metastore, lock_wait_timeout=5) as ms:
         yield ms
 
 
-def stream(q: Metastore, table: str, rows: Sequence[tuple[Any, ...]], *, abort: Sequence[int] = ()) -> None:
+def stream(
+    q: MetastoreFacade, table: str, rows: Sequence[tuple[Any, ...]], *, abort: Sequence[int] = ()
+) -> None:
     """One txn (and so one delta) per row, through the Hive metastore; the rows at ``abort`` are aborted."""
     db, name = table.split(".")
     with (
@@ -57,7 +59,7 @@ def stream(q: Metastore, table: str, rows: Sequence[tuple[Any, ...]], *, abort: 
 
 
 def hive_view(
-    hive4: Referee, q: Metastore, table: str
+    hive4: Referee, q: MetastoreFacade, table: str
 ) -> tuple[str | None, list[str], list[tuple[Any, ...]]]:
     """What Hive 4 reads now: its base and deltas (``getAcidState``) and its rows."""
     txns = q.snapshot()
@@ -68,7 +70,7 @@ def hive_view(
 
 
 def test_a_minor_then_a_major_compaction_of_hive_queue(
-    hive4: Referee, hive4_metastore: str, queue: Metastore
+    hive4: Referee, hive4_metastore: str, queue: MetastoreFacade
 ) -> None:
     table = create_table(hive4_metastore)
     stream(queue, table, [(1, "a"), (2, "b"), (3, "c")], abort=[1])
@@ -104,7 +106,7 @@ def test_a_minor_then_a_major_compaction_of_hive_queue(
 
 
 def test_a_failed_compaction_is_marked_failed_in_hive_queue(
-    hive4: Referee, hive4_metastore: str, queue: Metastore
+    hive4: Referee, hive4_metastore: str, queue: MetastoreFacade
 ) -> None:
     table = create_table(hive4_metastore)
     stream(queue, table, [(1, "a"), (2, "b")])
@@ -130,7 +132,7 @@ def test_a_failed_compaction_is_marked_failed_in_hive_queue(
     assert base is None and len(current) == 2 and rows == [(1, "a"), (2, "b")]
 
 
-def test_the_initiator_and_cleaner_calls_name_hive_own_services(queue: Metastore) -> None:
+def test_the_initiator_and_cleaner_calls_name_hive_own_services(queue: MetastoreFacade) -> None:
     with pytest.raises(UnsupportedCapability, match=r"find_ready_to_clean.*metastore.compactor.cleaner.on"):
         queue.find_ready_to_clean(0)
     with pytest.raises(UnsupportedCapability, match=r"find_potential_compactions.*initiator"):
@@ -138,7 +140,7 @@ def test_the_initiator_and_cleaner_calls_name_hive_own_services(queue: Metastore
 
 
 def test_a_partition_is_compacted_by_alter_table(
-    hive4: Referee, hive4_metastore: str, queue: Metastore
+    hive4: Referee, hive4_metastore: str, queue: MetastoreFacade
 ) -> None:
     table = create_table(hive4_metastore, partition_keys=["part"])
     with pytest.raises(InvalidObjectException, match="You must specify a partition"):
@@ -181,7 +183,7 @@ def test_a_partition_is_compacted_by_alter_table(
 
 
 def test_spark_compacts_every_partition_from_hive_queue(
-    spark: Any, hive4: Referee, hive4_metastore: str, queue: Metastore
+    spark: Any, hive4: Referee, hive4_metastore: str, queue: MetastoreFacade
 ) -> None:
     from acidstream.spark import compact
 

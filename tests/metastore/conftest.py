@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 
 ACID = {"transactional": "true"}
 
 
 @pytest.fixture
-def ms(metastore_url: str, warehouse: Path) -> Iterator[Metastore]:
-    with Metastore.connect(metastore_url, warehouse=warehouse, lock_wait_timeout=2.0) as m:
+def ms(metastore_url: str, warehouse: Path) -> Iterator[MetastoreFacade]:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse, lock_wait_timeout=2.0) as m:
         m.execute("CREATE DATABASE db")
         m.execute(
             "CREATE TABLE db.t (id int, msg string) PARTITIONED BY (ds string) "

@@ -109,7 +109,7 @@ def test_connect_returns_the_facade_and_declares_what_the_backend_lacks(
         with pytest.raises(UnsupportedCapability, match="replace_txn"):
             ms.replace_txn(1, "default.x")
     else:
-        ms.require(Capability.NOTIFICATIONS, "notifications")  # no error
+        assert isinstance(ms.notifications(), list)  # no error
 
 
 def test_ddl_round_trips(backend: tuple[Metastore, str]) -> None:

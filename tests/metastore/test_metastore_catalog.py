@@ -17,7 +17,7 @@ from acidstream.errors import (
     MetaException,
     NoSuchObjectException,
 )
-from acidstream.metastore import Metastore, Table
+from acidstream.metastore import MetastoreFacade, TableHandle
 
 ALL_TYPES = (
     "a tinyint, b smallint, c int, d bigint, e boolean, f float, g double, h string, i decimal(12,3), "
@@ -26,7 +26,7 @@ ALL_TYPES = (
 )
 
 
-def test_create_table_with_every_type(ms: Metastore, warehouse: Path) -> None:
+def test_create_table_with_every_type(ms: MetastoreFacade, warehouse: Path) -> None:
     ms.execute(
         f"CREATE TABLE IF NOT EXISTS db.all_types ({ALL_TYPES} COMMENT 'last') PARTITIONED BY (ds string, hr int) "
         "CLUSTERED BY (c, h) INTO 8 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true', 'x'='y');"
@@ -61,7 +61,7 @@ def _split(cols: str) -> list[str]:
     return [*out, cur]
 
 
-def test_default_database_location_and_insert_only(ms: Metastore, warehouse: Path) -> None:
+def test_default_database_location_and_insert_only(ms: MetastoreFacade, warehouse: Path) -> None:
     t = ms.create_table(
         "default",
         "io",
@@ -72,7 +72,7 @@ def test_default_database_location_and_insert_only(ms: Metastore, warehouse: Pat
     assert not t.is_transactional
 
 
-def test_show_describe_alter_drop(ms: Metastore) -> None:
+def test_show_describe_alter_drop(ms: MetastoreFacade) -> None:
     assert ms.execute("SHOW DATABASES") == [("db",), ("default",)]
     assert ms.execute("show tables in db") == [("t",), ("u",)]
     ms.execute("ALTER TABLE db.u SET TBLPROPERTIES ('k'='v')")
@@ -98,11 +98,11 @@ def test_show_describe_alter_drop(ms: Metastore) -> None:
 
 
 def test_table_class_is_pluggable(metastore_url: str, warehouse: Path) -> None:
-    class MyTable(Table):
+    class MyTable(TableHandle):
         def hello(self) -> str:
             return f"hi {self.full_name}"
 
-    class MyMetastore(Metastore):
+    class MyMetastore(MetastoreFacade):
         table_class = MyTable
 
     with MyMetastore.connect(metastore_url, warehouse=warehouse) as m:
@@ -127,13 +127,15 @@ def test_table_class_is_pluggable(metastore_url: str, warehouse: Path) -> None:
         ("SELEC * FROM t", "unknown statement 'SELEC' (did you mean SELECT?): expected CREATE, DROP", 0),
     ],
 )
-def test_ddl_syntax_errors_point_at_the_token(ms: Metastore, sql: str, message: str, position: int) -> None:
+def test_ddl_syntax_errors_point_at_the_token(
+    ms: MetastoreFacade, sql: str, message: str, position: int
+) -> None:
     with pytest.raises(DdlSyntaxError, match=re.escape(message)) as info:
         ms.execute(sql)
     assert info.value.position == position
 
 
-def test_bad_definitions(ms: Metastore) -> None:
+def test_bad_definitions(ms: MetastoreFacade) -> None:
     with pytest.raises(AlreadyExistsException, match=r"Table db\.t already exists"):
         ms.execute("CREATE TABLE db.t (a int)")
     with pytest.raises(AlreadyExistsException):
@@ -168,7 +170,7 @@ LONG = 129  # one more character than Hive's metastore keeps in a name
     ],
 )
 def test_names_are_checked_as_hive_checks_them_before_anything_is_created(
-    ms: Metastore, warehouse: Path, kind: str, ddl: str
+    ms: MetastoreFacade, warehouse: Path, kind: str, ddl: str
 ) -> None:
     """On every backend (SQLite stored any length, then the table's directory could not be made)."""
     before = (ms.list_databases(), ms.list_tables("db"), sorted(warehouse.rglob("*")))
@@ -179,7 +181,7 @@ def test_names_are_checked_as_hive_checks_them_before_anything_is_created(
     assert (ms.list_databases(), ms.list_tables("db"), sorted(warehouse.rglob("*"))) == before
 
 
-def test_names_of_128_characters_and_hive_s_leading_digits_are_accepted(ms: Metastore) -> None:
+def test_names_of_128_characters_and_hive_s_leading_digits_are_accepted(ms: MetastoreFacade) -> None:
     longest = "n" * 128
     ms.execute(f"CREATE DATABASE {longest}")
     ms.execute(
@@ -196,7 +198,7 @@ def test_a_table_named_before_names_were_limited_can_be_dropped(metastore_url: s
     if not metastore_url.startswith("sqlite"):
         pytest.skip("PostgreSQL never stored a name longer than its column")
     name = "t" * 300
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE TABLE short (a int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
         with sqlite3.connect(metastore_url.removeprefix("sqlite:///")) as db:
             db.execute(
@@ -207,7 +209,7 @@ def test_a_table_named_before_names_were_limited_can_be_dropped(metastore_url: s
         assert ms.list_tables("default") == []
 
 
-def test_partitions(ms: Metastore, warehouse: Path) -> None:
+def test_partitions(ms: MetastoreFacade, warehouse: Path) -> None:
     p = ms.add_partition("db.t", ["2024/01:x"])
     assert p.name == "ds=2024%2F01%3Ax"
     assert p.location == str(warehouse / "db.db" / "t" / "ds=2024%2F01%3Ax")
@@ -227,7 +229,7 @@ def test_partitions(ms: Metastore, warehouse: Path) -> None:
         ms.drop_partition("db.t", ["2024/01:x"])
 
 
-def test_add_partition_is_race_safe(ms: Metastore) -> None:
+def test_add_partition_is_race_safe(ms: MetastoreFacade) -> None:
     errors: list[BaseException] = []
 
     def add() -> None:
@@ -246,7 +248,7 @@ def test_add_partition_is_race_safe(ms: Metastore) -> None:
     assert len(ms.list_partitions("db.t")) == 10
 
 
-def test_notification_log(ms: Metastore) -> None:
+def test_notification_log(ms: MetastoreFacade) -> None:
     start = ms.current_notification_event_id()
     ms.add_partition("db.t", ["1"])
     (txn,) = ms.open_txns()
@@ -272,6 +274,6 @@ def test_a_relative_warehouse_is_stored_absolute(tmp_path: Path, monkeypatch: py
     """Table locations are stored: a relative one would resolve against each process's own directory (Spark's
     Python workers run in the JVM's), so files would land beside another process's tables."""
     monkeypatch.chdir(tmp_path)
-    with Metastore.connect("sqlite:///metastore.db", warehouse="wh") as ms:
+    with MetastoreFacade.connect("sqlite:///metastore.db", warehouse="wh") as ms:
         ms.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
         assert ms.table("default.t").location == str(tmp_path / "wh" / "t")

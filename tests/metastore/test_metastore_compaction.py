@@ -18,12 +18,12 @@ from acidstream.errors import (
     NoSuchObjectException,
     TxnAbortedException,
 )
-from acidstream.metastore import LockComponent, LockLevel, LockType, Metastore, OperationType, TxnStatus
+from acidstream.metastore import LockComponent, LockLevel, LockType, MetastoreFacade, OperationType, TxnStatus
 from acidstream.metastore.ddl import SHOW_COMPACTIONS_COLUMNS
 from support.readers import age_reader
 
 
-def publish(ms: Metastore, cq_id: int, *, outputs: tuple[str, ...] = ("base_0000001",)) -> int:
+def publish(ms: MetastoreFacade, cq_id: int, *, outputs: tuple[str, ...] = ("base_0000001",)) -> int:
     info = ms.get_compaction(cq_id)
     assert info.txn_id is not None
     ms.update_compaction(cq_id, info.txn_id, highest_write_id=1, meta={"tmp": "/x/_tmp_1"})
@@ -32,7 +32,7 @@ def publish(ms: Metastore, cq_id: int, *, outputs: tuple[str, ...] = ("base_0000
     )
 
 
-def write(ms: Metastore, table: str, partition: str | None, *, commit: bool = True) -> int:
+def write(ms: MetastoreFacade, table: str, partition: str | None, *, commit: bool = True) -> int:
     """One txn writing to a table/partition under a lock (so the txn has components); returns its write id."""
     txn = ms.open_txns(1)[0]
     [(_, wid)] = ms.allocate_table_write_ids([txn], table)
@@ -48,7 +48,7 @@ def write(ms: Metastore, table: str, partition: str | None, *, commit: bool = Tr
     return wid
 
 
-def test_enqueue_checks_the_target(ms: Metastore) -> None:
+def test_enqueue_checks_the_target(ms: MetastoreFacade) -> None:
     ms.add_partition("db.t", ["1"])
     with pytest.raises(InvalidObjectException, match="must specify a partition"):
         ms.compact("db.t")
@@ -72,7 +72,7 @@ def test_enqueue_checks_the_target(ms: Metastore) -> None:
     assert info.initiator_id is not None and info.initiator_id.endswith("-manual")
 
 
-def test_claims_are_exclusive_and_open_a_compactor_txn(ms: Metastore) -> None:
+def test_claims_are_exclusive_and_open_a_compactor_txn(ms: MetastoreFacade) -> None:
     a, b = ms.compact("db.u"), ms.compact("db.u", kind="major")
     assert a == b
     ms.add_partition("db.t", ["1"])
@@ -86,7 +86,7 @@ def test_claims_are_exclusive_and_open_a_compactor_txn(ms: Metastore) -> None:
     assert ms.find_next_compaction("h-1-3") is None
 
 
-def test_compacted_only_after_publication(ms: Metastore) -> None:
+def test_compacted_only_after_publication(ms: MetastoreFacade) -> None:
     """An entry can no longer reach "succeeded" without its worker having published files."""
     cq = ms.compact("db.u")
     ms.find_next_compaction("w-1-1")
@@ -100,7 +100,7 @@ def test_compacted_only_after_publication(ms: Metastore) -> None:
     assert info.txn_id is not None and ms.get_txn_state(info.txn_id) is TxnStatus.COMMITTED
 
 
-def test_full_life_cycle_consumes_the_initiator_input(ms: Metastore) -> None:
+def test_full_life_cycle_consumes_the_initiator_input(ms: MetastoreFacade) -> None:
     w1 = write(ms, "db.u", None)
     assert [(p.table, p.partition) for p in ms.find_potential_compactions(1000)] == [("u", None)]
     cq = ms.compact("db.u")
@@ -126,7 +126,7 @@ def test_full_life_cycle_consumes_the_initiator_input(ms: Metastore) -> None:
     assert [p.table for p in ms.find_potential_compactions(1000)] == ["u"]
 
 
-def test_readers_registered_before_publication_hold_the_cleaner(ms: Metastore) -> None:
+def test_readers_registered_before_publication_hold_the_cleaner(ms: MetastoreFacade) -> None:
     before = ms.register_reader("db.u")
     assert before.write_ids.table == "db.u"
     cq = ms.compact("db.u")
@@ -148,7 +148,7 @@ def test_readers_registered_before_publication_hold_the_cleaner(ms: Metastore) -
     assert {r[0] for r in ms.active_readers()} == {after.reader_id, other.reader_id}
 
 
-def test_silent_readers_stop_holding_the_cleaner(ms: Metastore) -> None:
+def test_silent_readers_stop_holding_the_cleaner(ms: MetastoreFacade) -> None:
     reader = ms.register_reader("db.u")
     cq = ms.compact("db.u")
     ms.find_next_compaction("w-1-1")
@@ -165,7 +165,7 @@ def test_silent_readers_stop_holding_the_cleaner(ms: Metastore) -> None:
     assert ms.active_readers() == []
 
 
-def test_dead_worker_is_found_and_reverted_then_fails(ms: Metastore) -> None:
+def test_dead_worker_is_found_and_reverted_then_fails(ms: MetastoreFacade) -> None:
     cq = ms.compact("db.u")
     first = ms.find_next_compaction("w-1-1")
     assert first is not None and first.txn_id is not None
@@ -186,7 +186,7 @@ def test_dead_worker_is_found_and_reverted_then_fails(ms: Metastore) -> None:
     assert info.state == "failed" and "gave up after 2 attempts" in (info.error_message or "")
 
 
-def test_published_entries_are_rolled_forward_not_reverted(ms: Metastore) -> None:
+def test_published_entries_are_rolled_forward_not_reverted(ms: MetastoreFacade) -> None:
     cq = ms.compact("db.u")
     info = ms.find_next_compaction("w-1-1")
     publish(ms, cq)
@@ -199,7 +199,7 @@ def test_published_entries_are_rolled_forward_not_reverted(ms: Metastore) -> Non
     assert ms.get_compaction(cq).state == "ready for cleaning"
 
 
-def test_failed_compactions_back_off(ms: Metastore) -> None:
+def test_failed_compactions_back_off(ms: MetastoreFacade) -> None:
     """``checkFailedCompactions``: after ``threshold`` consecutive failures the initiator stops (until the
     retry time has passed); a success in between resets the count."""
     for _ in range(2):
@@ -222,7 +222,7 @@ def test_failed_compactions_back_off(ms: Metastore) -> None:
     assert states == ["failed", "failed", "did not initiate", "succeeded"]
 
 
-def test_history_is_purged_per_target_and_state(ms: Metastore) -> None:
+def test_history_is_purged_per_target_and_state(ms: MetastoreFacade) -> None:
     for _ in range(5):
         cq = ms.compact("db.u")
         ms.find_next_compaction("w-1-1")
@@ -235,7 +235,7 @@ def test_history_is_purged_per_target_and_state(ms: Metastore) -> None:
     assert [i for i, _ in kept] == [3, 4, 5, 7, 8]
 
 
-def test_aborted_write_ids_are_forgotten_per_partition(ms: Metastore) -> None:
+def test_aborted_write_ids_are_forgotten_per_partition(ms: MetastoreFacade) -> None:
     for ds in ("1", "2"):
         ms.add_partition("db.t", [ds])
     both = ms.open_txns(1)[0]
@@ -263,7 +263,7 @@ def test_aborted_write_ids_are_forgotten_per_partition(ms: Metastore) -> None:
         assert ms.get_valid_write_ids("db.t").aborted_ids == expected
 
 
-def test_potential_compactions_and_aborted_threshold(ms: Metastore) -> None:
+def test_potential_compactions_and_aborted_threshold(ms: MetastoreFacade) -> None:
     ms.add_partition("db.t", ["1"])
     write(ms, "db.t", "ds=1")
     for _ in range(3):
@@ -273,7 +273,7 @@ def test_potential_compactions_and_aborted_threshold(ms: Metastore) -> None:
     assert {(p.table, p.too_many_aborts) for p in ms.find_potential_compactions(3)} == {("t", False)}
 
 
-def test_ddl_compact_and_show_compactions(ms: Metastore) -> None:
+def test_ddl_compact_and_show_compactions(ms: MetastoreFacade) -> None:
     ms.add_partition("db.t", ["2024-01-01"])
     [(cq, state)] = ms.execute("ALTER TABLE db.t PARTITION (ds='2024-01-01') COMPACT 'MINOR'")  # type: ignore[misc]
     assert state == "initiated"
@@ -294,7 +294,7 @@ def test_ddl_compact_and_show_compactions(ms: Metastore) -> None:
         ms.execute("ALTER TABLE db.t PARTITION (ds='1') SET TBLPROPERTIES ('a'='b')")
 
 
-def test_wait_polls_until_a_worker_finishes(ms: Metastore) -> None:
+def test_wait_polls_until_a_worker_finishes(ms: MetastoreFacade) -> None:
     import threading
 
     cq = ms.compact("db.u")

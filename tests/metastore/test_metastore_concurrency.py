@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.metastore import Metastore, TxnStatus
+from acidstream.metastore import MetastoreFacade, TxnStatus
 
 PROCESSES = 8
 CYCLES = 100
@@ -19,7 +19,7 @@ Record = tuple[str, list[tuple[int, int]], bool]  # table, [(txn, write id)], co
 def _worker(url: str, warehouse: str, tables: list[str], seed: int) -> list[Record]:
     rnd = random.Random(seed)
     out: list[Record] = []
-    with Metastore.connect(url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(url, warehouse=warehouse) as ms:
         for _ in range(CYCLES):
             table = rnd.choice(tables)
             txns = ms.open_txns(rnd.randint(1, 3))
@@ -40,7 +40,7 @@ def _worker(url: str, warehouse: str, tables: list[str], seed: int) -> list[Reco
 @pytest.mark.slow
 @pytest.mark.parametrize("tables", [["db.t"], ["db.t", "db.u"]], ids=["one-table", "two-tables"])
 def test_processes_allocate_consistently(metastore_url: str, warehouse: Path, tables: list[str]) -> None:
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE DATABASE db")
         for t in tables:
             ms.execute(f"CREATE TABLE {t} (id int) TBLPROPERTIES ('transactional'='true')")
@@ -52,7 +52,7 @@ def test_processes_allocate_consistently(metastore_url: str, warehouse: Path, ta
     records = [r for per_process in results for r in per_process]
     all_txns = [txn for _t, pairs, _c in records for txn, _w in pairs]
     assert len(all_txns) == len(set(all_txns))
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         assert ms.get_open_txns().open_ids == ()
         for table in tables:
             batches = [(pairs, c) for t, pairs, c in records if t == table]

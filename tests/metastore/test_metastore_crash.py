@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from acidstream.faults import FAULTS_ENV
-from acidstream.metastore import Metastore, TxnStatus
+from acidstream.metastore import MetastoreFacade, TxnStatus
 
 CLIENT = """
 import sys
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 url, wh, loops = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with Metastore.connect(url, warehouse=wh, txn_timeout=1.0) as ms:  # its txns time out 1 s after its death
+with MetastoreFacade.connect(url, warehouse=wh, txn_timeout=1.0) as ms:  # its txns time out 1 s after its death
     for _ in range(loops):
         txns = ms.open_txns(2)
         ms.allocate_table_write_ids(txns, "default.t")
@@ -53,7 +53,7 @@ def _orphaned_write_ids(url: str) -> int:
 
 
 def _setup(url: str, warehouse: Path) -> None:
-    with Metastore.connect(url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(url, warehouse=warehouse) as ms:
         ms.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
 
 
@@ -67,7 +67,7 @@ def test_kill_inside_commit_transaction(metastore_url: str, warehouse: Path) -> 
     time.sleep(0.5)  # now inside the commit's DB transaction, sleeping
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=1.0) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse, txn_timeout=1.0) as ms:
         assert ms.get_txn_state(first) is TxnStatus.OPEN  # the half-done commit rolled back
         assert str(ms.get_valid_write_ids("t")) == "default.t:2:1:1,2:"
         time.sleep(1.2)
@@ -89,7 +89,7 @@ def test_kill_at_random_points(metastore_url: str, warehouse: Path) -> None:
         out, _ = proc.communicate()
         complete = out.split("\n")[:-1]  # a kill can cut the last line short: "committed" with a partial id
         committed += [int(line.split()[1]) for line in complete if line.startswith("committed")]
-    with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=0.5) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse, txn_timeout=0.5) as ms:
         for txn in committed:
             assert ms.get_txn_state(txn) is TxnStatus.COMMITTED
         time.sleep(1.1)

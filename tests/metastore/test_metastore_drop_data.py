@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from acidstream.errors import MetaException
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 
 DDL = "CREATE TABLE {} (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
 
 
 def test_drop_table_deletes_data_and_recreate_starts_clean(metastore_url: str, warehouse: Path) -> None:
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE DATABASE d")
         ms.execute(DDL.format("d.t"))
         location = Path(ms.table("d.t").location)
@@ -30,7 +30,7 @@ def test_drop_table_deletes_data_and_recreate_starts_clean(metastore_url: str, w
 def test_drop_database_cascade_deletes_every_table_and_refusal_keeps_data(
     metastore_url: str, warehouse: Path
 ) -> None:
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE DATABASE d")
         ms.execute(DDL.format("d.a"))
         ms.execute(DDL.format("d.b"))

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from acidstream.errors import MetastoreUnavailable, NoSuchObjectException
-from acidstream.metastore import Metastore, TxnStatus
+from acidstream.metastore import MetastoreFacade, TxnStatus
 from acidstream.metastore.sql.engine import Database
 from acidstream.metastore.sql.prepared import connection_lost, execute_driver_sql
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL
@@ -33,7 +33,7 @@ def test_metastore_transactions_shorten_the_switch_interval_while_they_run(
         db.dispose()
 
 
-def test_a_failing_metastore_call_restores_the_switch_interval(ms: Metastore) -> None:
+def test_a_failing_metastore_call_restores_the_switch_interval(ms: MetastoreFacade) -> None:
     before = sys.getswitchinterval()
     with pytest.raises(NoSuchObjectException, match=r"db\.no_such_table does not exist"):
         ms.table("db.no_such_table")
@@ -45,7 +45,7 @@ def test_a_write_lock_held_by_another_process_fails_the_call_within_the_wait_bou
     tmp_path: Path, warehouse: Path
 ) -> None:
     db_path = tmp_path / "ms.db"
-    with Metastore.connect(f"sqlite:///{db_path}", warehouse=warehouse, db_wait_timeout=0.5) as ms:
+    with MetastoreFacade.connect(f"sqlite:///{db_path}", warehouse=warehouse, db_wait_timeout=0.5) as ms:
         first = ms.open_txns(1)[0]
         with sqlite_write_lock_held(db_path):
             with pytest.raises(MetastoreUnavailable, match="database is locked") as exc:
@@ -59,7 +59,7 @@ def test_a_write_lock_held_by_another_process_fails_the_call_within_the_wait_bou
 def test_the_default_wait_bound_is_well_under_the_txn_timeout(
     tmp_path: Path, warehouse: Path, txn_timeout: float, bound: float
 ) -> None:
-    with Metastore.connect(
+    with MetastoreFacade.connect(
         f"sqlite:///{tmp_path / 'ms.db'}", warehouse=warehouse, txn_timeout=txn_timeout
     ) as ms:
         assert ms.db_wait_timeout == bound

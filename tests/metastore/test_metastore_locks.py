@@ -7,7 +7,7 @@ import time
 import pytest
 
 from acidstream.errors import LockTimeoutException, MetaException, NoSuchLockException, NoSuchObjectException
-from acidstream.metastore import LockComponent, LockLevel, LockState, LockType, Metastore, OperationType
+from acidstream.metastore import LockComponent, LockLevel, LockState, LockType, MetastoreFacade, OperationType
 
 R, W, X = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCLUSIVE
 DB = LockComponent(R, LockLevel.DB, "db")
@@ -31,7 +31,7 @@ def comp(t: LockType, level: LockLevel, table: str | None = None, part: str | No
         (X, X, False),
     ],
 )
-def test_compatibility_matrix(ms: Metastore, held: LockType, wanted: LockType, ok: bool) -> None:
+def test_compatibility_matrix(ms: MetastoreFacade, held: LockType, wanted: LockType, ok: bool) -> None:
     ms.lock([comp(held, LockLevel.TABLE, "t")])
     resp = ms.lock([comp(wanted, LockLevel.TABLE, "t")], wait=False)
     assert resp.state is (LockState.ACQUIRED if ok else LockState.WAITING)
@@ -49,13 +49,13 @@ def test_compatibility_matrix(ms: Metastore, held: LockType, wanted: LockType, o
     ],
 )
 def test_overlapping_objects(
-    ms: Metastore, held: LockComponent, wanted: LockComponent, overlap: bool
+    ms: MetastoreFacade, held: LockComponent, wanted: LockComponent, overlap: bool
 ) -> None:
     ms.lock([held])
     assert ms.lock([wanted], wait=False).state is (LockState.WAITING if overlap else LockState.ACQUIRED)
 
 
-def test_multi_component_request_is_all_or_nothing(ms: Metastore) -> None:
+def test_multi_component_request_is_all_or_nothing(ms: MetastoreFacade) -> None:
     blocker = ms.lock([comp(X, LockLevel.TABLE, "u")])
     resp = ms.lock([comp(W, LockLevel.TABLE, "t"), comp(R, LockLevel.TABLE, "u")], wait=False)
     assert resp.state is LockState.WAITING
@@ -65,7 +65,7 @@ def test_multi_component_request_is_all_or_nothing(ms: Metastore) -> None:
     assert ms.backend.check_lock(resp.lock_id) is LockState.ACQUIRED
 
 
-def test_a_request_spanning_databases_waits_for_a_lock_in_either(ms: Metastore) -> None:
+def test_a_request_spanning_databases_waits_for_a_lock_in_either(ms: MetastoreFacade) -> None:
     ms.execute("CREATE DATABASE other")
     blocker = ms.lock([LockComponent(X, LockLevel.DB, "other")])
     resp = ms.lock([DB, LockComponent(R, LockLevel.DB, "other")], wait=False)
@@ -75,7 +75,7 @@ def test_a_request_spanning_databases_waits_for_a_lock_in_either(ms: Metastore) 
     assert ms.backend.check_lock(resp.lock_id) is LockState.ACQUIRED
 
 
-def test_waiting_lock_times_out_naming_the_blocker(ms: Metastore) -> None:
+def test_waiting_lock_times_out_naming_the_blocker(ms: MetastoreFacade) -> None:
     (txn,) = ms.open_txns(agent_info="blocker-agent")
     ms.lock([comp(X, LockLevel.TABLE, "t")], txn_id=txn, agent_info="blocker-agent")
     start = time.monotonic()
@@ -88,7 +88,7 @@ def test_waiting_lock_times_out_naming_the_blocker(ms: Metastore) -> None:
     assert [li.lock_id for li in ms.show_locks()] == [1]  # the timed-out request was withdrawn
 
 
-def test_waiter_acquires_when_txn_commits(ms: Metastore) -> None:
+def test_waiter_acquires_when_txn_commits(ms: MetastoreFacade) -> None:
     (txn,) = ms.open_txns()
     ms.lock([comp(X, LockLevel.TABLE, "t")], txn_id=txn)
     waiting = ms.lock([comp(R, LockLevel.TABLE, "t")], wait=False)
@@ -98,7 +98,7 @@ def test_waiter_acquires_when_txn_commits(ms: Metastore) -> None:
     assert ms.backend.check_lock(waiting.lock_id) is LockState.ACQUIRED
 
 
-def test_show_locks_and_unknown_lock(ms: Metastore) -> None:
+def test_show_locks_and_unknown_lock(ms: MetastoreFacade) -> None:
     (txn,) = ms.open_txns()
     ms.lock([comp(R, LockLevel.PARTITION, "t", "ds=1")], txn_id=txn, agent_info="agent", user="me", host="h")
     (info,) = ms.show_locks("db.t")
@@ -122,7 +122,7 @@ def test_show_locks_and_unknown_lock(ms: Metastore) -> None:
     assert ms.show_locks() == []
 
 
-def test_locks_on_missing_objects_name_them(ms: Metastore) -> None:
+def test_locks_on_missing_objects_name_them(ms: MetastoreFacade) -> None:
     txn = ms.open_txns()[0]
     missing = [
         (LockComponent(R, LockLevel.DB, "nodb"), None, "Database nodb does not exist"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.metastore import Metastore, NotificationEvent
+from acidstream.metastore import MetastoreFacade, NotificationEvent
 from acidstream.metastore.sql import notifications
 from acidstream.metastore.sql.engine import Database
 
@@ -16,7 +16,7 @@ WRITERS = 4
 CYCLES = 40
 
 
-def test_event_of_a_slow_transaction_is_not_overtaken(ms: Metastore) -> None:
+def test_event_of_a_slow_transaction_is_not_overtaken(ms: MetastoreFacade) -> None:
     """An event committed after a later-written one still gets the next id, after the ones already read."""
     if ms.backend.dialect != "postgresql":
         pytest.skip("SQLite has one writer at a time: no other commit can happen meanwhile")
@@ -35,7 +35,7 @@ def test_event_of_a_slow_transaction_is_not_overtaken(ms: Metastore) -> None:
         db.dispose()
 
 
-def test_rolled_back_events_leave_no_gap(ms: Metastore) -> None:
+def test_rolled_back_events_leave_no_gap(ms: MetastoreFacade) -> None:
     start = ms.current_notification_event_id()
     db = Database(ms.url)
     try:
@@ -49,7 +49,7 @@ def test_rolled_back_events_leave_no_gap(ms: Metastore) -> None:
 
 
 def _writer(url: str, warehouse: str) -> None:
-    with Metastore.connect(url, warehouse=warehouse) as m:
+    with MetastoreFacade.connect(url, warehouse=warehouse) as m:
         for _ in range(CYCLES):
             txns = m.open_txns(2)
             m.allocate_table_write_ids(txns, "db.t")
@@ -57,7 +57,7 @@ def _writer(url: str, warehouse: str) -> None:
             m.abort_txn(txns[1])
 
 
-def _drain(ms: Metastore, after: int, out: list[NotificationEvent]) -> int:
+def _drain(ms: MetastoreFacade, after: int, out: list[NotificationEvent]) -> int:
     """Poll until nothing new (small pages, so several publishers and readers interleave); the new position."""
     while True:
         page = ms.notifications(after, limit=7)
@@ -71,7 +71,7 @@ def _drain(ms: Metastore, after: int, out: list[NotificationEvent]) -> int:
 
 @pytest.mark.slow
 def test_consumer_sees_every_event_once_in_order_under_concurrent_writers(
-    ms: Metastore, warehouse: Path
+    ms: MetastoreFacade, warehouse: Path
 ) -> None:
     start = ms.current_notification_event_id()
     ctx = multiprocessing.get_context("fork")

@@ -13,7 +13,7 @@ from acidstream.metastore import (
     LockComponent,
     LockLevel,
     LockType,
-    Metastore,
+    MetastoreFacade,
     OperationType,
     TableWrite,
 )
@@ -33,7 +33,7 @@ def prepared_statements() -> Iterator[tuple[str, Prepared]]:
         yield f"take_ids({counter.name})", counters._take(counter)
 
 
-def streaming_cycles(ms: Metastore) -> None:
+def streaming_cycles(ms: MetastoreFacade) -> None:
     """What streaming asks of the metastore: batch open with a lock, heartbeats, commits and an abort."""
     lock = LockComponent(LockType.SHARED_READ, LockLevel.TABLE, "db", "u", operation=OperationType.INSERT)
     for _ in range(2):
@@ -43,7 +43,7 @@ def streaming_cycles(ms: Metastore) -> None:
         ms.abort_txn(pairs[1][0])
 
 
-def test_every_hot_statement_runs_on_the_driver(ms: Metastore) -> None:
+def test_every_hot_statement_runs_on_the_driver(ms: MetastoreFacade) -> None:
     """A statement that needs SQLAlchemy at run time (a new Python-side default, an expanding IN) would
     silently lose the fast path: every plan the streaming cycle made must be a direct one."""
     streaming_cycles(ms)
@@ -53,7 +53,7 @@ def test_every_hot_statement_runs_on_the_driver(ms: Metastore) -> None:
     assert not slow
 
 
-def test_rows_are_what_sqlalchemy_returns(ms: Metastore) -> None:
+def test_rows_are_what_sqlalchemy_returns(ms: MetastoreFacade) -> None:
     streaming_cycles(ms)
     queries = [
         (txns._COMPONENTS, {"txn_id": 1}),
@@ -75,7 +75,7 @@ def test_rows_are_what_sqlalchemy_returns(ms: Metastore) -> None:
     assert {r.param_key: r.param_value for r in rows}["transactional"] == "true"  # attribute access, as Row
 
 
-def test_driver_errors_become_sqlalchemy_errors_that_the_retries_know(ms: Metastore) -> None:
+def test_driver_errors_become_sqlalchemy_errors_that_the_retries_know(ms: MetastoreFacade) -> None:
     def duplicate_txn(conn: Connection) -> None:
         row = {"txn_id": 10**9, "txn_state": "o", "txn_started": 0, "txn_last_heartbeat": 0}
         txns._INSERT_TXNS.run(conn, [row])
@@ -93,7 +93,7 @@ def test_driver_errors_become_sqlalchemy_errors_that_the_retries_know(ms: Metast
     assert inserted == []  # both transactions rolled back
 
 
-def test_scalar_one_insists_on_one_row(ms: Metastore) -> None:
+def test_scalar_one_insists_on_one_row(ms: MetastoreFacade) -> None:
     streaming_cycles(ms)
     every_txn = Prepared(select(s.txns.c.txn_id))
     with pytest.raises(sa_exc.NoResultFound):

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from acidstream.errors import MetaException, SchemaVersionError
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 from acidstream.metastore.sql.schema import SCHEMA_VERSION
 
 
@@ -20,26 +20,26 @@ def _set_version(url: str, version: int) -> None:
 
 
 def test_reopen_keeps_state(metastore_url: str, warehouse: Path) -> None:
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE TABLE t (a int) TBLPROPERTIES ('transactional'='true')")
         ms.open_txns(2)
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         assert ms.list_tables() == ["t"]
         assert ms.open_txns() == [3]
 
 
 def test_newer_schema_is_refused(metastore_url: str, warehouse: Path) -> None:
-    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    MetastoreFacade.connect(metastore_url, warehouse=warehouse).close()
     _set_version(metastore_url, SCHEMA_VERSION + 1)
     with pytest.raises(SchemaVersionError, match="newer acidstream release"):
-        Metastore.connect(metastore_url, warehouse=warehouse)
+        MetastoreFacade.connect(metastore_url, warehouse=warehouse)
 
 
 def test_older_schema_without_upgrade_path_is_refused(metastore_url: str, warehouse: Path) -> None:
-    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    MetastoreFacade.connect(metastore_url, warehouse=warehouse).close()
     _set_version(metastore_url, 0)
     with pytest.raises(SchemaVersionError, match="no upgrade path exists from it"):
-        Metastore.connect(metastore_url, warehouse=warehouse)
+        MetastoreFacade.connect(metastore_url, warehouse=warehouse)
 
 
 def test_foreign_database_is_refused(tmp_path: Path) -> None:
@@ -49,14 +49,14 @@ def test_foreign_database_is_refused(tmp_path: Path) -> None:
         conn.execute(text("CREATE TABLE txns (x int)"))
     engine.dispose()
     with pytest.raises(SchemaVersionError, match="no version table"):
-        Metastore.connect(url, warehouse=tmp_path)
+        MetastoreFacade.connect(url, warehouse=tmp_path)
 
 
 def test_bad_urls(tmp_path: Path) -> None:
     with pytest.raises(MetaException, match="unsupported metastore URL"):
-        Metastore.connect("mysql://x/y", warehouse=tmp_path)
+        MetastoreFacade.connect("mysql://x/y", warehouse=tmp_path)
     with pytest.raises(MetaException, match="SQLite file"):
-        Metastore.connect("sqlite://", warehouse=tmp_path)
+        MetastoreFacade.connect("sqlite://", warehouse=tmp_path)
 
 
 def _make_v1(url: str) -> None:
@@ -87,9 +87,9 @@ def _make_v1(url: str) -> None:
 
 
 def test_version_1_is_upgraded_keeping_its_events(metastore_url: str, warehouse: Path) -> None:
-    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    MetastoreFacade.connect(metastore_url, warehouse=warehouse).close()
     _make_v1(metastore_url)
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.open_txns()
         events = ms.notifications()
         assert [(e.event_id, e.event_type) for e in events] == [
@@ -133,9 +133,9 @@ def _make_v2(url: str) -> None:
 
 
 def test_version_2_is_upgraded_for_the_compactor(metastore_url: str, warehouse: Path) -> None:
-    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    MetastoreFacade.connect(metastore_url, warehouse=warehouse).close()
     _make_v2(metastore_url)
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.execute("CREATE TABLE t (a int) TBLPROPERTIES ('transactional'='true')")
         cq = ms.compact("t")
         info = ms.find_next_compaction("w-1-1")
@@ -161,9 +161,9 @@ def _make_v3(url: str) -> None:
 
 
 def test_version_3_is_upgraded_for_replication(metastore_url: str, warehouse: Path) -> None:
-    Metastore.connect(metastore_url, warehouse=warehouse).close()
+    MetastoreFacade.connect(metastore_url, warehouse=warehouse).close()
     _make_v3(metastore_url)
-    with Metastore.connect(metastore_url, warehouse=warehouse) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as ms:
         ms.repl_follower_progress("replica", 5, lease=60)
         assert [f[:2] for f in ms.repl_followers()] == [("replica", 5)]
         assert ms.repl_state("default") is None

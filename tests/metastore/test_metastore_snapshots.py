@@ -6,19 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 
 
 @pytest.fixture
-def ms(metastore_url: str, warehouse: str) -> Iterator[Metastore]:
-    with Metastore.connect(metastore_url, warehouse=warehouse) as m:
+def ms(metastore_url: str, warehouse: str) -> Iterator[MetastoreFacade]:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as m:
         m.execute("CREATE DATABASE db")
         for t in ("t", "u"):
             m.execute(f"CREATE TABLE db.{t} (id int) TBLPROPERTIES ('transactional'='true')")
         yield m
 
 
-def test_a_later_txn_with_a_smaller_write_id_stays_invisible(ms: Metastore) -> None:
+def test_a_later_txn_with_a_smaller_write_id_stays_invisible(ms: MetastoreFacade) -> None:
     """Txn A is open at the snapshot; txn C opens after it and takes write id 1; A then takes write id 2 and
     commits, C commits. At the snapshot both are invisible, though write id 1 is below the high-water mark."""
     [a] = ms.open_txns(1)
@@ -35,7 +35,7 @@ def test_a_later_txn_with_a_smaller_write_id_stays_invisible(ms: Metastore) -> N
     assert now.is_write_id_valid(1) and now.is_write_id_valid(2)
 
 
-def test_one_snapshot_covers_several_tables(ms: Metastore) -> None:
+def test_one_snapshot_covers_several_tables(ms: MetastoreFacade) -> None:
     """A txn writing two tables is visible in both or in neither, for any snapshot."""
     [before] = ms.open_txns(1)
     ms.allocate_table_write_ids([before], "db.t")
@@ -52,7 +52,7 @@ def test_one_snapshot_covers_several_tables(ms: Metastore) -> None:
     assert ms.get_valid_write_ids("db.t", snapshot=open_snap).is_write_id_valid(1)
 
 
-def test_aborted_write_ids_are_marked_aborted(ms: Metastore) -> None:
+def test_aborted_write_ids_are_marked_aborted(ms: MetastoreFacade) -> None:
     [a, b] = ms.open_txns(2)
     ms.allocate_table_write_ids([a, b], "db.t")
     ms.abort_txn(a)
@@ -61,5 +61,5 @@ def test_aborted_write_ids_are_marked_aborted(ms: Metastore) -> None:
     assert str(at) == str(ms.get_valid_write_ids("db.t"))
 
 
-def test_a_table_never_written_has_an_empty_list(ms: Metastore) -> None:
+def test_a_table_never_written_has_an_empty_list(ms: MetastoreFacade) -> None:
     assert ms.get_valid_write_ids("db.u", snapshot=ms.snapshot()).high_watermark == 0

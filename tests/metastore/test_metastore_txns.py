@@ -20,7 +20,7 @@ from acidstream.metastore import (
     LockLevel,
     LockState,
     LockType,
-    Metastore,
+    MetastoreFacade,
     OperationType,
     TableWrite,
     TxnStatus,
@@ -29,18 +29,18 @@ from acidstream.metastore import (
 LONG_MAX = 9223372036854775807
 
 
-def test_txn_ids_are_consecutive_from_one(ms: Metastore) -> None:
+def test_txn_ids_are_consecutive_from_one(ms: MetastoreFacade) -> None:
     assert ms.open_txns(3) == [1, 2, 3]
     assert ms.open_txns() == [4]
     assert str(ms.get_open_txns()) == "4:1:1,2,3,4:"
 
 
-def test_open_batch_is_capped(ms: Metastore) -> None:
+def test_open_batch_is_capped(ms: MetastoreFacade) -> None:
     with pytest.raises(InvalidObjectException, match=r"1\.\.1000"):
         ms.open_txns(1001)
 
 
-def test_write_ids_start_at_one_per_table_and_are_idempotent(ms: Metastore) -> None:
+def test_write_ids_start_at_one_per_table_and_are_idempotent(ms: MetastoreFacade) -> None:
     txns = ms.open_txns(3)
     assert ms.allocate_table_write_ids(list(reversed(txns)), "db.t") == [(1, 1), (2, 2), (3, 3)]
     assert ms.allocate_table_write_ids(txns, "db.t") == [(1, 1), (2, 2), (3, 3)]
@@ -49,7 +49,7 @@ def test_write_ids_start_at_one_per_table_and_are_idempotent(ms: Metastore) -> N
     assert ms.backend.get_write_id(1, "db.u") is None
 
 
-def test_valid_write_ids_string_forms(ms: Metastore) -> None:
+def test_valid_write_ids_string_forms(ms: MetastoreFacade) -> None:
     assert str(ms.get_valid_write_ids("db.t")) == f"db.t:0:{LONG_MAX}::"
     a, b, c, d = ms.open_txns(4)
     ms.allocate_table_write_ids([a, b, c, d], "db.t")
@@ -64,7 +64,7 @@ def test_valid_write_ids_string_forms(ms: Metastore) -> None:
     assert str(ms.get_valid_write_ids("db.t")) == "db.t:4:9223372036854775807::3"
 
 
-def test_own_txn_is_open_in_its_list(ms: Metastore) -> None:
+def test_own_txn_is_open_in_its_list(ms: MetastoreFacade) -> None:
     (txn,) = ms.open_txns()
     ms.allocate_table_write_ids([txn], "db.t")
     wl = ms.get_valid_write_ids("db.t", txn)
@@ -74,7 +74,7 @@ def test_own_txn_is_open_in_its_list(ms: Metastore) -> None:
         ms.get_valid_write_ids("db.t", txn)
 
 
-def test_commit_and_abort_states(ms: Metastore) -> None:
+def test_commit_and_abort_states(ms: MetastoreFacade) -> None:
     a, b = ms.open_txns(2)
     ms.commit_txn(a)
     ms.commit_txn(a)  # idempotent
@@ -96,7 +96,7 @@ def test_commit_and_abort_states(ms: Metastore) -> None:
     assert [t.txn_id for t in ms.show_txns()] == [b]
 
 
-def test_write_ids_need_a_transactional_table(ms: Metastore) -> None:
+def test_write_ids_need_a_transactional_table(ms: MetastoreFacade) -> None:
     ms.execute("CREATE TABLE db.plain (id int)")
     (txn,) = ms.open_txns()
     with pytest.raises(InvalidObjectException, match="not transactional"):
@@ -105,7 +105,7 @@ def test_write_ids_need_a_transactional_table(ms: Metastore) -> None:
         ms.allocate_table_write_ids([txn], "db.nope")
 
 
-def test_commit_key_value_is_stored_atomically(ms: Metastore) -> None:
+def test_commit_key_value_is_stored_atomically(ms: MetastoreFacade) -> None:
     (txn,) = ms.open_txns()
     ms.allocate_table_write_ids([txn], "db.t")
     with pytest.raises(InvalidObjectException, match="_meta"):
@@ -119,7 +119,7 @@ def test_commit_key_value_is_stored_atomically(ms: Metastore) -> None:
     assert ms.table("db.t").properties["_meta.sink.offset"] == "43"
 
 
-def test_heartbeat_range_reports_aborted_and_missing(ms: Metastore) -> None:
+def test_heartbeat_range_reports_aborted_and_missing(ms: MetastoreFacade) -> None:
     a, b, c = ms.open_txns(3)
     ms.abort_txn(b)
     ms.commit_txn(c)
@@ -133,7 +133,7 @@ def test_heartbeat_range_reports_aborted_and_missing(ms: Metastore) -> None:
         ms.heartbeat(42)
 
 
-def _write(ms: Metastore, txn: int, op: OperationType, partition: str) -> None:
+def _write(ms: MetastoreFacade, txn: int, op: OperationType, partition: str) -> None:
     ms.allocate_table_write_ids([txn], "db.t")
     ms.lock(
         [LockComponent(LockType.SHARED_WRITE, LockLevel.PARTITION, "db", "t", partition, operation=op)],
@@ -141,7 +141,7 @@ def _write(ms: Metastore, txn: int, op: OperationType, partition: str) -> None:
     )
 
 
-def test_components_move_to_completed_at_commit(ms: Metastore) -> None:
+def test_components_move_to_completed_at_commit(ms: MetastoreFacade) -> None:
     (txn,) = ms.open_txns()
     ms.allocate_table_write_ids([txn], "db.t")
     ms.lock(
@@ -171,7 +171,7 @@ def test_components_move_to_completed_at_commit(ms: Metastore) -> None:
     assert ms.show_locks() == []
 
 
-def test_first_committer_wins_on_update_delete(ms: Metastore) -> None:
+def test_first_committer_wins_on_update_delete(ms: MetastoreFacade) -> None:
     a, b, c = ms.open_txns(3)
     _write(ms, a, OperationType.UPDATE, "ds=1")
     ms.commit_txn(a)
@@ -186,7 +186,7 @@ def test_first_committer_wins_on_update_delete(ms: Metastore) -> None:
     ms.commit_txn(d)
 
 
-def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(ms: Metastore) -> None:
+def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(ms: MetastoreFacade) -> None:
     """No lost update: B opens and takes its snapshot while A's commit is under way, then locks and updates the
     same partition; B's snapshot contains A or B's commit conflicts. A commit must not take its commit id while
     an open can still slip in before the commit is visible (PostgreSQL, READ COMMITTED, lost B's conflict)."""
@@ -214,7 +214,7 @@ def test_a_txn_opened_while_an_update_commits_sees_it_or_conflicts(ms: Metastore
             ms.commit_txn(b)
 
 
-def test_inserts_never_conflict(ms: Metastore) -> None:
+def test_inserts_never_conflict(ms: MetastoreFacade) -> None:
     a, b = ms.open_txns(2)
     _write(ms, a, OperationType.INSERT, "ds=1")
     ms.commit_txn(a)
@@ -229,7 +229,7 @@ def test_inserts_never_conflict(ms: Metastore) -> None:
 def test_timeouts_abort_silent_txns(metastore_url: str, warehouse: object) -> None:
     import time
 
-    with Metastore.connect(metastore_url, warehouse=str(warehouse), txn_timeout=1.0) as m:
+    with MetastoreFacade.connect(metastore_url, warehouse=str(warehouse), txn_timeout=1.0) as m:
         m.execute("CREATE TABLE t (id int) TBLPROPERTIES ('transactional'='true')")
         alive, silent = m.open_txns(2)
         m.allocate_table_write_ids([alive, silent], "t")
@@ -246,11 +246,11 @@ def test_timeouts_abort_silent_txns(metastore_url: str, warehouse: object) -> No
         assert m.perform_timeouts() == []
 
 
-def _child_commit(ms: Metastore, txn: int) -> None:
+def _child_commit(ms: MetastoreFacade, txn: int) -> None:
     ms.commit_txn(txn)
 
 
-def test_metastore_survives_fork(ms: Metastore) -> None:
+def test_metastore_survives_fork(ms: MetastoreFacade) -> None:
     """A forked child (Spark's Python workers, multiprocessing) uses the inherited handle on fresh connections."""
     import multiprocessing
 
@@ -263,7 +263,7 @@ def test_metastore_survives_fork(ms: Metastore) -> None:
     assert (ms.get_txn_state(a), ms.get_txn_state(b)) == (TxnStatus.COMMITTED, TxnStatus.COMMITTED)
 
 
-def test_open_txns_with_write_ids_is_open_plus_allocate(ms: Metastore) -> None:
+def test_open_txns_with_write_ids_is_open_plus_allocate(ms: MetastoreFacade) -> None:
     start = ms.current_notification_event_id()
     ms.open_txns()  # txn 1: the batch's write ids still start at 1
     assert ms.open_txns_with_write_ids(3, "db.t", user="me", agent_info="a") == [(2, 1), (3, 2), (4, 3)]
@@ -281,7 +281,7 @@ def test_open_txns_with_write_ids_is_open_plus_allocate(ms: Metastore) -> None:
     assert str(ms.get_valid_write_ids("db.t")) == "db.t:3:1:1,2,3:"
 
 
-def test_open_txns_with_write_ids_opens_nothing_on_error(ms: Metastore) -> None:
+def test_open_txns_with_write_ids_opens_nothing_on_error(ms: MetastoreFacade) -> None:
     ms.execute("CREATE TABLE db.plain (id int)")
     with pytest.raises(InvalidObjectException, match="not transactional"):
         ms.open_txns_with_write_ids(2, "db.plain")
@@ -292,7 +292,7 @@ def test_open_txns_with_write_ids_opens_nothing_on_error(ms: Metastore) -> None:
     assert ms.open_txns() == [1]
 
 
-def test_open_with_first_lock_is_open_plus_a_no_wait_lock_for_the_first_txn(ms: Metastore) -> None:
+def test_open_with_first_lock_is_open_plus_a_no_wait_lock_for_the_first_txn(ms: MetastoreFacade) -> None:
     ms.add_partition("db.t", ["1"])
     insert = LockComponent(LockType.SHARED_READ, LockLevel.PARTITION, "db", "t", "ds=1", OperationType.INSERT)
     pairs, lock = ms.open_txns_with_write_ids_and_lock(2, "db.t", [insert], agent_info="agent-7")
@@ -314,7 +314,7 @@ def test_open_with_first_lock_is_open_plus_a_no_wait_lock_for_the_first_txn(ms: 
     assert waiting.state is LockState.WAITING and ms.get_txn_state(txn) is TxnStatus.OPEN
 
 
-def test_open_with_first_lock_leaves_no_open_txn_when_the_lock_request_fails(ms: Metastore) -> None:
+def test_open_with_first_lock_leaves_no_open_txn_when_the_lock_request_fails(ms: MetastoreFacade) -> None:
     missing = LockComponent(
         LockType.SHARED_READ, LockLevel.TABLE, "db", "nope", operation=OperationType.INSERT
     )
@@ -324,7 +324,7 @@ def test_open_with_first_lock_leaves_no_open_txn_when_the_lock_request_fails(ms:
     assert ms.show_locks() == []
 
 
-def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) -> None:
+def test_commit_records_writes_and_dynamic_partitions_atomically(ms: MetastoreFacade) -> None:
     [(txn, wid)] = ms.open_txns_with_write_ids(1, "db.t")
     start = ms.current_notification_event_id()
     ms.commit_txn(
@@ -354,7 +354,7 @@ def test_commit_records_writes_and_dynamic_partitions_atomically(ms: Metastore) 
     assert ms.notifications(start + 3) == []
 
 
-def test_commit_records_writes_to_several_tables(ms: Metastore) -> None:
+def test_commit_records_writes_to_several_tables(ms: MetastoreFacade) -> None:
     """A mutation txn writes several tables: each gets its components (with their operation) and events."""
     [txn] = ms.open_txns(1)
     [(_, wt)] = ms.allocate_table_write_ids([txn], "db.t")
@@ -382,7 +382,7 @@ def test_commit_records_writes_to_several_tables(ms: Metastore) -> None:
     assert events[2].message["write_ids"] == {"db.t": wt, "db.u": wu}
 
 
-def test_commit_with_writes_fails_as_a_whole(ms: Metastore) -> None:
+def test_commit_with_writes_fails_as_a_whole(ms: MetastoreFacade) -> None:
     a, b = ms.open_txns(2)
     with pytest.raises(InvalidObjectException, match=r"has write id None on db\.t"):
         ms.commit_txn(a, writes=[TableWrite("db.t", 1, files={None: ["f"]})])  # no write id anywhere

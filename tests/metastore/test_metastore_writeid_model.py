@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList, write_id_list_from_states
 from acidstream.errors import MetaException, NoSuchTxnException, TxnAbortedException
-from acidstream.metastore import Metastore, TxnStatus
+from acidstream.metastore import MetastoreFacade, TxnStatus
 
 
 class Model:
@@ -61,15 +61,15 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def shared_ms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metastore]:
+def shared_ms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetastoreFacade]:
     wh: Path = tmp_path_factory.mktemp("model")
-    with Metastore.connect(f"sqlite:///{wh / 'metastore.db'}", warehouse=wh) as m:
+    with MetastoreFacade.connect(f"sqlite:///{wh / 'metastore.db'}", warehouse=wh) as m:
         yield m
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op, max_size=25))
-def test_write_id_lists_agree_with_model(shared_ms: Metastore, ops: list[tuple[Any, ...]]) -> None:
+def test_write_id_lists_agree_with_model(shared_ms: MetastoreFacade, ops: list[tuple[Any, ...]]) -> None:
     ms = shared_ms
     n = next(_names)
     tables = [f"default.m{n}_a", f"default.m{n}_b"]

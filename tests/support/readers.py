@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sqlalchemy import update
 
-from acidstream.metastore import Metastore
+from acidstream.metastore import MetastoreFacade
 from acidstream.metastore.sql import schema as s
 from acidstream.metastore.sql.counters import now_ms
 
 
-def age_reader(ms: Metastore, reader_id: int, seconds: float) -> None:
+def age_reader(ms: MetastoreFacade, reader_id: int, seconds: float) -> None:
     """Pretend registration ``reader_id`` last heartbeated ``seconds`` ago."""
     sr = s.snapshot_readers.c
     ms.backend._write(

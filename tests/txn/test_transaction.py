@@ -18,7 +18,7 @@ from acidstream.metastore import (
     LockComponent,
     LockLevel,
     LockType,
-    Metastore,
+    MetastoreFacade,
     OperationType,
     TableWrite,
     TxnStatus,
@@ -27,8 +27,8 @@ from acidstream.txn import MetastoreTxn, TxnHeartbeat, TxnState
 
 
 @pytest.fixture
-def ms(metastore_url: str, warehouse: str) -> Iterator[Metastore]:
-    with Metastore.connect(metastore_url, warehouse=warehouse) as m:
+def ms(metastore_url: str, warehouse: str) -> Iterator[MetastoreFacade]:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse) as m:
         m.execute("CREATE DATABASE db")
         for t in ("t", "u"):
             m.execute(
@@ -38,7 +38,7 @@ def ms(metastore_url: str, warehouse: str) -> Iterator[Metastore]:
         yield m
 
 
-def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: Metastore) -> None:
+def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: MetastoreFacade) -> None:
     txn = MetastoreTxn.open(ms, ["db.t", "DB.U"], agent_info="test")
     assert dict(txn.write_ids) == {"db.t": 1, "db.u": 1}
     assert txn.state is TxnState.INACTIVE
@@ -57,13 +57,13 @@ def test_open_allocates_a_write_id_per_table_and_commit_records_writes(ms: Metas
         txn.commit()
 
 
-def test_a_failed_allocation_leaves_nothing_open(ms: Metastore) -> None:
+def test_a_failed_allocation_leaves_nothing_open(ms: MetastoreFacade) -> None:
     with pytest.raises(NoSuchObjectException, match=r"db\.missing"):
         MetastoreTxn.open(ms, ["db.t", "db.missing"])
     assert [t.state for t in ms.show_txns()] == [TxnStatus.ABORTED]
 
 
-def test_one_table_opens_with_its_write_id_in_one_step(ms: Metastore) -> None:
+def test_one_table_opens_with_its_write_id_in_one_step(ms: MetastoreFacade) -> None:
     """The open and the allocation are one metastore transaction: a missing table opens no txn at all."""
     with pytest.raises(NoSuchObjectException, match=r"db\.missing"):
         MetastoreTxn.open(ms, ["db.missing"])
@@ -73,7 +73,7 @@ def test_one_table_opens_with_its_write_id_in_one_step(ms: Metastore) -> None:
     assert [t.txn_id for t in ms.show_txns()] == [txn.txn_id]
 
 
-def test_snapshot_excludes_own_and_later_commits(ms: Metastore) -> None:
+def test_snapshot_excludes_own_and_later_commits(ms: MetastoreFacade) -> None:
     txn = MetastoreTxn.open(ms, ["db.t"])
     other = MetastoreTxn.open(ms, ["db.t"])
     snap = txn.snapshot()
@@ -85,7 +85,7 @@ def test_snapshot_excludes_own_and_later_commits(ms: Metastore) -> None:
     assert not write_ids.is_write_id_valid(other.write_id("db.t"))
 
 
-def test_second_committer_of_an_update_to_the_same_partition_loses(ms: Metastore) -> None:
+def test_second_committer_of_an_update_to_the_same_partition_loses(ms: MetastoreFacade) -> None:
     a, b = MetastoreTxn.open(ms, ["db.t"]), MetastoreTxn.open(ms, ["db.t"])
     for txn in (a, b):
         txn.begin()
@@ -97,7 +97,7 @@ def test_second_committer_of_an_update_to_the_same_partition_loses(ms: Metastore
     assert ms.get_txn_state(b.txn_id) is TxnStatus.ABORTED
 
 
-def test_updates_to_different_partitions_both_commit(ms: Metastore) -> None:
+def test_updates_to_different_partitions_both_commit(ms: MetastoreFacade) -> None:
     a, b = MetastoreTxn.open(ms, ["db.t"]), MetastoreTxn.open(ms, ["db.t"])
     for txn in (a, b):
         txn.begin()
@@ -106,7 +106,7 @@ def test_updates_to_different_partitions_both_commit(ms: Metastore) -> None:
     assert b.state is TxnState.COMMITTED
 
 
-def test_heartbeat_reports_a_txn_aborted_under_it_once(ms: Metastore) -> None:
+def test_heartbeat_reports_a_txn_aborted_under_it_once(ms: MetastoreFacade) -> None:
     txn = MetastoreTxn.open(ms, ["db.t"])
     txn.begin()
     failures: list[tuple[int, BaseException]] = []
@@ -126,7 +126,7 @@ def test_heartbeat_reports_a_txn_aborted_under_it_once(ms: Metastore) -> None:
 
 def test_heartbeat_keeps_an_idle_txn_alive(metastore_url: str, warehouse: str) -> None:
     """With a 2 s txn timeout, a txn idle for 4 s survives the housekeeper because the thread beats."""
-    with Metastore.connect(metastore_url, warehouse=warehouse, txn_timeout=2.0) as ms:
+    with MetastoreFacade.connect(metastore_url, warehouse=warehouse, txn_timeout=2.0) as ms:
         txn = MetastoreTxn.open(ms)
         txn.begin()
         beat = TxnHeartbeat(ms, lambda: [txn], interval=0.3)
@@ -139,7 +139,7 @@ def test_heartbeat_keeps_an_idle_txn_alive(metastore_url: str, warehouse: str) -
         txn.commit()
 
 
-def test_a_commit_racing_a_heartbeat_is_not_reported_dead(ms: Metastore) -> None:
+def test_a_commit_racing_a_heartbeat_is_not_reported_dead(ms: MetastoreFacade) -> None:
     """The heartbeat sees 'no such open txn' for a txn whose commit just went through: not a failure."""
     txn = MetastoreTxn.open(ms)
     txn.begin()

@@ -34,7 +34,7 @@ from acidstream.metastore.models import CompactionInfo
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class CleanOutcome:
 
 @dataclass
 class Cleaner:
-    ms: Metastore
+    ms: MetastoreFacade
     config: CompactorConfig = field(default_factory=CompactorConfig)
 
     def run_once(self) -> list[CleanOutcome]:

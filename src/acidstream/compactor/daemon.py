@@ -18,7 +18,7 @@ from acidstream.errors import AcidStreamError
 from acidstream.metastore.backend import Capability
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class CompactorDaemon:
 
     def __init__(
         self,
-        ms: Metastore,
+        ms: MetastoreFacade,
         config: CompactorConfig | None = None,
         *,
         workers: int = 1,

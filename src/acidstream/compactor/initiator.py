@@ -24,7 +24,7 @@ from acidstream.metastore.models import PotentialCompaction
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def determine_compaction_type(
 
 @dataclass
 class Initiator:
-    ms: Metastore
+    ms: MetastoreFacade
     config: CompactorConfig = field(default_factory=CompactorConfig)
     initiator_id: str = field(default_factory=lambda: f"{client_identity()[1]}-initiator")
 

@@ -35,7 +35,7 @@ from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob
 from acidstream.errors import CorruptFileError
-from acidstream.metastore.models import Table
+from acidstream.metastore.models import TableDefinition
 from acidstream.read.planning import FileSlice, dir_slices, original_slice
 
 
@@ -110,7 +110,7 @@ def plan_partition(
     kind: str,
     state: AcidState,
     write_ids: ValidWriteIdList,
-    table: Table,
+    table: TableDefinition,
     config: CompactorConfig,
     visibility_txn_id: int = 0,
     scratch: str | None = None,

@@ -15,7 +15,7 @@ from acidstream.compactor.worker import JobRunner, Outcome, Worker, recover_aban
 from acidstream.metastore.backend import Capability
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Compactor:
 
     def __init__(
         self,
-        ms: Metastore,
+        ms: MetastoreFacade,
         config: CompactorConfig | None = None,
         *,
         run_jobs: JobRunner | None = None,

@@ -56,13 +56,13 @@ from acidstream.compactor.publish import (
 from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObjectException
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
-from acidstream.metastore.models import CompactionInfo, Table
+from acidstream.metastore.models import CompactionInfo, TableDefinition
 from acidstream.runtime import completed_future
 from acidstream.storage import capabilities, sync, sync_files, table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +141,13 @@ class SpareCores(Executor):
 class Target:
     """Where a request's files live."""
 
-    table: Table
+    table: TableDefinition
     location: str  # as the metastore stores it
     fs: pafs.FileSystem
     path: str  # inside ``fs``
 
 
-def resolve_target(ms: Metastore, ci: CompactionInfo) -> Target:
+def resolve_target(ms: MetastoreFacade, ci: CompactionInfo) -> Target:
     table = ms.table(ci.table_name)
     location = table.location
     if ci.partition is not None:
@@ -180,7 +180,7 @@ class Claimed:
     where the bucket jobs run differs.
     """
 
-    def __init__(self, ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> None:
+    def __init__(self, ms: MetastoreFacade, ci: CompactionInfo, config: CompactorConfig) -> None:
         assert ci.txn_id is not None, "a claimed request has a compactor txn"
         self.ms, self.ci, self.config = ms, ci, config
         self.txn_id: int = ci.txn_id
@@ -326,7 +326,7 @@ class Worker:
 
     def __init__(
         self,
-        ms: Metastore,
+        ms: MetastoreFacade,
         config: CompactorConfig | None = None,
         *,
         worker_id: str | None = None,
@@ -358,7 +358,12 @@ class Worker:
 
 
 def publish(
-    ms: Metastore, ci: CompactionInfo, txn_id: int, target: Target, plan: PartitionPlan, meta: dict[str, str]
+    ms: MetastoreFacade,
+    ci: CompactionInfo,
+    txn_id: int,
+    target: Target,
+    plan: PartitionPlan,
+    meta: dict[str, str],
 ) -> None:
     """Steps 3 and 4: record the publication, rename the outputs into place, mark compacted, drop ``_tmp``.
 
@@ -409,7 +414,7 @@ def discard_unpublished(ci: CompactionInfo) -> None:
         discard_in_place(fs, path, ci.txn_id)
 
 
-def recover(ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> str:
+def recover(ms: MetastoreFacade, ci: CompactionInfo, config: CompactorConfig) -> str:
     """Finish a request whose worker is gone: revert it (removing ``_tmp``) if nothing was published, else
     complete the publication. Returns the request's new state."""
     location = ci.meta.get("location")
@@ -427,7 +432,7 @@ def recover(ms: Metastore, ci: CompactionInfo, config: CompactorConfig) -> str:
     return ms.get_compaction(ci.id).state
 
 
-def recover_abandoned(ms: Metastore, config: CompactorConfig) -> list[tuple[int, str]]:
+def recover_abandoned(ms: MetastoreFacade, config: CompactorConfig) -> list[tuple[int, str]]:
     """Recover every request whose worker is gone (Hive's ``revokeTimedoutWorkers``): (id, new state)."""
     out = []
     for ci in ms.find_abandoned_compactions():

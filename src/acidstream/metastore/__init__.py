@@ -1,6 +1,6 @@
 """The transactional metastore: catalog, transactions, write ids, locks, heartbeats, compaction queue, events.
 
-``Metastore`` (and with it SQLAlchemy) loads on first use: Spark's Python workers and the command line's
+``MetastoreFacade`` (and with it SQLAlchemy) loads on first use: Spark's Python workers and the command line's
 ``--help`` import the models without paying for the database layer.
 """
 
@@ -28,7 +28,7 @@ from acidstream.metastore.models import (
 )
 
 if TYPE_CHECKING:
-    from acidstream.metastore.facade import Metastore, Table
+    from acidstream.metastore.facade import MetastoreFacade, TableHandle
 
 __all__ = [
     "CompactionInfo",
@@ -40,11 +40,11 @@ __all__ = [
     "LockResponse",
     "LockState",
     "LockType",
-    "Metastore",
+    "MetastoreFacade",
     "NotificationEvent",
     "OperationType",
     "Partition",
-    "Table",
+    "TableHandle",
     "TableWrite",
     "TxnInfo",
     "TxnStatus",
@@ -53,7 +53,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Metastore", "Table"):  # the handle: a table's definition and its metastore
+    if name in ("MetastoreFacade", "TableHandle"):  # the handle: a table's definition and its metastore
         from acidstream.metastore import facade
 
         return getattr(facade, name)

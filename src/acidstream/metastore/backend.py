@@ -1,6 +1,6 @@
 """What a metastore backend provides, as small protocols, and what it may lack, as capabilities.
 
-:class:`~acidstream.metastore.facade.Metastore` is the façade every layer holds; a backend implements these
+:class:`~acidstream.metastore.facade.MetastoreFacade` is the façade every layer holds; a backend implements these
 protocols under it: acidstream's SQL metastore (SQLite, PostgreSQL) implements them all, a Hive Metastore
 (thrift) implements what Hive's metastore offers and declares the rest missing (:class:`Capability`). A call a
 backend lacks raises :class:`~acidstream.errors.UnsupportedCapability` naming the capability and its fallback,
@@ -28,7 +28,7 @@ from acidstream.metastore.models import (
     PotentialCompaction,
     Publication,
     ReaderRegistration,
-    Table,
+    TableDefinition,
     TableWrite,
     TxnInfo,
     TxnStatus,
@@ -85,9 +85,9 @@ class Catalog(Protocol):
         num_buckets: int = 0,
         properties: Mapping[str, str] | None = None,
         if_not_exists: bool = False,
-    ) -> Table: ...
+    ) -> TableDefinition: ...
 
-    def table(self, table_name: str) -> Table: ...
+    def table(self, table_name: str) -> TableDefinition: ...
 
     def list_tables(self, db: str = "default") -> list[str]: ...
 
@@ -340,7 +340,7 @@ class ReplicaState(Protocol):
 class Backend(
     Catalog, Transactions, CompactionQueue, ReaderRegistry, NotificationLog, ReplicaState, Protocol
 ):
-    """Everything a :class:`~acidstream.metastore.facade.Metastore` gets from its backend."""
+    """Everything a :class:`~acidstream.metastore.facade.MetastoreFacade` gets from its backend."""
 
     @property
     def warehouse(self) -> str:

@@ -1,14 +1,14 @@
-"""``Metastore``: the façade every other layer holds, over one backend (:mod:`acidstream.metastore.backend`).
+"""``MetastoreFacade``: the façade every other layer holds, over one backend (:mod:`acidstream.metastore.backend`).
 
-``Metastore.connect(url)`` opens the backend the URL's scheme names (:mod:`acidstream.metastore.location`):
+``MetastoreFacade.connect(url)`` opens the backend the URL's scheme names (:mod:`acidstream.metastore.location`):
 acidstream's SQL metastore (:class:`~acidstream.metastore.sql.client.MetastoreClient`, ``sqlite://`` or
 ``postgresql://``) or a Hive Metastore (:class:`~acidstream.metastore.hive.client.HiveMetastoreClient`,
-``thrift://``, the ``hive`` extra), and holds it as :attr:`Metastore.backend`. The calls of the backend
+``thrift://``, the ``hive`` extra), and holds it as :attr:`MetastoreFacade.backend`. The calls of the backend
 protocols pass through unchanged (typed by their protocol, run by the backend); the façade adds what sits above
-them: Hive DDL (:meth:`Metastore.execute`), table handles that know their metastore, the storage boundary (a
+them: Hive DDL (:meth:`MetastoreFacade.execute`), table handles that know their metastore, the storage boundary (a
 location checked before a table is created, a dropped table's files deleted once the drop is committed: a
 failed drop keeps its data) and the capabilities a backend declares it lacks. What only one backend has is
-reached through :attr:`Metastore.backend`, never through the façade.
+reached through :attr:`MetastoreFacade.backend`, never through the façade.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ class _Call(Generic[P, R]):
     def __get__(self, obj: None, owner: type) -> Self: ...
 
     @overload
-    def __get__(self, obj: Metastore, owner: type) -> Callable[P, R]: ...
+    def __get__(self, obj: MetastoreFacade, owner: type) -> Callable[P, R]: ...
 
-    def __get__(self, obj: Metastore | None, owner: type) -> Self | Callable[P, R]:
+    def __get__(self, obj: MetastoreFacade | None, owner: type) -> Self | Callable[P, R]:
         if obj is None:
             return self
         bound: Callable[P, R] = getattr(obj.backend, self.name)
@@ -65,18 +65,18 @@ class _Call(Generic[P, R]):
 
 
 @dataclass(frozen=True)
-class Table(models.Table):
+class TableHandle(models.TableDefinition):
     """A table handle: the definition and the metastore it came from; upper layers subclass it
-    (``Metastore.table_class``) to add reading/writing methods."""
+    (``MetastoreFacade.table_class``) to add reading/writing methods."""
 
-    metastore: Metastore | None = field(default=None, compare=False, repr=False)
+    metastore: MetastoreFacade | None = field(default=None, compare=False, repr=False)
 
 
-class Metastore:
+class MetastoreFacade:
     """Catalog, transactions, write ids, locks, compaction queue, readers and notifications over one backend,
     with Hive DDL and table handles. Build it with :meth:`connect`."""
 
-    table_class: ClassVar[type[Table]] = Table
+    table_class: ClassVar[type[TableHandle]] = TableHandle
 
     def __init__(self, backend: Backend) -> None:
         #: The backend this façade runs its calls on; what only one backend has is reached here.
@@ -250,7 +250,7 @@ class Metastore:
         """Run one statement of the Hive DDL subset; SHOW/DESCRIBE return rows, others None."""
         return run(self, sql)
 
-    def table(self, table_name: str) -> Table:
+    def table(self, table_name: str) -> TableHandle:
         """The table's handle: its definition and this metastore."""
         definition = self.backend.table(table_name)
         return self.table_class(**definition.field_values(), metastore=self)
@@ -266,7 +266,7 @@ class Metastore:
         num_buckets: int = 0,
         properties: Mapping[str, str] | None = None,
         if_not_exists: bool = False,
-    ) -> Table:
+    ) -> TableHandle:
         """Create the table (see ``Catalog.create_table``) once the warehouse's storage answers."""
         check_location(self.warehouse)
         self.backend.create_table(

@@ -1,6 +1,6 @@
 """Where the metastore is: which backend a URL's scheme names, and the defaults every entry point shares.
 
-The library (:meth:`~acidstream.metastore.facade.Metastore.connect`), the command line and the Spark options
+The library (:meth:`~acidstream.metastore.facade.MetastoreFacade.connect`), the command line and the Spark options
 all ask here, so a scheme, a default or an environment variable is written once.
 """
 

@@ -301,8 +301,8 @@ class CompletedComponent:
 
 
 @dataclass(frozen=True)
-class Table:
-    """A table's definition (a plain value: :class:`acidstream.metastore.facade.Table` is the handle that also
+class TableDefinition:
+    """A table's definition (a plain value: :class:`acidstream.metastore.facade.TableHandle` is the handle that also
     knows its metastore)."""
 
     db: str
@@ -353,13 +353,13 @@ class Table:
 
     def field_values(self) -> dict[str, Any]:
         """The definition's fields (a handle's too, without what a handle adds)."""
-        return {f.name: getattr(self, f.name) for f in fields(Table)}
+        return {f.name: getattr(self, f.name) for f in fields(TableDefinition)}
 
-    def definition(self) -> Table:
+    def definition(self) -> TableDefinition:
         """The plain definition, also of a handle: what pickles to workers (a handle's metastore does not)."""
         values = self.field_values()
         values["properties"] = dict(self.properties)  # a plain dict pickles, a read-only view may not
-        return Table(**values)
+        return TableDefinition(**values)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from acidstream.acid.bucketing import BucketKeyOrder, bucket_numbers
 from acidstream.acid.codec import BucketCodec
 from acidstream.acid.tabular import as_table
 from acidstream.errors import SerializationError
-from acidstream.metastore.models import Table as TableDefinition
+from acidstream.metastore.models import TableDefinition
 from acidstream.mutate.record_id import ROW_ID, ROW_ID_TYPE, RecordIdentifier
 from acidstream.mutate.table import AcidTable
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 from acidstream.acid.bucketing import BucketKeyOrder
 from acidstream.acid.runs import runs
 from acidstream.acid.writeids import ValidWriteIdList
-from acidstream.metastore.models import Table as TableDefinition
+from acidstream.metastore.models import TableDefinition
 from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.changes import Changes, KnownPartitions, MergeActions
 from acidstream.mutate.coordinator import MutatorCoordinator

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.errors import BucketIdException, InvalidObjectException, SerializationError
-from acidstream.metastore.models import Table as TableDefinition
+from acidstream.metastore.models import TableDefinition
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE
 from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.ordering import PartitionValues

@@ -33,7 +33,7 @@ from acidstream.txn import FailureListener, MetastoreTxn, TxnHeartbeat, TxnState
 from acidstream.txn.written import describe_partitions
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 
 class MutatorClient:
@@ -41,7 +41,7 @@ class MutatorClient:
 
     def __init__(
         self,
-        metastore: Metastore,
+        metastore: MetastoreFacade,
         tables: Sequence[AcidTable],
         *,
         owns_metastore: bool,
@@ -256,7 +256,7 @@ class Transaction:
 
 
 def table_write(
-    metastore: Metastore,
+    metastore: MetastoreFacade,
     table: AcidTable,
     summaries: Sequence[MutationSummary],
     *,
@@ -296,7 +296,7 @@ class MutatorClientBuilder:
     """Hive's ``MutatorClientBuilder`` with snake_case names."""
 
     def __init__(self) -> None:
-        self._metastore: Metastore | str | None = None
+        self._metastore: MetastoreFacade | str | None = None
         self._warehouse: str | None = None
         self._tables: dict[str, AcidTable] = {}
         self._listener: FailureListener | None = None
@@ -306,7 +306,7 @@ class MutatorClientBuilder:
         self._partition_conflicts = False
 
     def with_metastore(
-        self, metastore: Metastore | str, warehouse: str | None = None
+        self, metastore: MetastoreFacade | str, warehouse: str | None = None
     ) -> MutatorClientBuilder:
         """A :class:`Metastore` or its URL (then ``warehouse`` says where table files live)."""
         self._metastore, self._warehouse = metastore, warehouse
@@ -363,9 +363,9 @@ class MutatorClientBuilder:
                 raise ConnectionException(
                     "with_metastore(url) needs warehouse=... (where the table files live)"
                 )
-            from acidstream.metastore import Metastore
+            from acidstream.metastore import MetastoreFacade
 
-            metastore, owns = Metastore.connect(metastore, warehouse=self._warehouse), True
+            metastore, owns = MetastoreFacade.connect(metastore, warehouse=self._warehouse), True
         user, host = client_identity()
         return MutatorClient(
             metastore,

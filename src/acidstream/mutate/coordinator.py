@@ -54,7 +54,7 @@ from acidstream.runtime import file_pool
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 #: Records buffered by the per-record calls before they are written as one batch.
 DEFAULT_BUFFER_RECORDS = 8192
@@ -102,7 +102,7 @@ class MutatorCoordinator:
         self,
         table: AcidTable,
         *,
-        metastore: Metastore | None = None,
+        metastore: MetastoreFacade | None = None,
         statement_id: int | None = None,
         delete_delta_if_exists: bool = False,
         buffer_records: int = DEFAULT_BUFFER_RECORDS,
@@ -571,7 +571,7 @@ class MutatorCoordinatorBuilder:
     """Hive's ``MutatorCoordinatorBuilder`` with snake_case names."""
 
     def __init__(self) -> None:
-        self._metastore: Metastore | str | None = None
+        self._metastore: MetastoreFacade | str | None = None
         self._warehouse: str | None = None
         self._table: AcidTable | None = None
         self._statement_id: int | None = None
@@ -579,7 +579,7 @@ class MutatorCoordinatorBuilder:
         self._buffer_records = DEFAULT_BUFFER_RECORDS
 
     def with_metastore(
-        self, metastore: Metastore | str, warehouse: str | None = None
+        self, metastore: MetastoreFacade | str, warehouse: str | None = None
     ) -> MutatorCoordinatorBuilder:
         """A :class:`Metastore` or its URL; needed for partition locations and ``create_partitions``."""
         self._metastore, self._warehouse = metastore, warehouse
@@ -613,9 +613,9 @@ class MutatorCoordinatorBuilder:
         if isinstance(metastore, str):
             if self._warehouse is None:
                 raise WorkerException("with_metastore(url) needs warehouse=... (where the table files live)")
-            from acidstream.metastore import Metastore
+            from acidstream.metastore import MetastoreFacade
 
-            metastore = Metastore.connect(metastore, warehouse=self._warehouse)
+            metastore = MetastoreFacade.connect(metastore, warehouse=self._warehouse)
         return MutatorCoordinator(
             self._table,
             metastore=metastore,

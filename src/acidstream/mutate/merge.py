@@ -48,7 +48,7 @@ from acidstream.storage import check_location
 from acidstream.txn import MetastoreTxn, TxnHeartbeat
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore, Table
+    from acidstream.metastore import MetastoreFacade, TableHandle
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ REOPEN_ATTEMPTS = 5
 
 
 def merge(
-    metastore: Metastore,
+    metastore: MetastoreFacade,
     table_name: str,
     source: Any,
     on: Sequence[str],
@@ -104,7 +104,9 @@ def merge(
         return m.commit()
 
 
-def delete(metastore: Metastore, table_name: str, filter: pc.Expression | None = None) -> dict[str, int]:
+def delete(
+    metastore: MetastoreFacade, table_name: str, filter: pc.Expression | None = None
+) -> dict[str, int]:
     """Delete the rows matching ``filter`` (an Arrow expression over any columns, partition keys included;
     None: every row). Returns the counts."""
     with TableMutation(metastore, table_name) as m:
@@ -114,7 +116,7 @@ def delete(metastore: Metastore, table_name: str, filter: pc.Expression | None =
 
 
 def update(
-    metastore: Metastore, table_name: str, filter: pc.Expression | None, set: Mapping[str, Any]
+    metastore: MetastoreFacade, table_name: str, filter: pc.Expression | None, set: Mapping[str, Any]
 ) -> dict[str, int]:
     """Set columns of the rows matching ``filter``: each value is a constant or an Arrow expression over the
     row's columns (``pc.field("balance") - 10``). Partition and bucketed columns cannot change: rows never move.
@@ -137,10 +139,10 @@ class TableMutation:
     """One table's mutation txn: locks, its snapshot, the commit (or abort on error); in-process writes go
     through one coordinator (statement 0), writers elsewhere (Spark tasks) hand their summaries to :meth:`commit`."""
 
-    def __init__(self, metastore: Metastore, table_name: str, progress: Progress | None = None) -> None:
+    def __init__(self, metastore: MetastoreFacade, table_name: str, progress: Progress | None = None) -> None:
         self.metastore = metastore
         self.progress: Progress = progress or (lambda step: None)
-        self.table: Table = metastore.table(table_name)
+        self.table: TableHandle = metastore.table(table_name)
         if not self.table.is_transactional:
             raise InvalidObjectException(
                 f"{self.table.full_name} is not a full-ACID table: it cannot be mutated"

@@ -13,8 +13,7 @@ from typing import Any
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import ConnectionException
-from acidstream.metastore.models import OperationType
-from acidstream.metastore.models import Table as TableDefinition
+from acidstream.metastore.models import OperationType, TableDefinition
 
 
 class TableType(enum.Enum):

@@ -20,7 +20,7 @@ from acidstream.acid.writeids import ValidTxnList
 from acidstream.metastore.models import ReaderRegistration
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,7 +29,7 @@ T = TypeVar("T")
 class _KeepAlive:
     """Heartbeats the held registrations of one metastore client every third of their lease."""
 
-    def __init__(self, ms: Metastore) -> None:
+    def __init__(self, ms: MetastoreFacade) -> None:
         self._ms = weakref.ref(ms)
         self._interval = max(ms.reader_lease / 3, 0.05)
         self._ids: set[int] = set()
@@ -70,11 +70,11 @@ class _KeepAlive:
             del ms
 
 
-_keepalives: weakref.WeakKeyDictionary[Metastore, _KeepAlive] = weakref.WeakKeyDictionary()
+_keepalives: weakref.WeakKeyDictionary[MetastoreFacade, _KeepAlive] = weakref.WeakKeyDictionary()
 _keepalives_lock = threading.Lock()
 
 
-def _keepalive(ms: Metastore) -> _KeepAlive:
+def _keepalive(ms: MetastoreFacade) -> _KeepAlive:
     with _keepalives_lock:
         k = _keepalives.get(ms)
         if k is None:
@@ -82,7 +82,7 @@ def _keepalive(ms: Metastore) -> _KeepAlive:
         return k
 
 
-def _unregister(ms_ref: weakref.ref[Metastore], reader_id: int) -> None:
+def _unregister(ms_ref: weakref.ref[MetastoreFacade], reader_id: int) -> None:
     ms = ms_ref()
     if ms is None:
         return
@@ -97,7 +97,7 @@ class ScanRegistration:
 
     def __init__(
         self,
-        ms: Metastore,
+        ms: MetastoreFacade,
         table_name: str,
         agent_info: str | None = None,
         *,
@@ -143,7 +143,7 @@ class ScanRegistration:
         return {k: frozenset(v) for k, v in out.items()}
 
 
-def heartbeating(ms: Metastore, reader_id: int | None, items: Iterator[T]) -> Iterator[T]:
+def heartbeating(ms: MetastoreFacade, reader_id: int | None, items: Iterator[T]) -> Iterator[T]:
     """``items``, heartbeating a detached registration first and then at most every third of its lease
     (the reads of a Spark task keep their scan's registration alive)."""
     if reader_id is None:

@@ -35,8 +35,8 @@ from acidstream.storage import table_filesystem
 if TYPE_CHECKING:
     import pandas as pd
 
-    from acidstream.metastore import Metastore, Table
-    from acidstream.metastore.models import Table as TableDefinition
+    from acidstream.metastore import MetastoreFacade, TableHandle
+    from acidstream.metastore.models import TableDefinition
 
 DEFAULT_BATCH_ROWS = 131072
 #: Buckets are read side by side only when they hold this much of the columns read on average: each costs its
@@ -70,8 +70,8 @@ class TableScan:
 
     def __init__(
         self,
-        metastore: Metastore,
-        table: Table,
+        metastore: MetastoreFacade,
+        table: TableHandle,
         *,
         columns: Sequence[str] | None = None,
         partition_filter: Mapping[str, Any] | pc.Expression | None = None,

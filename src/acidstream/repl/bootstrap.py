@@ -26,13 +26,13 @@ from acidstream.acid.selection import get_acid_state
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import AcidFormatError, AcidStreamError
-from acidstream.metastore.models import Table
+from acidstream.metastore.models import TableDefinition
 from acidstream.metastore.sql import replication as r
 from acidstream.repl.plan import BootstrapFile, BootstrapPlan
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,10 @@ AGENT = "acidstream-repl bootstrap"
 
 @contextmanager
 def bootstrap_plan(
-    ms: Metastore, *, open_txn_timeout: float = DEFAULT_OPEN_TXN_TIMEOUT, tables: list[str] | None = None
+    ms: MetastoreFacade,
+    *,
+    open_txn_timeout: float = DEFAULT_OPEN_TXN_TIMEOUT,
+    tables: list[str] | None = None,
 ) -> Iterator[BootstrapPlan]:
     """The plan of a bootstrap of ``ms`` (every table, or ``tables``); the source's cleaner keeps the plan's
     files until the ``with`` block ends (copy them inside it)."""
@@ -60,7 +63,7 @@ def bootstrap_plan(
                 ms.unregister_reader(reader_id)
 
 
-def _wait_for_open_txns(ms: Metastore, timeout: float) -> None:
+def _wait_for_open_txns(ms: MetastoreFacade, timeout: float) -> None:
     waiting = set(ms.get_open_txns().open_ids)
     deadline = time.monotonic() + timeout
     pause = 0.05
@@ -73,7 +76,7 @@ def _wait_for_open_txns(ms: Metastore, timeout: float) -> None:
 
 
 def _plan(
-    ms: Metastore,
+    ms: MetastoreFacade,
     event_id: int,
     event_time: int,
     snapshot: ValidTxnList,
@@ -127,7 +130,7 @@ def _plan(
     )
 
 
-def create_table_op(table: Table) -> r.CreateTable:
+def create_table_op(table: TableDefinition) -> r.CreateTable:
     return r.CreateTable(
         table.db,
         table.name,
@@ -147,7 +150,9 @@ def _highest_committed(write_ids: ValidWriteIdList) -> int:
     return w
 
 
-def partition_files(table: Table, location: str, write_ids: ValidWriteIdList | None) -> list[BootstrapFile]:
+def partition_files(
+    table: TableDefinition, location: str, write_ids: ValidWriteIdList | None
+) -> list[BootstrapFile]:
     """Every file of the ACID directories of one partition (or unpartitioned table) that a reader at
     ``write_ids`` may need (None: all of them), at its readable length."""
     fs, path = table_filesystem(location)

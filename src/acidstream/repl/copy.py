@@ -28,7 +28,7 @@ from acidstream.acid.names import side_file_path
 from acidstream.acid.orc import prepare_directory
 from acidstream.acid.sidefile import read_flush_lengths
 from acidstream.errors import CorruptFileError, ReplicationError, StreamingIOFailure
-from acidstream.metastore.models import Table, WrittenFile
+from acidstream.metastore.models import TableDefinition, WrittenFile
 from acidstream.repl.bootstrap import partition_files
 from acidstream.repl.plan import BootstrapFile
 from acidstream.storage import table_filesystem
@@ -49,7 +49,7 @@ class SourceBytes(Protocol):
         ...
 
     def current_files(
-        self, table: Table, directory: str, *, event_id: int | None = None
+        self, table: TableDefinition, directory: str, *, event_id: int | None = None
     ) -> list[BootstrapFile]:
         """Every file now in the source's partition ``directory`` of ``table``: what a replica copies again
         when a file event ``event_id`` names is gone (cleaned before the replica copied it)."""
@@ -81,7 +81,7 @@ class LiveSource:
             yield chunk
 
     def current_files(
-        self, table: Table, directory: str, *, event_id: int | None = None
+        self, table: TableDefinition, directory: str, *, event_id: int | None = None
     ) -> list[BootstrapFile]:
         return partition_files(table, directory, None)
 

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.checksum import crc32_of_chunks
 from acidstream.errors import NoSuchObjectException, ReplicationError
-from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
+from acidstream.metastore.models import NotificationEvent, TableDefinition, WrittenFile
 from acidstream.repl.bootstrap import DEFAULT_OPEN_TXN_TIMEOUT, bootstrap_plan
 from acidstream.repl.copy import LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader, LoadResult
@@ -38,7 +38,7 @@ from acidstream.repl.sync import DEFAULT_FOLLOWER_LEASE
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class DumpInfo:
 
 
 def dump(
-    source: Metastore,
+    source: MetastoreFacade,
     to: str,
     from_event: int | None = None,
     *,
@@ -151,7 +151,7 @@ class _EventBlobs:
     """An incremental dump's blobs: the byte ranges each event names; where a file an event names is gone from
     the source, the whole current files of its partition instead (listed once per dump)."""
 
-    def __init__(self, fs: pafs.FileSystem, path: str, live: LiveSource, source: Metastore) -> None:
+    def __init__(self, fs: pafs.FileSystem, path: str, live: LiveSource, source: MetastoreFacade) -> None:
         self.fs, self.path, self.live, self.source = fs, path, live, source
         self._dumped_dirs: set[str] = set()
 
@@ -272,7 +272,7 @@ class DumpSource:
             self._current_blobs.update(((event_id, f.source_path), b) for f, b in files)
 
     def current_files(
-        self, table: Table, directory: str, *, event_id: int | None = None
+        self, table: TableDefinition, directory: str, *, event_id: int | None = None
     ) -> list[BootstrapFile]:
         if event_id is not None and (event_id, directory) in self.current:
             return [f for f, _ in self.current[(event_id, directory)]]
@@ -334,7 +334,7 @@ def complete_dumps(fs: pafs.FileSystem, root: str) -> list[tuple[str, dict[str, 
 
 
 def load(
-    target: Metastore, directory: str, *, policy: str = DEFAULT_POLICY, cleaner_retention: float = 300.0
+    target: MetastoreFacade, directory: str, *, policy: str = DEFAULT_POLICY, cleaner_retention: float = 300.0
 ) -> LoadResult:
     """Apply the complete dumps in ``directory`` that the replica has not applied yet, in event order (a bootstrap
     dump after the replica's last event replaces its tables, see :meth:`Loader.replace`); then delete the inputs

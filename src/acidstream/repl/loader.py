@@ -22,7 +22,7 @@ from acidstream.acid.names import ParsedBase, ParsedDelta, parse_dir_name, witho
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import RangeResponse
 from acidstream.errors import NoSuchObjectException, ReplicationError
-from acidstream.metastore.models import NotificationEvent, Table, WrittenFile
+from acidstream.metastore.models import NotificationEvent, TableDefinition, WrittenFile
 from acidstream.metastore.sql import replication as r
 from acidstream.metastore.sql.catalog import table_location
 from acidstream.repl.copy import Copied, FileCopier, SourceBytes, crash_window
@@ -30,7 +30,7 @@ from acidstream.repl.plan import BootstrapPlan, relative_path, source_partition_
 from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,11 @@ class LoadResult:
 class Loader:
     """Applies a source's replication stream to the replica metastore ``target`` and its warehouse."""
 
-    def __init__(self, target: Metastore, source: SourceBytes, *, policy: str = DEFAULT_POLICY) -> None:
+    def __init__(self, target: MetastoreFacade, source: SourceBytes, *, policy: str = DEFAULT_POLICY) -> None:
         self.target = target
         self.policy = policy
         self.copier = FileCopier(source)
-        self._tables: dict[str, Table] = {}
+        self._tables: dict[str, TableDefinition] = {}
         self._rebootstrapped: set[str] = set()  # partitions copied again from the source's current files
 
     @property
@@ -264,14 +264,14 @@ class Loader:
             return []
         return [r.FileStates(forget=(table_filesystem(location)[1].rstrip("/") + "/",))]
 
-    def _table(self, db: str, name: str) -> Table:
+    def _table(self, db: str, name: str) -> TableDefinition:
         key = f"{db}.{name}"
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = self.target.table(key)
         return table
 
-    def _partition_dir(self, table: Table, partition: str | None) -> tuple[pafs.FileSystem, str]:
+    def _partition_dir(self, table: TableDefinition, partition: str | None) -> tuple[pafs.FileSystem, str]:
         fs, root = table_filesystem(table.location)
         return fs, root.rstrip("/") + (f"/{partition}" if partition else "")
 
@@ -314,7 +314,12 @@ class Loader:
         return [r.FileStates(tuple((c.path, c.length, c.crc32) for c in states))] if states else []
 
     def _rebootstrap(
-        self, table: Table, e: NotificationEvent, path: str, exc: Exception, result: LoadResult | None
+        self,
+        table: TableDefinition,
+        e: NotificationEvent,
+        path: str,
+        exc: Exception,
+        result: LoadResult | None,
     ) -> list[Copied]:
         """A source file is gone before this replica copied it (cleaned after a compaction while the follower was
         away): copy the partition's current files again. Rows stay invisible until their write ids commit here."""

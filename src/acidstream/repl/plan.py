@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from acidstream.metastore.models import NotificationEvent, Table
+from acidstream.metastore.models import NotificationEvent, TableDefinition
 from acidstream.metastore.sql import replication as r
 
 _OPS: dict[str, type[Any]] = {
@@ -113,11 +113,13 @@ def source_partition_dir(path: str, partition_keys: int, partition: str | None) 
     return location, location.rstrip("/") + (f"/{partition}" if partition else "")
 
 
-def table_with_location(table: Table, location: str) -> Table:
+def table_with_location(table: TableDefinition, location: str) -> TableDefinition:
     """``table``'s definition at another location (the source's, for listing its files)."""
-    fields: dict[str, Any] = {f: getattr(table, f) for f in Table.__dataclass_fields__}  # a handle has more
+    fields: dict[str, Any] = {
+        f: getattr(table, f) for f in TableDefinition.__dataclass_fields__
+    }  # a handle has more
     fields["location"] = location
-    return Table(**fields)
+    return TableDefinition(**fields)
 
 
 def relative_path(path: str, depth: int) -> str:

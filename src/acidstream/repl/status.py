@@ -10,7 +10,7 @@ from acidstream.metastore.sql.replication import ReplState
 from acidstream.repl.loader import DEFAULT_POLICY
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class ReplStatus(ReplState):
 
 
 def status(
-    target: Metastore, source: Metastore | None = None, *, policy: str = DEFAULT_POLICY
+    target: MetastoreFacade, source: MetastoreFacade | None = None, *, policy: str = DEFAULT_POLICY
 ) -> ReplStatus | None:
     """The replica's state for ``policy`` (None if it never loaded anything), with its lag if ``source`` is given."""
     state = target.repl_state(policy)

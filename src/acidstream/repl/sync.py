@@ -16,7 +16,7 @@ from acidstream.repl.copy import CopyStats, LiveSource, source_filesystem
 from acidstream.repl.loader import DEFAULT_POLICY, Loader
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +39,14 @@ class SyncResult:
     cleaned: list[str] = field(default_factory=list)  # replicated compactions' inputs deleted on the replica
 
 
-def follower_name(target: Metastore, policy: str) -> str:
+def follower_name(target: MetastoreFacade, policy: str) -> str:
     """How a source knows this replica: its policy and metastore URL (without a password)."""
     return f"{policy}@{make_url(target.url).render_as_string(hide_password=True)}"
 
 
 def sync(
-    source: Metastore,
-    target: Metastore,
+    source: MetastoreFacade,
+    target: MetastoreFacade,
     *,
     policy: str = DEFAULT_POLICY,
     follow: bool = False,

@@ -15,11 +15,11 @@ from acidstream.spark.task_write import TaskResult, statement_dirs
 from acidstream.txn.written import describe_closed
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 
 def commit_write(
-    ms: Metastore,
+    ms: MetastoreFacade,
     table_name: str,
     txn_id: int,
     write_id: int,
@@ -60,7 +60,9 @@ def commit_write(
     return rows
 
 
-def _remove_unreported(ms: Metastore, table_name: str, write_id: int, reported: set[tuple[str, int]]) -> None:
+def _remove_unreported(
+    ms: MetastoreFacade, table_name: str, write_id: int, reported: set[tuple[str, int]]
+) -> None:
     """After task retries: delete this write id's delta dirs that no successful attempt reported.
 
     A killed attempt may have written partitions its successful retry did not (non-deterministic input);

@@ -24,7 +24,7 @@ from acidstream.metastore.location import (
 
 if TYPE_CHECKING:
     from acidstream.catalog import Metastore
-    from acidstream.metastore.models import Table
+    from acidstream.metastore.models import TableDefinition
 
 _clients: dict[tuple[str, str], Metastore] = {}
 _clients_lock = threading.Lock()
@@ -83,7 +83,7 @@ class ResolvedTable:
 
     url: str
     warehouse: str
-    table: Table
+    table: TableDefinition
 
     @property
     def name(self) -> str:

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from acidstream.acid.types import Column
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 #: Internal option: read exactly these tasks (base64 pickle), at their snapshot, instead of planning.
 TASKS_OPTION = "_acidstream_tasks"
@@ -329,7 +329,7 @@ def reader_agent_info(tag: str | None) -> str:
     return "spark-scan" if tag is None else f"spark-scan:{tag}"
 
 
-def _forget_reader(ms: Metastore, reader_id: int) -> None:
+def _forget_reader(ms: MetastoreFacade, reader_id: int) -> None:
     """At the driver's exit: its DataFrames read no more, so the cleaner need not wait for them."""
     with contextlib.suppress(Exception):  # a closed client or a metastore gone: the lease ends it
         ms.unregister_reader(reader_id)

@@ -45,7 +45,7 @@ from acidstream.spark.options import ResolvedTable, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 PROPERTY_PREFIX = "_meta.acidstream.sink."
 TAG_PREFIX = "acidstream-spark-sink/"
@@ -86,7 +86,7 @@ class SinkState:
     batch_id: int
 
     @staticmethod
-    def load(ms: Metastore, table: str, sink_id: str) -> SinkState | None:
+    def load(ms: MetastoreFacade, table: str, sink_id: str) -> SinkState | None:
         """The sink's last batch; None before its first (no property, or :data:`NO_BATCH_YET`)."""
         raw = ms.table(table).properties.get(PROPERTY_PREFIX + sink_id)
         data = json.loads(raw) if raw is not None else None
@@ -120,7 +120,7 @@ def batch_tag(sink_id: str, batch_id: int, run_id: str) -> str:
     return f"{TAG_PREFIX}{sink_id}/{batch_id}/{run_id}"
 
 
-def elect_batch_txn(ms: Metastore, table: str, tag: str) -> tuple[int, int]:
+def elect_batch_txn(ms: MetastoreFacade, table: str, tag: str) -> tuple[int, int]:
     """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn with ``tag``."""
     (mine,) = ms.open_txns(1, user=getpass.getuser(), host=socket.gethostname(), agent_info=tag)
     candidates = [t.txn_id for t in ms.show_txns() if t.agent_info == tag and t.state is TxnStatus.OPEN]
@@ -131,7 +131,7 @@ def elect_batch_txn(ms: Metastore, table: str, tag: str) -> tuple[int, int]:
     return leader, write_id
 
 
-def abort_open_batches(ms: Metastore, sink_id: str) -> list[int]:
+def abort_open_batches(ms: MetastoreFacade, sink_id: str) -> list[int]:
     """Abort the sink's transactions still open, for a query's owner once the query has stopped (its tasks
     will commit none of them); the ids aborted."""
     open_txns = _tagged_open_txns(ms, f"{TAG_PREFIX}{sink_id}/")
@@ -140,7 +140,7 @@ def abort_open_batches(ms: Metastore, sink_id: str) -> list[int]:
     return open_txns
 
 
-def _tagged_open_txns(ms: Metastore, prefix: str) -> list[int]:
+def _tagged_open_txns(ms: MetastoreFacade, prefix: str) -> list[int]:
     return [
         t.txn_id
         for t in ms.show_txns()

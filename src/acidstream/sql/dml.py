@@ -21,7 +21,7 @@ from acidstream.sql.parse import parse_statement, unsupported
 from acidstream.sql.tables import TableRef, assignments, refuse_extras
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 Counts = list[tuple[int, int, int]]
 #: What evaluating a statement's expressions on the rows can raise: the rows decide, as in Hive, where the same
@@ -29,7 +29,7 @@ Counts = list[tuple[int, int, int]]
 _EVALUATION_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
-def run(ms: Metastore, sql: str) -> Counts:
+def run(ms: MetastoreFacade, sql: str) -> Counts:
     """Parse and run one DML statement; returns ``[(inserted, updated, deleted)]``."""
     statement = parse_statement(sql)
     try:
@@ -49,7 +49,7 @@ def run(ms: Metastore, sql: str) -> Counts:
     return [(inserted, updated, deleted)]
 
 
-def _delete(ms: Metastore, sql: str, statement: exp.Delete) -> dict[str, int]:
+def _delete(ms: MetastoreFacade, sql: str, statement: exp.Delete) -> dict[str, int]:
     from acidstream.mutate.merge import delete
 
     refuse_extras(sql, statement, {"this", "where"}, "DELETE")
@@ -58,7 +58,7 @@ def _delete(ms: Metastore, sql: str, statement: exp.Delete) -> dict[str, int]:
     return delete(ms, target.table.full_name, where)
 
 
-def _update(ms: Metastore, sql: str, statement: exp.Update) -> dict[str, int]:
+def _update(ms: MetastoreFacade, sql: str, statement: exp.Update) -> dict[str, int]:
     from acidstream.mutate.merge import update
 
     if statement.args.get("from_") is not None:

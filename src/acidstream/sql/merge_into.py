@@ -34,7 +34,7 @@ from acidstream.sql.parse import error_at
 from acidstream.sql.tables import TableRef, assignments, qualifier_of, refuse_extras
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 Side = Literal["t", "s"]
 TARGET: Side = "t"
@@ -87,7 +87,7 @@ class MergePlan:
         return [c for c in self.source.types if c in needed]
 
 
-def run_merge(ms: Metastore, sql: str, statement: exp.Merge) -> dict[str, int]:
+def run_merge(ms: MetastoreFacade, sql: str, statement: exp.Merge) -> dict[str, int]:
     plan = _plan(ms, sql, statement)
     with TableMutation(ms, plan.target.table.full_name) as m:
         for clause in (*plan.matched, *plan.by_source):
@@ -125,7 +125,7 @@ def run_merge(ms: Metastore, sql: str, statement: exp.Merge) -> dict[str, int]:
 # --- planning ---------------------------------------------------------------------------------------------------
 
 
-def _plan(ms: Metastore, sql: str, statement: exp.Merge) -> MergePlan:
+def _plan(ms: MetastoreFacade, sql: str, statement: exp.Merge) -> MergePlan:
     refuse_extras(sql, statement, {"this", "using", "on", "whens"}, "MERGE")
     target = TableRef.of(ms, sql, statement.this)
     using = statement.args["using"]

@@ -15,7 +15,7 @@ from acidstream.sql.expressions import Resolve, Translator
 from acidstream.sql.parse import error_at, unsupported
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore, Table
+    from acidstream.metastore import MetastoreFacade, TableHandle
 
 
 def assignments(
@@ -45,7 +45,7 @@ def refuse_extras(sql: str, node: exp.Expr, allowed: set[str], what: str) -> Non
 class TableRef:
     """A table named by a statement, and how its columns may be qualified there."""
 
-    table: Table
+    table: TableHandle
     #: the alias if the statement gives one, else the table's name and db.name
     qualifiers: frozenset[str]
     #: column types, data columns then partition keys
@@ -53,7 +53,7 @@ class TableRef:
     sql: str
 
     @classmethod
-    def of(cls, ms: Metastore, sql: str, node: exp.Expr) -> TableRef:
+    def of(cls, ms: MetastoreFacade, sql: str, node: exp.Expr) -> TableRef:
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             raise unsupported(sql, node, "a subquery or expression as a table (name a table)")
         refuse_extras(sql, node, {"this", "db", "alias"}, "a table reference")

@@ -43,7 +43,7 @@ from acidstream.metastore.models import (
     LockLevel,
     LockType,
     OperationType,
-    Table,
+    TableDefinition,
     TableWrite,
 )
 from acidstream.runtime import DEFAULT_SWITCH_INTERVAL, ShortSwitchInterval, prepare_process
@@ -59,7 +59,7 @@ from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
 from acidstream.txn.state import TxnState
 
 if TYPE_CHECKING:
-    from acidstream.metastore import Metastore
+    from acidstream.metastore import MetastoreFacade
 
 #: Hive's ``hive.txn.max.open.batch``: the metastore refuses larger batches.
 MAX_BATCH_SIZE = 1000
@@ -152,9 +152,9 @@ class StreamingConnection:
     def __init__(
         self,
         *,
-        metastore: Metastore | None,
+        metastore: MetastoreFacade | None,
         owns_metastore: bool,
-        table: Table,
+        table: TableDefinition,
         fs: pafs.FileSystem,
         table_dir: str,
         record_writer: RecordWriter,
@@ -610,14 +610,14 @@ class StreamingConnectionBuilder:
         self._table: str | None = None
         self._static: list[str] | None = None
         self._agent: str | None = None
-        self._metastore: Metastore | str | None = None
+        self._metastore: MetastoreFacade | str | None = None
         self._warehouse: str | None = None
         self._batch_size = 1
         self._optimizations = True
         self._writer: RecordWriter | None = None
         self._write_id: int | None = None
         self._statement_id: int | None = None
-        self._table_object: Table | None = None
+        self._table_object: TableDefinition | None = None
         self._config: dict[str, Any] = {}
         self._dead_letter: str | None = None
 
@@ -638,7 +638,7 @@ class StreamingConnectionBuilder:
         return self
 
     def with_metastore(
-        self, metastore: Metastore | str, warehouse: str | None = None
+        self, metastore: MetastoreFacade | str, warehouse: str | None = None
     ) -> StreamingConnectionBuilder:
         """A :class:`Metastore` or its URL (then ``warehouse`` says where table files live)."""
         self._metastore = metastore
@@ -668,7 +668,7 @@ class StreamingConnectionBuilder:
         self._statement_id = statement_id
         return self
 
-    def with_table_object(self, table: Table) -> StreamingConnectionBuilder:
+    def with_table_object(self, table: TableDefinition) -> StreamingConnectionBuilder:
         """Unmanaged mode without any metastore access (executors): the table definition itself."""
         self._table_object = table
         return self
@@ -716,22 +716,22 @@ class StreamingConnectionBuilder:
                 ms.close()
             raise
 
-    def _open_metastore(self) -> tuple[Metastore | None, bool]:
+    def _open_metastore(self) -> tuple[MetastoreFacade | None, bool]:
         if isinstance(self._metastore, str):
             if self._warehouse is None:
                 raise StreamingConnectionError(
                     "with_metastore(url) needs warehouse=... (where the table files live)"
                 )
-            from acidstream.metastore import Metastore
+            from acidstream.metastore import MetastoreFacade
 
-            return Metastore.connect(self._metastore, warehouse=self._warehouse), True
+            return MetastoreFacade.connect(self._metastore, warehouse=self._warehouse), True
         if self._metastore is None and self._table_object is None:
             raise StreamingConnectionError(
                 "a metastore (object or URL) is required unless a table object is given"
             )
         return self._metastore, False
 
-    def _resolve_table(self, ms: Metastore | None) -> Table:
+    def _resolve_table(self, ms: MetastoreFacade | None) -> TableDefinition:
         if self._table_object is not None:
             if self._write_id is None:
                 raise StreamingConnectionError(
@@ -750,7 +750,7 @@ class StreamingConnectionBuilder:
         except MetaException as exc:
             raise StreamingConnectionError(f"Unable to fetch table {self._db}.{self._table}: {exc}") from exc
 
-    def _validate(self, table: Table) -> None:
+    def _validate(self, table: TableDefinition) -> None:
         if not table.is_transactional:
             raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
         if self._static is not None and not table.partition_keys:

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from acidstream.acid.tabular import to_record_batch
 from acidstream.errors import InvalidPartition
-from acidstream.metastore.models import Table
+from acidstream.metastore.models import TableDefinition
 from acidstream.streaming.deadletter import DeadLetterSink
 from acidstream.streaming.files import BatchFiles, Destination
 from acidstream.streaming.records import ParseResult, RecordParser
@@ -32,7 +32,7 @@ class RecordIngest:
 
     def __init__(
         self,
-        table: Table,
+        table: TableDefinition,
         record_writer: RecordWriter,
         *,
         table_dir: str,

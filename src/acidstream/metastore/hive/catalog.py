@@ -28,7 +28,7 @@ from acidstream.metastore.models import Partition
 from acidstream.metastore.sql.catalog import split_name, valid_name, validate_table
 
 if TYPE_CHECKING:
-    from acidstream.metastore.models import Table
+    from acidstream.metastore.models import TableDefinition
 
 #: What Hive writes into a new transactional table's parameters (``bucketing_version`` 2: Hive 3+ tables).
 ACID_PARAMETERS = {"transactional": "true", "transactional_properties": "default", "bucketing_version": "2"}
@@ -69,7 +69,7 @@ class HiveCatalogCalls(HiveHost):
         num_buckets: int = 0,
         properties: Mapping[str, str] | None = None,
         if_not_exists: bool = False,
-    ) -> Table:
+    ) -> TableDefinition:
         valid_name("table", name)
         validate_table(columns, partition_keys, bucket_columns, num_buckets)
         sd = ttypes.StorageDescriptor(

@@ -50,7 +50,7 @@ from acidstream.metastore.models import (
     NotificationEvent,
     OperationType,
     Publication,
-    Table,
+    TableDefinition,
     TableWrite,
     TxnInfo,
     TxnStatus,
@@ -203,14 +203,14 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
 
     # --- tables --------------------------------------------------------------------------------------------
 
-    def get_table(self, table_name: str) -> Table:
+    def get_table(self, table_name: str) -> TableDefinition:
         """The table's definition; :class:`InvalidObjectException` naming it unless it is full-ACID ORC."""
         db, name = split_name(table_name)
         request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=CLIENT_CAPABILITIES)
         result = self._call("get_table_req", request)
         return table_from_thrift(result.table)
 
-    def table(self, table_name: str) -> Table:
+    def table(self, table_name: str) -> TableDefinition:
         """:meth:`get_table` under the name every layer asks a metastore for its table by."""
         return self.get_table(table_name)
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from hive_metastore.ThriftHiveMetastore import Client
 
     from acidstream.metastore.hive.transport import ThriftConnection
-    from acidstream.metastore.models import Table
+    from acidstream.metastore.models import TableDefinition
 
 
 class _Host(Transactions, Protocol):
@@ -32,7 +32,7 @@ class _Host(Transactions, Protocol):
 
     def _persist(self, name: str, *args: Any, fn: Callable[[Client], Any] | None = None) -> Any: ...
 
-    def get_table(self, table_name: str) -> Table: ...
+    def get_table(self, table_name: str) -> TableDefinition: ...
 
 
 if TYPE_CHECKING:

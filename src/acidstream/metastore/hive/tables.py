@@ -6,7 +6,7 @@ from hive_metastore import ttypes
 
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import AcidFormatError, InvalidObjectException
-from acidstream.metastore.models import Table
+from acidstream.metastore.models import TableDefinition
 
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 ORC_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
@@ -30,7 +30,7 @@ def _columns(schemas: list[ttypes.FieldSchema] | None, where: str) -> tuple[Colu
         raise InvalidObjectException(f"{where}: {exc}") from exc
 
 
-def table_from_thrift(table: ttypes.Table) -> Table:
+def table_from_thrift(table: ttypes.Table) -> TableDefinition:
     """The definition of a full-ACID ORC table; :class:`InvalidObjectException` naming it for any other
     (acidstream writes and reads nothing else)."""
     name = f"{table.dbName}.{table.tableName}".lower()
@@ -51,7 +51,7 @@ def table_from_thrift(table: ttypes.Table) -> Table:
     if not sd.location:
         raise InvalidObjectException(f"{name} has no location")
     buckets = max(sd.numBuckets or 0, 0)  # Hive's -1 (not bucketed) is our 0
-    return Table(
+    return TableDefinition(
         db=table.dbName.lower(),
         name=table.tableName.lower(),
         columns=_columns(sd.cols, f"{name} columns"),

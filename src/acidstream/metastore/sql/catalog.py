@@ -276,7 +276,7 @@ def require_table_id(conn: Connection, db: str, name: str) -> int:
 
 
 def load_table(conn: Connection, db: str, name: str) -> dict[str, Any]:
-    """The stored definition as the keyword arguments of :class:`~acidstream.metastore.models.Table`."""
+    """The stored definition as the keyword arguments of :class:`~acidstream.metastore.models.TableDefinition`."""
     t = s.tbls.c
     row = conn.execute(select(s.tbls).where(t.db_name == db, t.tbl_name == name)).first()
     if row is None:

@@ -1,6 +1,6 @@
 """``MetastoreClient``: acidstream's own metastore backend, every call over SQL, each one DB transaction.
 
-It touches no files and runs no DDL text: :class:`acidstream.metastore.facade.Metastore`, the façade every other
+It touches no files and runs no DDL text: :class:`acidstream.metastore.facade.MetastoreFacade`, the façade every other
 layer holds, adds those above it (Hive DDL, table handles that know their metastore, removing a dropped table's
 files through the storage boundary).
 """
@@ -40,7 +40,7 @@ from acidstream.metastore.models import (
     PotentialCompaction,
     Publication,
     ReaderRegistration,
-    Table,
+    TableDefinition,
     TableWrite,
     TxnInfo,
     TxnStatus,
@@ -239,7 +239,7 @@ class MetastoreClient:
         num_buckets: int = 0,
         properties: Mapping[str, str] | None = None,
         if_not_exists: bool = False,
-    ) -> Table:
+    ) -> TableDefinition:
         if not (if_not_exists and name.lower() in self.list_tables(db)):
             _require_vacant(catalog.table_location(self.warehouse, db, name.lower()), f"{db}.{name}")
         self._write(
@@ -258,9 +258,9 @@ class MetastoreClient:
         )
         return self.table(f"{db}.{name}")
 
-    def table(self, table_name: str) -> Table:
+    def table(self, table_name: str) -> TableDefinition:
         db, name = catalog.split_name(table_name)
-        return Table(**self._read(lambda c: catalog.load_table(c, db, name)))
+        return TableDefinition(**self._read(lambda c: catalog.load_table(c, db, name)))
 
     def list_tables(self, db: str = catalog.DEFAULT_DB) -> list[str]:
         db = db.lower()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acidstream.metastore.models import Table as TableDefinition
+from acidstream.metastore.models import TableDefinition
 from acidstream.mutate.changes import MergeActions, duplicate_key
 from acidstream.mutate.merge import TableMutation
 from acidstream.mutate.record_id import ROW_ID

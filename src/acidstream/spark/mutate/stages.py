@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from acidstream.acid.codec import decode_writer_ids
 from acidstream.acid.partitions import make_part_name, parse_part_name
 from acidstream.acid.runs import runs
-from acidstream.metastore.models import Table as TableDefinition
+from acidstream.metastore.models import TableDefinition
 from acidstream.mutate.apply import INSERT, OP, apply_mutations
 from acidstream.mutate.bucket_merge import BucketMerge
 from acidstream.mutate.changes import (
