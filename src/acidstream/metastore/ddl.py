@@ -251,7 +251,7 @@ def _create_database(ms: DdlTarget, p: Parser) -> Result:
 
 
 def _create_table(ms: DdlTarget, p: Parser) -> Result:
-    from acidstream.metastore.sql.catalog import split_name
+    from acidstream.metastore.names import split_name
 
     if_not_exists = p.accept("if", "not", "exists")
     db, name = split_name(p.table_name())

@@ -25,7 +25,7 @@ from acidstream.metastore.hive.tables import (
     file_uri,
 )
 from acidstream.metastore.models import Partition
-from acidstream.metastore.sql.catalog import split_name, valid_name, validate_table
+from acidstream.metastore.names import split_name, valid_name, validate_table
 
 if TYPE_CHECKING:
     from acidstream.metastore.models import TableDefinition

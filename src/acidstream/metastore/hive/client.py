@@ -56,7 +56,7 @@ from acidstream.metastore.models import (
     TxnStatus,
     WrittenFile,
 )
-from acidstream.metastore.sql.catalog import split_name
+from acidstream.metastore.names import split_name
 
 if TYPE_CHECKING:
     from acidstream.metastore.sql.replication import ReplOp, ReplState

@@ -60,7 +60,7 @@ from acidstream.metastore.models import (
     OperationType,
     PotentialCompaction,
 )
-from acidstream.metastore.sql.catalog import split_name
+from acidstream.metastore.names import split_name
 
 #: What the worker tells Hive it runs (``CQ_WORKER_VERSION``, ``CQ_INITIATOR_VERSION``).
 AGENT_VERSION = "acidstream"

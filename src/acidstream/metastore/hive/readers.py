@@ -21,7 +21,7 @@ from hive_metastore import ttypes
 from acidstream.errors import NoSuchTxnException, TxnAbortedException
 from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.models import ReaderRegistration
-from acidstream.metastore.sql.catalog import split_name
+from acidstream.metastore.names import split_name
 
 if TYPE_CHECKING:
     from acidstream.acid.writeids import ValidTxnList

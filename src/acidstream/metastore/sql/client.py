@@ -46,6 +46,7 @@ from acidstream.metastore.models import (
     TxnStatus,
     WrittenFile,
 )
+from acidstream.metastore.names import split_name
 from acidstream.metastore.sql import (
     catalog,
     compaction,
@@ -259,7 +260,7 @@ class MetastoreClient:
         return self.table(f"{db}.{name}")
 
     def table(self, table_name: str) -> TableDefinition:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return TableDefinition(**self._read(lambda c: catalog.load_table(c, db, name)))
 
     def list_tables(self, db: str = catalog.DEFAULT_DB) -> list[str]:
@@ -273,29 +274,29 @@ class MetastoreClient:
 
     def drop_table(self, table_name: str, if_exists: bool = False) -> list[str]:
         """Drop the table from the catalog; its location (empty if it did not exist)."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._write(lambda c: catalog.drop_table(c, db, name, if_exists=if_exists))
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         self._write(lambda c: catalog.alter_table_properties(c, db, name, properties))
 
     def add_partition(
         self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
     ) -> Partition:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._write(lambda c: catalog.add_partition(c, db, name, values, if_not_exists=if_not_exists))
 
     def get_partition(self, table_name: str, values: Sequence[str | None]) -> Partition | None:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: catalog.get_partition(c, db, name, values))
 
     def list_partitions(self, table_name: str) -> list[Partition]:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: catalog.list_partitions(c, db, name))
 
     def drop_partition(self, table_name: str, values: Sequence[str]) -> None:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         self._write(lambda c: catalog.drop_partition(c, db, name, values))
 
     # --- transactions -------------------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ class MetastoreClient:
         )
 
     def allocate_table_write_ids(self, txn_ids: Sequence[int], table_name: str) -> list[tuple[int, int]]:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._write(lambda c: txns.allocate_table_write_ids(c, txn_ids, db, name))
 
     def open_txns_with_write_ids(
@@ -325,7 +326,7 @@ class MetastoreClient:
     ) -> list[tuple[int, int]]:
         """``open_txns(n)`` then ``allocate_table_write_ids`` in one round trip: (txn id, write id) pairs."""
         self._housekeep_if_due()
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         user, host = _identify(user, host)
         timeout_ms = self._timeout_ms
         return self._write_once(
@@ -352,7 +353,7 @@ class MetastoreClient:
         Either way a lock request that raises leaves no txn of the batch open.
         """
         self._housekeep_if_due()
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         user, host = _identify(user, host)
 
         timeout_ms = self._timeout_ms
@@ -433,13 +434,13 @@ class MetastoreClient:
     def get_latest_txnid_in_conflict(self, txn_id: int, table_name: str) -> int:
         """The latest txn that committed an update or delete of ``table_name`` after ``txn_id`` started (0:
         none): ``txn_id``'s own update or delete there would fail its commit with a write conflict."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: txns.latest_txn_id_in_conflict(c, txn_id, db, name))
 
     def replace_txn(self, txn_id: int, table_name: str, *, agent_info: str | None = None) -> tuple[int, int]:
         """A new txn with a write id on ``table_name`` that holds open txn ``txn_id``'s locks, which is aborted
         (see ``txns.replace_txn``): (txn id, write id)."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         user, host = _identify(None, None)
         timeout_ms = self._timeout_ms
         return self._write_once(
@@ -458,7 +459,7 @@ class MetastoreClient:
         """The table's snapshot: now, or at ``snapshot`` (see :meth:`snapshot`); with ``txn_id`` (which must be
         open) its own write id is an open exception."""
         self._housekeep_if_due()
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
 
         def run(c: Connection) -> ValidWriteIdList:
             if txn_id is not None:
@@ -480,7 +481,7 @@ class MetastoreClient:
         return self._read(txns.show_txns)
 
     def get_write_id(self, txn_id: int, table_name: str) -> int | None:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: txns.get_write_id(c, txn_id, db, name))
 
     def add_dynamic_partitions(
@@ -491,7 +492,7 @@ class MetastoreClient:
         partition_names: Sequence[str],
         operation: OperationType = OperationType.INSERT,
     ) -> None:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         self._write(
             lambda c: txns.add_dynamic_partitions(c, txn_id, write_id, db, name, partition_names, operation)
         )
@@ -506,7 +507,7 @@ class MetastoreClient:
     ) -> None:
         """An ACID_WRITE event (files a txn wrote, by path or described for replicas); its id is given when a
         reader publishes it."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         self._write(
             lambda c: txns.add_write_notification(c, txn_id, write_id, db, name, partition_name, files)
         )
@@ -524,7 +525,7 @@ class MetastoreClient:
         return self._write(run)
 
     def completed_components(self, table_name: str, since_txn: int = 0) -> list[CompletedComponent]:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: txns.completed_components(c, db, name, since_txn))
 
     # --- locks ---------------------------------------------------------------------------------------------------
@@ -598,7 +599,7 @@ class MetastoreClient:
     def show_locks(self, table_name: str | None = None) -> list[LockInfo]:
         if table_name is None:
             return self._read(locks.show_locks)
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: locks.show_locks(c, db, name))
 
     # --- compaction ------------------------------------------------------------------------------------------------
@@ -614,7 +615,7 @@ class MetastoreClient:
         """Queue a ``major``/``minor`` compaction of a table or (required for partitioned tables) one partition,
         given as ``"k=v/k2=v2"`` or ``{"k": v}``; returns the request id (an initiated or working request for
         the same target is returned instead of a second one)."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         part = _partition_name(partition)
         if initiator_id is None:
             _, host = _identify(None, None)
@@ -694,7 +695,7 @@ class MetastoreClient:
     def too_many_failed_compactions(
         self, table_name: str, partition: str | None, threshold: int, retry_after: float
     ) -> bool:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(
             lambda c: compaction.too_many_failures(c, db, name, partition, threshold, int(retry_after * 1000))
         )
@@ -702,7 +703,7 @@ class MetastoreClient:
     def record_compaction_not_initiated(
         self, table_name: str, partition: str | None, message: str, *, initiator_id: str | None = None
     ) -> int:
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._write(
             lambda c: compaction.record_not_initiated(
                 c, db, name, partition, message, initiator_id=initiator_id
@@ -725,7 +726,7 @@ class MetastoreClient:
         listing found.
         """
         self._housekeep_if_due()
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         user, host = _identify(None, None)
 
         def registered(c: Connection, reader_id: int) -> ReaderRegistration:
@@ -765,13 +766,13 @@ class MetastoreClient:
         """(reader id, db, table) of the live registrations, oldest first."""
         if table_name is None:
             return self._read(readers.active)
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: readers.active(c, db, name))
 
     def unfinished_publications(self, table_name: str, baseline: int) -> list[Publication]:
         """Compactions of ``table_name`` whose output may have been moving into place during a directory listing
         made after ``baseline`` (``ReaderRegistration.baseline``): the listing must ignore their outputs."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: compaction.unfinished_publications(c, db, name, baseline))
 
     # --- replication (see ``metastore.replication``) -------------------------------------------------------------------
@@ -808,7 +809,7 @@ class MetastoreClient:
 
     def repl_write_id_txns(self, table_name: str, write_ids: Sequence[int]) -> dict[int, int]:
         """On a source: the txn that holds each of ``table_name``'s ``write_ids``."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: replication.write_id_txns(c, db, name, write_ids))
 
     def repl_follower_progress(self, name: str, event_id: int, lease: float) -> None:
@@ -838,7 +839,7 @@ class MetastoreClient:
     def recorded_lengths(self, table_name: str, partition: str | None, low: int, high: int) -> dict[str, int]:
         """The lengths committed txns of write ids ``low..high`` recorded for their files in ``partition``, per
         ``delta_x_y/bucket_n`` (see ``notifications.recorded_lengths``): a file has at least that many bytes."""
-        db, name = catalog.split_name(table_name)
+        db, name = split_name(table_name)
         return self._read(lambda c: notifications.recorded_lengths(c, db, name, partition, low, high))
 
 

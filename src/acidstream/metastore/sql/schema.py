@@ -28,13 +28,14 @@ from sqlalchemy import (
 )
 
 from acidstream.errors import SchemaVersionError
+from acidstream.metastore.names import MAX_NAME_LENGTH
 
 #: Bump when the schema changes and register the step in ``UPGRADES``.
 SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
-NAME = 128
+NAME = MAX_NAME_LENGTH
 #: Auto-increment ids: SQLite only auto-increments an INTEGER PRIMARY KEY.
 AUTO_ID = BigInteger().with_variant(Integer(), "sqlite")
 
