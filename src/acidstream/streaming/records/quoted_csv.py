@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from acidstream.streaming.records.base import RowErrors
 from acidstream.streaming.records.delimited import DelimitedParser
-from acidstream.streaming.records.text_values import mask, split_fields
+from acidstream.streaming.records.text_values import mask, may_contain, split_fields
 
 QUOTE = '"'
 
@@ -36,27 +36,43 @@ class CsvParser(DelimitedParser):
 
     def split(self, text: pa.Array, width: int, errors: RowErrors) -> tuple[list[pa.Array], np.ndarray]:
         delimiter = self.fmt.separators[0]
-        quoted = mask(pc.match_substring(text, QUOTE)) if len(text) else np.zeros(0, dtype=bool)
-        if not quoted.any():
+        if not may_contain(text, ord(QUOTE)):  # the usual case, found on the raw bytes
             return split_fields(text, delimiter, width)
+        quoted = mask(pc.match_substring(text, QUOTE))
         # The quoted records stand aside as `width` empty fields, so the others keep the uniform fast path.
         filler = pa.scalar(delimiter * (width - 1), pa.large_string())
         fields, counts = split_fields(pc.if_else(pa.array(quoted), filler, text), delimiter, width)
         counts = counts.copy()
         rows = np.flatnonzero(quoted)
-        parsed: list[list[str]] = []
-        for i in rows.tolist():
-            record = text[i].as_py()
-            try:
-                values = csv_fields(record, delimiter, strict=not self.lenient)
-            except csv.Error as exc:
-                if not self.lenient:
-                    errors.add_one(i, None, f"not a CSV record (RFC 4180): {exc}")
-                values = record.split(delimiter)  # lenient: as the delimited parser splits it
-            parsed.append(values)
-            counts[i] = len(values)
+        parsed = self._parse(text.take(pa.array(rows)).to_pylist(), rows, errors)
+        counts[rows] = [len(values) for values in parsed]
         where = pa.array(quoted)
         for c in range(width):
             column = pa.array([v[c] if c < len(v) else None for v in parsed], fields[c].type)
             fields[c] = pc.replace_with_mask(fields[c], where, column)
         return fields, counts
+
+    def _parse(self, records: list[str], rows: np.ndarray, errors: RowErrors) -> list[list[str]]:
+        """The fields of each record (``rows``: their indexes, for errors). One reader takes them all, as the
+        lines of one file; only when a record is not one well-formed CSV record (the reader then fails, or one
+        record runs into the next, leaving fewer rows) is each read alone, to say which."""
+        delimiter, strict = self.fmt.separators[0], not self.lenient
+        try:
+            reader = csv.reader(
+                records, delimiter=delimiter, quotechar=QUOTE, doublequote=True, strict=strict
+            )
+            together = list(reader)
+        except csv.Error:
+            together = []
+        if len(together) == len(records):
+            return together
+        parsed: list[list[str]] = []
+        for i, record in zip(rows.tolist(), records, strict=True):
+            try:
+                values = csv_fields(record, delimiter, strict=strict)
+            except csv.Error as exc:
+                if strict:
+                    errors.add_one(i, None, f"not a CSV record (RFC 4180): {exc}")
+                values = record.split(delimiter)  # lenient: as the delimited parser splits it
+            parsed.append(values)
+        return parsed

@@ -91,7 +91,7 @@ def convert(text: pa.Array, t: HiveType, fmt: TextFormat, level: int = 1) -> Con
     text = _as_large_string(text)
     null_sequence = fmt.null_sequence
     if null_sequence is not None and (
-        _may_contain(text, null_sequence.encode()[0]) if null_sequence else _may_be_empty(text)
+        may_contain(text, null_sequence.encode()[0]) if null_sequence else _may_be_empty(text)
     ):
         text = pc.if_else(pc.equal(text, null_sequence), pa.scalar(None, pa.large_string()), text)
     if not t.is_string_like and t.name != "binary" and t.is_primitive and _may_be_empty(text):
@@ -199,7 +199,7 @@ def _as_large_string(text: pa.Array) -> pa.Array:
 # exact check it would have skipped.
 
 
-def _may_contain(text: pa.Array, *byte_values: int) -> bool:
+def may_contain(text: pa.Array, *byte_values: int) -> bool:
     """False when no value of a large string array can hold any of these bytes (its data buffer lacks them)."""
     data = text.buffers()[2]
     if data is None:
@@ -218,7 +218,7 @@ def _integers(text: pa.Array, t: HiveType) -> Converted:
     """LazyInteger/LazyLong: optional sign, ASCII digits, no blanks, out of range does not parse; a fraction of
     digits is allowed and truncated ('12.9' → 12, as Hive 3's parse does)."""
     lo, hi = _INT_RANGES[t.name]
-    if not _may_contain(text, ord("x"), ord("X")):  # Arrow alone accepts '0x1F' / '0X1F'
+    if not may_contain(text, ord("x"), ord("X")):  # Arrow alone accepts '0x1F' / '0X1F'
         try:  # fast path: Arrow accepts a subset of Hive's forms (no '+') and refuses out-of-range values at
             # the column's own width, so success is exact; anything else takes the exact path below
             return Converted(pc.cast(text, t.to_arrow()), np.zeros(len(text), dtype=bool))
