@@ -171,3 +171,10 @@ def test_records_without_quotes_parse_as_the_delimited_writer_parses_them(table:
     assert quoted.batch.equals(delimited.batch)
     assert [str(e) for e in quoted.errors] == [str(e) for e in delimited.errors]
     assert quoted.short == delimited.short
+
+
+def test_a_record_left_open_is_refused_alone_and_the_next_one_read() -> None:
+    """Read together, an open quoted field would run into the next record: each is then read alone."""
+    result = WRITER.bind(TEXT).parse([b'1,"open,x', b'2,"b",c', b'3,"d",e'])
+    assert [e.record_index for e in result.errors] == [0]
+    assert result.batch.to_pylist() == [{"a": "2", "b": "b", "c": "c"}, {"a": "3", "b": "d", "c": "e"}]
