@@ -443,13 +443,24 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         return HeartbeatTxnRangeResponse(sorted(answer.aborted or ()), sorted(answer.nosuch or ()))
 
     def get_txn_state(self, txn_id: int) -> TxnStatus:
-        """From ``get_open_txns_info``: listed → open or aborted; at or below the high-water mark and not
-        listed → committed (Hive keeps aborted txns listed until their writes are cleaned); above → unknown."""
+        """From ``get_open_txns_info``, which lists every open and aborted txn: listed → open or aborted; above
+        the high-water mark → unknown. A txn at or below it and not listed has ended, and its record may be gone
+        (Hive's txn cleaner deletes aborted txns that recorded no write), so ``commit_txn`` is asked, which for a
+        txn that is not open changes nothing (Hive's "Nth commitTxn"): committed, aborted, or no record left
+        (unknown: never taken for committed)."""
         answer = self._call("get_open_txns_info")
         for info in answer.open_txns or ():
             if info.id == txn_id:
                 return TxnStatus.OPEN if info.state == ttypes.TxnState.OPEN else TxnStatus.ABORTED
-        return TxnStatus.COMMITTED if 0 < txn_id <= answer.txn_high_water_mark else TxnStatus.UNKNOWN
+        if not 0 < txn_id <= answer.txn_high_water_mark:
+            return TxnStatus.UNKNOWN
+        try:
+            self._call("commit_txn", ttypes.CommitTxnRequest(txnid=txn_id))
+        except TxnAbortedException:
+            return TxnStatus.ABORTED
+        except NoSuchTxnException:
+            return TxnStatus.UNKNOWN
+        return TxnStatus.COMMITTED
 
     def abort_txn(self, txn_id: int) -> None:
         self.abort_txns([txn_id])
