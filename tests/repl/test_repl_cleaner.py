@@ -15,7 +15,7 @@ from acidstream import repl
 from acidstream.catalog import Metastore
 from acidstream.compactor import Cleaner, CompactorConfig
 from acidstream.errors import ReplicationError
-from acidstream.metastore.sql.replication import POLICY_PROPERTY
+from acidstream.metastore.replops import POLICY_PROPERTY
 from acidstream.repl.sync import follower_name
 
 TABLE = "default.t"

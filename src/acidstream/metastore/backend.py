@@ -36,7 +36,7 @@ from acidstream.metastore.models import (
 )
 
 if TYPE_CHECKING:
-    from acidstream.metastore.sql.replication import ReplOp, ReplState
+    from acidstream.metastore.replops import ReplOp, ReplState
 
 
 class Capability(enum.Enum):

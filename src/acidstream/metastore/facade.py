@@ -37,7 +37,7 @@ from acidstream.metastore.location import open_backend
 from acidstream.storage import check_location, delete_locations
 
 if TYPE_CHECKING:
-    from acidstream.metastore.sql.replication import ReplOp
+    from acidstream.metastore.replops import ReplOp
 
 P = ParamSpec("P")
 R = TypeVar("R")

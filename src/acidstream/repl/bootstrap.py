@@ -26,8 +26,8 @@ from acidstream.acid.selection import get_acid_state
 from acidstream.acid.sidefile import logical_extent
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import AcidFormatError, AcidStreamError
+from acidstream.metastore import replops as r
 from acidstream.metastore.models import TableDefinition
-from acidstream.metastore.sql import replication as r
 from acidstream.repl.plan import BootstrapFile, BootstrapPlan
 from acidstream.storage import table_filesystem
 

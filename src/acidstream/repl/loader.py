@@ -22,9 +22,9 @@ from acidstream.acid.names import ParsedBase, ParsedDelta, parse_dir_name, witho
 from acidstream.acid.partitions import parse_part_name
 from acidstream.acid.writeids import RangeResponse
 from acidstream.errors import NoSuchObjectException, ReplicationError
+from acidstream.metastore import replops as r
 from acidstream.metastore.models import NotificationEvent, TableDefinition, WrittenFile
 from acidstream.metastore.names import table_location
-from acidstream.metastore.sql import replication as r
 from acidstream.repl.copy import Copied, FileCopier, SourceBytes, crash_window
 from acidstream.repl.plan import BootstrapPlan, relative_path, source_partition_dir, table_with_location
 from acidstream.storage import table_filesystem

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from acidstream.metastore import replops as r
 from acidstream.metastore.models import NotificationEvent, TableDefinition
-from acidstream.metastore.sql import replication as r
 
 _OPS: dict[str, type[Any]] = {
     cls.__name__: cls

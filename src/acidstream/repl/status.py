@@ -6,7 +6,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
-from acidstream.metastore.sql.replication import ReplState
+from acidstream.metastore.replops import ReplState
 from acidstream.repl.loader import DEFAULT_POLICY
 
 if TYPE_CHECKING:

@@ -59,7 +59,7 @@ from acidstream.metastore.models import (
 from acidstream.metastore.names import split_name
 
 if TYPE_CHECKING:
-    from acidstream.metastore.sql.replication import ReplOp, ReplState
+    from acidstream.metastore.replops import ReplOp, ReplState
 
 _LOCK_TYPES = {
     LockType.SHARED_READ: ttypes.LockType.SHARED_READ,
