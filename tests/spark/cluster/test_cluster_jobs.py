@@ -1,0 +1,67 @@
+"""The data source's batch writer and snapshot read on a Spark standalone cluster (a master, two workers, each
+its own JVM and Python workers): the job's settings reach the executors through the job, not the driver's
+process, and tasks run in processes that share neither the driver's environment nor its working directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acidstream.catalog import Metastore
+from support.sparkcluster import SparkCluster, run_driver
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DRIVER = Path(__file__).with_name("cluster_driver.py")
+DDL = (
+    "CREATE TABLE {db}.events (id int, msg string) CLUSTERED BY (id) INTO 2 BUCKETS STORED AS ORC "
+    "TBLPROPERTIES ('transactional'='true')"
+)
+SCHEMA = "id int, msg string"
+
+
+def driver_env(tmp_path: Path) -> dict[str, str]:
+    """The driver's environment: this one without the AWS and acidstream variables (the job says it all)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ACIDSTREAM_"))}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["TMPDIR"] = str(tmp_path)
+    return env
+
+
+def run_job(cluster: SparkCluster, tmp_path: Path, job: dict[str, Any]) -> dict[str, Any]:
+    job = {**job, "conf": {**cluster.driver_conf(), **job.get("conf", {})}}
+    done = run_driver(DRIVER, job, cwd=tmp_path, env=driver_env(tmp_path))
+    assert done.returncode == 0, done.stderr[-4000:]
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def rows(first: int, count: int) -> list[list[Any]]:
+    return [[i, f"m{i}"] for i in range(first, first + count)]
+
+
+def test_append_and_read_on_a_local_warehouse_shared_by_the_workers(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "wh"
+    url = f"sqlite:///{tmp_path / 'metastore.db'}"
+    ms = Metastore.connect(url, warehouse=warehouse)
+    ms.execute("CREATE DATABASE c")
+    ms.execute(DDL.format(db="c"))
+    options = {"metastore": url, "warehouse": str(warehouse)}
+
+    first = run_job(cluster, tmp_path, {"probe": True, "options": options, "table": "c.events",
+                                        "schema": SCHEMA, "append": rows(0, 300), "slices": 3})  # fmt: skip
+    driver_pid, driver_cwd = first["driver"]
+    assert all(pid != driver_pid and cwd != driver_cwd and not leaked for pid, cwd, leaked in first["tasks"])
+    assert len({cwd for _, cwd, _ in first["tasks"]}) == 2  # two executors, each in its own work dir
+
+    second = run_job(cluster, tmp_path, {"options": options, "table": "c.events", "schema": SCHEMA,
+                                         "append": rows(300, 200), "slices": 2, "read": True})  # fmt: skip
+    assert sorted(map(tuple, second["rows"])) == sorted(map(tuple, rows(0, 500)))
+    assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(500))
