@@ -62,7 +62,7 @@ HDFS_DEMO = "hdfs:///acidstream-demo"
 HIVE_URIS = "HIVE_METASTORE_URIS"
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
 #: What a block that starts a server of its own to try (a guide's "Try it locally") runs; such a block stops it
-#: again, and runs in the test without Spark only (it needs nothing earlier blocks made).
+#: again, and runs in a test of its own (it needs nothing earlier blocks made).
 SERVERS = ("scripts/hive.sh start", "scripts/hdfs.sh start", "moto.server")
 #: The clone's directories a guide's "Try it locally" runs scripts from: linked into the examples' directory.
 CLONE_DIRS = ("scripts", "interop")
@@ -274,22 +274,35 @@ def test_a_python_block_importing_spark_in_any_form_needs_spark(code: str) -> No
 
 
 def test_examples_run_as_written(workspace: Path) -> None:
-    """Every example that needs no Spark, the README's, then the guides' (Spark's are the other test's), the
-    guides' servers to try included."""
+    """Every example that needs no Spark, the README's, then the guides' (Spark's are the other test's, the
+    servers to try have their own)."""
     blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
-        if not block.kind.endswith("spark"):
+        if not block.kind.endswith(("spark", "server")):
             run_block(block, workspace)
     assert (workspace / "bad.jsonl").read_text().count("\n") == 1  # the dead-letter example wrote its record
 
 
 def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> None:
-    """Every example, Spark's included, README first, then the guides' (but the servers to try: they need
-    nothing the others made, and the other test runs them)."""
+    """Every example, Spark's included, README first, then the guides' (but the servers to try, below)."""
     blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
-        if block.kind != "bash server":  # the other test's
+        if block.kind != "bash server":
             run_block(block, workspace)
+
+
+@pytest.mark.parametrize("block", [b for b in example_blocks() if b.kind == "bash server"], ids=str)
+def test_a_guides_server_to_try_runs_as_written(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """A guide's "Try it locally": it starts its own server, uses it and stops it, needing nothing the other
+    examples made; each in a directory of its own (Hive's jars and Hadoop's fetched as the suite's are, or
+    skipped as theirs are)."""
+    if "scripts/hive.sh" in block.code:
+        request.getfixturevalue("hive4_home")
+    if "scripts/hdfs.sh" in block.code:
+        request.getfixturevalue("hdfs_namenode")
+    run_block(block, as_a_new_user(monkeypatch, tmp_path))
 
 
 def test_activate_puts_acidstream_and_python_on_path() -> None:
