@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from acidstream.acid.evolution import table_columns
 from acidstream.acid.orc import WriterOptions, iter_event_batches, read_events
 from acidstream.acid.orc.events import EVENT_FIELDS, KEY_FIELDS, EventKind, event_schema
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
 from acidstream.compactor.event_merge import SortedSource, merge_sorted, sorted_order
 from acidstream.compactor.output import Written, write_output
-from acidstream.errors import AcidFormatError
 from acidstream.read.deletes import DeleteSet, check_bucket_ids, key_arrays, valid_mask
 from acidstream.read.originals import original_events
 from acidstream.read.planning import FileSlice
@@ -176,22 +176,20 @@ def _kept(
             return
         # indices (from numpy without a copy) rather than a mask to convert; in range by construction
         batch = pc.take(batch, pa.array(kept), boundscheck=False)
-    yield conform(path, batch, schema)
+    yield conform(batch, schema)
 
 
-def conform(path: str, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Events shaped as the table's event schema: ``row`` fields by position (files written by other tools
-    name them ``_col0``...), types cast where the file's differ."""
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Events shaped as the table's event schema: ``row`` fields matched to the table's columns as Hive 4
+    reads them (by name, or by position in files that name them ``_col0``...; a column the file lacks is NULL:
+    :func:`acidstream.acid.evolution.table_columns`), types cast where the file's differ (widened since)."""
     if batch.schema == schema:  # equal but for the file's metadata, which is not the output's
         return batch.replace_schema_metadata(None)
     row = batch.column("row")
     row_type: pa.StructType = schema.field("row").type
     if row.type != row_type:
-        if row.type.num_fields != row_type.num_fields:
-            raise AcidFormatError(
-                f"{path}: rows have {row.type.num_fields} columns, the table {row_type.num_fields}"
-            )
-        children = [row.field(i) for i in range(row_type.num_fields)]
+        names = [f.name for f in row_type]
+        children = table_columns(row, names, range(len(names)))
         children = [
             c if c.type == f.type else c.cast(f.type) for c, f in zip(children, row_type, strict=True)
         ]

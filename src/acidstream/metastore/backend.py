@@ -95,6 +95,10 @@ class Catalog(Protocol):
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None: ...
 
+    def alter_table_columns(self, table_name: str, columns: Sequence[Column]) -> None:
+        """Make ``columns`` the table's data columns, refused as Hive refuses an incompatible change."""
+        ...
+
     def add_partition(
         self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
     ) -> Partition: ...

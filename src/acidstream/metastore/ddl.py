@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from acidstream.acid import evolution
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import DdlSyntaxError
 from acidstream.metastore.backend import Catalog, CompactionQueue, Transactions
@@ -34,10 +35,15 @@ class DdlTarget(Catalog, Transactions, CompactionQueue, Protocol):
         initiator_id: str | None = None,
     ) -> int: ...
 
+
 _TOKEN = re.compile(
     r"\s*(?:(?P<ident>`[^`]*`|[A-Za-z_][A-Za-z0-9_]*)|(?P<num>\d+)"
     r"|(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<punct>[(),.;=<>:])|(?P<bad>\S))"
 )
+
+
+#: Words that end a column's type (CHANGE COLUMN's clauses follow it).
+_AFTER_TYPE = frozenset({"comment", "first", "after", "cascade", "restrict"})
 
 
 @dataclass(frozen=True)
@@ -162,7 +168,7 @@ class Parser:
                 if depth == 0:
                     break
                 depth -= 1
-            elif depth == 0 and ((t.kind == "punct" and t.text == ",") or t.word == "comment"):
+            elif depth == 0 and ((t.kind == "punct" and t.text == ",") or t.word in _AFTER_TYPE):
                 break
             self.i += 1
         text = self.sql[start.pos : self.tokens[self.i - 1].end]
@@ -393,10 +399,40 @@ def _alter(ms: DdlTarget, p: Parser) -> Result:
     name = p.table_name()
     if p.tok.word in ("partition", "compact"):
         return _compact(ms, p, name)
+    if p.tok.word in ("add", "replace", "change"):
+        return _alter_columns(ms, p, name)
     p.expect("set", "tblproperties")
     props = p.properties()
     p.finish()
     ms.alter_table_properties(name, props)
+    return None
+
+
+def _alter_columns(ms: DdlTarget, p: Parser, name: str) -> Result:
+    """``ADD COLUMNS (...)``, ``REPLACE COLUMNS (...)`` or ``CHANGE [COLUMN] old new type [COMMENT '...']
+    [FIRST | AFTER col]``, each optionally ``CASCADE``/``RESTRICT``; checked by Hive's rules
+    (:mod:`acidstream.acid.evolution`) here and again by the metastore."""
+    table = ms.table(name)
+    keys = table.partition_keys
+    if p.accept("add"):
+        p.expect("columns")
+        columns = evolution.add_columns(table.columns, p.columns(), keys)
+    elif p.accept("replace"):
+        p.expect("columns")
+        columns = evolution.replace_columns(p.columns(), keys)
+    else:
+        p.expect("change")
+        p.accept("column")
+        old = p.ident("a column name")
+        column = p.column()
+        first = p.accept("first")
+        after = p.ident("a column name") if not first and p.accept("after") else None
+        columns = evolution.change_column(table.columns, old, column, keys, first=first, after=after)
+    if not p.accept("cascade"):
+        p.accept("restrict")
+    p.finish()
+    evolution.check_change(table.columns, columns)
+    ms.alter_table_columns(name, columns)
     return None
 
 

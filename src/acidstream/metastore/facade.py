@@ -177,6 +177,7 @@ class MetastoreFacade:
     list_databases = _Call(Catalog.list_databases)
     list_tables = _Call(Catalog.list_tables)
     alter_table_properties = _Call(Catalog.alter_table_properties)
+    alter_table_columns = _Call(Catalog.alter_table_columns)
     add_partition = _Call(Catalog.add_partition)
     get_partition = _Call(Catalog.get_partition)
     list_partitions = _Call(Catalog.list_partitions)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from acidstream.acid.evolution import table_columns
 from acidstream.acid.orc import iter_event_batches
 from acidstream.acid.orc.events import KEY_FIELDS
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
@@ -60,6 +61,7 @@ class BucketReader:
         self.fs = fs
         self.task = task
         self.write_ids = write_ids
+        self.data_names = list(data_fields)
         self.data_positions = {name: i for i, name in enumerate(data_fields)}
         self.partition_scalars = partition_arrays
         self.output_schema = output_schema
@@ -71,7 +73,7 @@ class BucketReader:
         names = set(self.read_schema.names)
         self.with_row_id = with_row_id or ROW_ID in names
         self.needs_row = bool(names & self.data_positions.keys())
-        # Only these children of ``row`` are decoded (in file order); _shape maps positions into them.
+        # Only the children of ``row`` holding these are decoded; _table_row puts them in this order.
         self.row_positions = sorted(self.data_positions[n] for n in names & self.data_positions.keys())
         self._projected_index = {pos: i for i, pos in enumerate(self.row_positions)}
         self._deletes = _BucketDeletes(fs, task.delete_files, write_ids)
@@ -155,6 +157,7 @@ class BucketReader:
             if piece.original:
                 for events in original_events(self.fs, piece, next_original_row, self.batch_rows):
                     next_original_row += events.num_rows
+                    events = self._table_row(events)
                     mask = self._mask(piece, events, deletes, check_validity=False)
                     if mask is None or mask.any():
                         yield events, mask
@@ -179,9 +182,11 @@ class BucketReader:
                 columns=columns,
                 batch_rows=self.batch_rows,
                 row_fields=self.row_positions,
+                row_names=self.data_names,
             ):
                 if events.num_rows == 0:
                     continue
+                events = self._table_row(events)
                 mask = self._mask(piece, events, hits, check_validity=check_validity)
                 if mask is None or mask.any():
                     yield events, mask
@@ -222,14 +227,27 @@ class BucketReader:
             elif f.name in self.partition_scalars:
                 arrays.append(pa.repeat(self.partition_scalars[f.name], n).cast(f.type))
             else:
-                row = events.column("row")
-                position = self.data_positions[f.name]
-                if row.type.num_fields != len(self.data_positions):  # a projected row struct
-                    position = self._projected_index[position]
-                values = _row_field(row, f, position)
+                values = _row_field(events, f, self._projected_index[self.data_positions[f.name]])
                 width = self.char_widths.get(f.name)
                 arrays.append(values if width is None else pc.utf8_rpad(values, width=width, padding=" "))
         return pa.RecordBatch.from_arrays(arrays, schema=self.read_schema)
+
+    def _table_row(self, events: pa.RecordBatch) -> pa.RecordBatch:
+        """``events`` with ``row`` holding the table's columns at ``row_positions``, found in the file's as
+        Hive 4 finds them (:func:`acidstream.acid.evolution.table_columns`: by position in files that name
+        fields ``_col0``..., else by name); a column the file lacks (added, or renamed since) is all NULL."""
+        at = events.schema.get_field_index("row")
+        row: pa.StructArray = events.column(at) if at >= 0 else pa.nulls(events.num_rows, pa.struct([]))
+        children = table_columns(row, self.data_names, self.row_positions)
+        fields = [
+            pa.field(self.data_names[p], c.type) for p, c in zip(self.row_positions, children, strict=True)
+        ]
+        shaped = (
+            pa.StructArray.from_arrays(children, fields=fields)
+            if fields
+            else pa.nulls(events.num_rows, pa.struct([]))
+        )
+        return events.set_column(at, "row", shaped) if at >= 0 else events.append_column("row", shaped)
 
 
 class _BucketDeletes:
@@ -257,14 +275,10 @@ def _event_columns(want_row: bool, want_keys: bool, check_validity: bool) -> lis
     return columns or ["operation"]
 
 
-def _row_field(row: pa.StructArray, target: pa.Field, position: int) -> pa.Array:
-    """A user column out of the ``row`` struct, by name when present, else by position (Hive reads ORC
-    positionally: files from other writers may name fields ``_col0``...)."""
-    row_type: pa.StructType = row.type
-    index = row_type.get_field_index(target.name)
-    if index < 0:
-        index = position
-    values = row.field(index)
+def _row_field(events: pa.RecordBatch, target: pa.Field, index: int) -> pa.Array:
+    """A user column out of the table-shaped ``row`` (:meth:`BucketReader._table_row`), cast to the table's
+    type when the column was widened since the file was written (docs/format.md, Schema evolution)."""
+    values = events.column("row").field(index)
     if values.type != target.type:
         values = values.cast(target.type)
     return values

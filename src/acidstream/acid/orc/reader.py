@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 
+from acidstream.acid.evolution import maps_by_position, row_field_key
 from acidstream.acid.orc.events import (
     ACID_KEY_INDEX,
     ACID_STATS,
@@ -241,19 +242,27 @@ def _columns(columns: Sequence[str] | None, include_row: bool) -> list[str]:
     return list(EVENT_FIELDS if include_row else META_FIELDS)
 
 
-def _project_row(schema: pa.Schema, cols: list[str], row_fields: Sequence[int] | None) -> list[str]:
-    """Replace ``row`` by the ``row`` children at ``row_fields`` (positions, as Hive reads ORC positionally:
-    the names are this file's own, so files whose fields are named ``_col0``... work too)."""
+def _project_row(
+    schema: pa.Schema, cols: list[str], row_fields: Sequence[int] | None, row_names: Sequence[str] | None
+) -> list[str]:
+    """Replace ``row`` by the ``row`` children holding the table columns at ``row_fields`` (positions in the
+    table; ``row_names``: the table's column names, matched to the file's as Hive 4 matches them, see
+    :func:`maps_by_position`; without them, by position). A column the file lacks (added since it was
+    written, or renamed) is left out: it reads as NULL."""
     if row_fields is None or "row" not in cols:
         return cols
-    row_type = schema.field("row").type
-    bad = [i for i in row_fields if not 0 <= i < row_type.num_fields]
-    if bad:
-        raise ValueError(f"row field positions {bad} out of range for {row_type}")
-    picked = [f"row.{row_type.field(i).name}" for i in sorted(set(row_fields))]
-    if not picked:
-        return [c for c in cols if c != "row"]
-    return [c for c in cols if c != "row"] + picked
+    if any(i < 0 for i in row_fields):
+        raise ValueError(f"negative row field positions in {list(row_fields)}")
+    names = [f.name for f in schema.field("row").type]
+    if row_names is None:
+        indices = [i for i in row_fields if i < len(names)]
+    else:
+        by_position = maps_by_position(names)
+        wanted = {row_field_key(i, row_names[i], by_position) for i in row_fields}
+        indices = [i for i, n in enumerate(names) if n.lower() in wanted]
+    picked = [f"row.{names[i]}" for i in sorted(set(indices))]
+    # at least one column, so that batches still count rows when the file has none of those asked for
+    return [c for c in cols if c != "row"] + picked or ["operation"]
 
 
 def read_events(
@@ -264,14 +273,16 @@ def read_events(
     columns: Sequence[str] | None = None,
     include_row: bool = True,
     row_fields: Sequence[int] | None = None,
+    row_names: Sequence[str] | None = None,
 ) -> pa.Table:
     """All events of ``[0, length)`` (the whole file when ``length`` is None) as one Arrow table.
 
-    ``row_fields`` (positions) decodes only those children of ``row``, in file order.
+    ``row_fields`` (positions in the table) decodes only the children of ``row`` holding those columns, in
+    file order; ``row_names`` (the table's column names) matches them as Hive does (:func:`_project_row`).
     """
     cols = _columns(columns, include_row)
     with _open_orc(fs, path, length) as (orc, schema, view), view.decoding("stripes do not decode"):
-        return orc.read(columns=_project_row(schema, cols, row_fields))
+        return orc.read(columns=_project_row(schema, cols, row_fields, row_names))
 
 
 def iter_event_batches(
@@ -282,6 +293,7 @@ def iter_event_batches(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     row_fields: Sequence[int] | None = None,
     part: tuple[int, int] | None = None,
+    row_names: Sequence[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Events stripe by stripe (memory bounded by one stripe), in batches of at most ``batch_rows``;
     ``row_fields`` as in :func:`read_events`. ``part`` ``(k, n)`` reads only the k-th of n consecutive runs of
@@ -293,7 +305,7 @@ def iter_event_batches(
         view.decoding("stripes do not decode"),
     ):
         count = orc.nstripes
-        cols = _project_row(schema, cols, row_fields)
+        cols = _project_row(schema, cols, row_fields, row_names)
         for i in range(count * k // n, count * (k + 1) // n):
             stripe = orc.read_stripe(i, columns=cols)
             for start in range(0, stripe.num_rows, batch_rows):

@@ -118,6 +118,15 @@ class HiveCatalogCalls(HiveHost):
         table.parameters = {**(table.parameters or {}), **properties}
         self._call("alter_table", db, name, table, idempotent=False)
 
+    def alter_table_columns(self, table_name: str, columns: Sequence[Column]) -> None:
+        """As Hive's own ALTER: the table's ``sd.cols`` through ``alter_table``; the metastore refuses an
+        incompatible change itself (``hive.metastore.disallow.incompatible.col.type.changes``)."""
+        db, name = split_name(table_name)
+        request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=CLIENT_CAPABILITIES)
+        table = self._call("get_table_req", request).table
+        table.sd.cols = [_field(c) for c in columns]
+        self._call("alter_table", db, name, table, idempotent=False)
+
     def add_partition(
         self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
     ) -> Partition:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
+from acidstream.acid import evolution
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import (
@@ -206,6 +207,11 @@ def require_table_id(conn: Connection, db: str, name: str) -> int:
     return tbl_id
 
 
+def _stored_columns(conn: Connection, tbl_id: int) -> Sequence[Any]:
+    c = s.columns_v2.c
+    return conn.execute(select(s.columns_v2).where(c.tbl_id == tbl_id).order_by(c.integer_idx)).all()
+
+
 def load_table(conn: Connection, db: str, name: str) -> dict[str, Any]:
     """The stored definition as the keyword arguments of :class:`~acidstream.metastore.models.TableDefinition`."""
     t = s.tbls.c
@@ -213,9 +219,7 @@ def load_table(conn: Connection, db: str, name: str) -> dict[str, Any]:
     if row is None:
         raise NoSuchObjectException(f"Table {db}.{name} does not exist")
     tbl_id = row.tbl_id
-    cols = conn.execute(
-        select(s.columns_v2).where(s.columns_v2.c.tbl_id == tbl_id).order_by(s.columns_v2.c.integer_idx)
-    ).all()
+    cols = _stored_columns(conn, tbl_id)
     pkeys = conn.execute(
         select(s.partition_keys)
         .where(s.partition_keys.c.tbl_id == tbl_id)
@@ -312,6 +316,19 @@ def alter_table_properties(conn: Connection, db: str, name: str, props: Mapping[
         raise InvalidObjectException(f"bucketing_version must be 1 or 2, not {props['bucketing_version']!r}")
     set_properties(conn, tbl_id, props)
     notifications.emit(conn, "ALTER_TABLE", db=db, table=name, message={"properties": dict(props)})
+
+
+def alter_table_columns(conn: Connection, db: str, name: str, columns: Sequence[Column]) -> None:
+    """Replace the table's data columns, as Hive's ALTER does through its metastore: a position whose type
+    changes to one its files cannot be read as is refused (:func:`acidstream.acid.evolution.check_change`)."""
+    tbl_id = require_table_id(conn, db, name)
+    old = [Column(c.column_name, parse_type(c.type_name)) for c in _stored_columns(conn, tbl_id)]
+    evolution.check_change(old, columns)
+    conn.execute(delete(s.columns_v2).where(s.columns_v2.c.tbl_id == tbl_id))
+    _insert_columns(conn, tbl_id, columns, (), ())
+    notifications.emit(
+        conn, "ALTER_TABLE", db=db, table=name, message={"columns": [[c.name, str(c.type)] for c in columns]}
+    )
 
 
 def set_properties(conn: Connection, tbl_id: int, props: Mapping[str, str]) -> None:

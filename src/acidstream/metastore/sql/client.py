@@ -281,6 +281,10 @@ class MetastoreClient:
         db, name = split_name(table_name)
         self._write(lambda c: catalog.alter_table_properties(c, db, name, properties))
 
+    def alter_table_columns(self, table_name: str, columns: Sequence[Column]) -> None:
+        db, name = split_name(table_name)
+        self._write(lambda c: catalog.alter_table_columns(c, db, name, columns))
+
     def add_partition(
         self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
     ) -> Partition:

@@ -1,0 +1,128 @@
+"""Hive's rules for changing a table's columns (``ALTER TABLE ... ADD/REPLACE COLUMNS``, ``CHANGE COLUMN``).
+
+Reading, Hive 4 matches a file's fields to the table's columns by name, unless the file names them ``_col0``...
+as Hive's own writers do: then by position (ORC's schema evolution). A column the file lacks (added since, or
+renamed: by name it is not found) reads as NULL; a widened one is converted.
+
+A Hive 4 metastore refuses a change that gives a column position a type its files cannot be read as
+(``hive.metastore.disallow.incompatible.col.type.changes``, on by default): readers map an ACID file's columns
+to the table's by position, so each old position must keep a type its old values convert to. The rule compares
+type *names* only (``decimal(10,2)`` to ``decimal(5,1)`` passes, ``struct<a:int>`` to ``struct<b:string>`` too),
+as Hive's does. The same rule and messages apply on our SQL metastore; see docs/format.md, Schema evolution.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from acidstream.acid.types import Column
+from acidstream.errors import InvalidOperationException
+
+_STRINGS = frozenset({"string", "varchar", "char"})
+#: Hive's order of numeric up-casts: a column may move only to a later type.
+_NUMERIC_ORDER = {"tinyint": 1, "smallint": 2, "int": 3, "bigint": 4, "decimal": 5, "float": 6, "double": 7}
+_DATETIMES = frozenset({"date", "datetime", "timestamp", "timestamp with time zone"})
+_PRIMITIVES = frozenset(
+    {"void", "boolean", "binary", "interval_year_month", "interval_day_time"}
+    | _STRINGS
+    | _NUMERIC_ORDER.keys()
+    | _DATETIMES
+)
+
+
+def compatible(old: str, new: str) -> bool:
+    """Whether a column whose type is named ``old`` may become one named ``new`` (Hive's rule)."""
+    if old == new:
+        return True
+    if old not in _PRIMITIVES or new not in _PRIMITIVES:
+        return False
+    if old in _STRINGS and new in _STRINGS:
+        return True
+    if old in _NUMERIC_ORDER and new in _NUMERIC_ORDER:
+        return _NUMERIC_ORDER[old] < _NUMERIC_ORDER[new]
+    return old == "void" or (new in _STRINGS and (old in _DATETIMES or old in _NUMERIC_ORDER))
+
+
+def check_change(old: Sequence[Column], new: Sequence[Column]) -> None:
+    """Refuse ``new`` columns where a position of ``old`` takes an incompatible type, with Hive's message."""
+    bad = [n.name for o, n in zip(old, new, strict=False) if not compatible(o.type.name, n.type.name)]
+    if bad:
+        raise InvalidOperationException(
+            "The following columns have types incompatible with the existing columns in their respective "
+            "positions :\n" + ",".join(bad)
+        )
+
+
+def add_columns(
+    old: Sequence[Column], added: Sequence[Column], partition_keys: Sequence[Column]
+) -> list[Column]:
+    """``ADD COLUMNS``: ``added`` after the existing columns; a name already taken is Hive's duplicate error."""
+    return _unique([*old, *added], partition_keys)
+
+
+def replace_columns(new: Sequence[Column], partition_keys: Sequence[Column]) -> list[Column]:
+    """``REPLACE COLUMNS``: ``new`` as the whole list (old positions keep compatible types: :func:`check_change`)."""
+    return _unique(list(new), partition_keys)
+
+
+def change_column(
+    old: Sequence[Column],
+    name: str,
+    column: Column,
+    partition_keys: Sequence[Column],
+    *,
+    first: bool = False,
+    after: str | None = None,
+) -> list[Column]:
+    """``CHANGE [COLUMN] name column [FIRST | AFTER other]``: rename, retype or move one column."""
+    names = [c.name for c in old]
+    if name not in names:
+        raise InvalidOperationException(f"Invalid column reference {name}")
+    rest = [c for c in old if c.name != name]
+    at = names.index(name)
+    if first:
+        at = 0
+    elif after is not None:
+        others = [c.name for c in rest]
+        if after not in others:
+            raise InvalidOperationException(f"Invalid column reference {after}")
+        at = others.index(after) + 1
+    return _unique([*rest[:at], column, *rest[at:]], partition_keys)
+
+
+def _unique(columns: list[Column], partition_keys: Sequence[Column]) -> list[Column]:
+    seen = {c.name for c in partition_keys}
+    for c in columns:
+        if c.name in seen:
+            raise InvalidOperationException(f"Duplicate column name: {c.name}")
+        seen.add(c.name)
+    return columns
+
+
+#: The names Hive's writers give a file's fields instead of the table's (``_col0``...).
+_HIVE_INTERNAL_NAME = re.compile(r"_col\d+")
+
+
+def maps_by_position(names: Sequence[str]) -> bool:
+    """Whether Hive 4 maps a file's fields (``row``'s, or a plain file's columns) to the table's columns by
+    position: when the file names them ``_col0``... as Hive's own writers do; by name otherwise."""
+    return all(_HIVE_INTERNAL_NAME.fullmatch(n) for n in names)
+
+
+def row_field_key(position: int, name: str, by_position: bool) -> str:
+    """The (lower-case) name of the file field holding the table column ``name`` at ``position``."""
+    return f"_col{position}" if by_position else name.lower()
+
+
+def table_columns(row: pa.StructArray, names: Sequence[str], positions: Sequence[int]) -> list[pa.Array]:
+    """The values of the table columns at ``positions`` (``names``: all the table's column names) out of a
+    file's ``row`` (all its fields, or those read), matched as Hive 4 matches them; a column the file lacks
+    is all NULL (of Arrow's null type: the caller casts to the column's type)."""
+    file_names = [f.name for f in row.type]
+    by_position = maps_by_position(file_names)
+    index = {n.lower(): i for i, n in enumerate(file_names)}
+    found = (index.get(row_field_key(p, names[p], by_position), -1) for p in positions)
+    return [row.field(i) if i >= 0 else pa.nulls(len(row)) for i in found]

@@ -1,0 +1,164 @@
+"""Schema evolution on our SQL metastore: files written before an ALTER read under the new columns as Hive 4
+reads them (positionally: added columns NULL, widened types converted), new files carry the new columns, and a
+change Hive refuses is refused with Hive's message (docs/format.md, Schema evolution)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.orc as po
+import pytest
+from readhelpers import create, stream
+
+from acidstream import Metastore
+from acidstream.errors import DdlSyntaxError, InvalidOperationException
+
+
+def _rows(ms: Metastore, name: str) -> list[tuple[object, ...]]:
+    return sorted((tuple(r.values()) for r in ms.table(name).scan().to_arrow().to_pylist()), key=repr)
+
+
+def test_added_columns_read_null_in_old_files_and_new_files_carry_them(ms: Metastore) -> None:
+    create(ms, "t", "id int, msg string")
+    stream(ms, "t", [({"id": [1, 2], "msg": ["a", "b"]}, True)])
+    ms.execute("ALTER TABLE db.t ADD COLUMNS (score double COMMENT 'new', tags array<string>)")
+    assert [c.name for c in ms.table("db.t").columns] == ["id", "msg", "score", "tags"]
+    stream(ms, "t", [({"id": [3], "msg": ["c"], "score": [1.5], "tags": [["x"]]}, True)])
+    assert _rows(ms, "db.t") == [(1, "a", None, None), (2, "b", None, None), (3, "c", 1.5, ["x"])]
+    # a projection of only added columns reads files that have none of them
+    got = ms.table("db.t").scan(columns=["tags"]).to_arrow().column("tags").to_pylist()
+    assert sorted(got, key=str) == [None, None, ["x"]]
+
+
+def test_widened_columns_read_old_values_converted(ms: Metastore) -> None:
+    create(ms, "w", "i int, s smallint, f float, d decimal(10,2), v varchar(3), n int")
+    stream(
+        ms,
+        "w",
+        [
+            (
+                {
+                    "i": pa.array([7], pa.int32()),
+                    "s": pa.array([-2], pa.int16()),
+                    "f": pa.array([0.5], pa.float32()),
+                    "d": [Decimal("1.25")],
+                    "v": ["abc"],
+                    "n": pa.array([42], pa.int32()),
+                },
+                True,
+            )
+        ],
+    )
+    for change in (
+        "CHANGE i i bigint",
+        "CHANGE COLUMN s s int",
+        "CHANGE f f double",
+        "CHANGE d d decimal(12,4)",
+        "CHANGE v v string",
+        "CHANGE n n_text string",
+    ):
+        ms.execute(f"ALTER TABLE db.w {change}")
+    table = ms.table("db.w")
+    assert [str(c) for c in table.columns] == [
+        "i bigint",
+        "s int",
+        "f double",
+        "d decimal(12,4)",
+        "v string",
+        "n_text string",
+    ]
+    stream(
+        ms,
+        "w",
+        [
+            (
+                {
+                    "i": [2**40],
+                    "s": [70000],
+                    "f": [0.25],
+                    "d": [Decimal("2.5")],
+                    "v": ["long"],
+                    "n_text": ["x"],
+                },
+                True,
+            )
+        ],
+    )
+    assert _rows(ms, "db.w") == [
+        (2**40, 70000, 0.25, Decimal("2.5000"), "long", "x"),
+        (7, -2, 0.5, Decimal("1.2500"), "abc", None),  # renamed: see below
+    ]
+
+
+def test_a_renamed_column_reads_by_name_or_by_position_as_hive_does(ms: Metastore) -> None:
+    """Hive 4 matches a file's fields to the table's columns by name, unless the file names them ``_col0``...
+    (as Hive's own writers do): then by position. Our files carry the names, so a renamed column reads NULL
+    in them (as Hive reads them); a file of ``_colN`` fields keeps its values under the new name."""
+    create(ms, "r", "a int, b string")
+    stream(ms, "r", [({"a": [1], "b": ["x"]}, True)])
+    location = Path(ms.table("db.r").location)
+    po.write_table(pa.table({"_col0": pa.array([2], pa.int32()), "_col1": ["y"]}), location / "000000_0")
+    ms.execute("ALTER TABLE db.r CHANGE a first_a int")
+    assert _rows(ms, "db.r") == [(2, "y"), (None, "x")]
+    got = ms.table("db.r").scan(columns=["first_a"]).to_arrow().column(0).to_pylist()
+    assert sorted(got, key=str) == [2, None]
+    ms.execute("ALTER TABLE db.r CHANGE first_a a int")  # renamed back: the name finds the values again
+    assert sorted(ms.table("db.r").scan(columns=["a"]).to_arrow().column(0).to_pylist()) == [1, 2]
+
+
+def test_original_files_map_columns_by_name_and_lack_added_ones(ms: Metastore) -> None:
+    create(ms, "o", "id int, msg string")
+    location = Path(ms.table("db.o").location)
+    location.mkdir(parents=True, exist_ok=True)
+    po.write_table(pa.table({"msg": ["m"], "id": pa.array([5], pa.int32())}), location / "000000_0")
+    ms.execute("ALTER TABLE db.o ADD COLUMNS (extra bigint)")
+    assert _rows(ms, "db.o") == [(5, "m", None)]
+
+
+@pytest.mark.parametrize(
+    ("change", "bad"),
+    [
+        ("CHANGE id id smallint", "id"),  # narrowing
+        ("CHANGE msg msg int", "msg"),  # string to number
+        ("REPLACE COLUMNS (id string, msg date)", "msg"),
+        ("CHANGE id id array<int>", "id"),
+    ],
+)
+def test_incompatible_changes_are_refused_with_hives_message(ms: Metastore, change: str, bad: str) -> None:
+    create(ms, "x", "id int, msg string")
+    with pytest.raises(InvalidOperationException) as e:
+        ms.execute(f"ALTER TABLE db.x {change}")
+    assert str(e.value) == (
+        "The following columns have types incompatible with the existing columns in their respective "
+        f"positions :\n{bad}"
+    )
+    assert [str(c) for c in ms.table("db.x").columns] == ["id int", "msg string"]
+
+
+def test_column_names_must_stay_unique(ms: Metastore) -> None:
+    create(ms, "u", "id int, msg string", "PARTITIONED BY (k string)")
+    for change, name in (
+        ("ADD COLUMNS (msg string)", "msg"),
+        ("ADD COLUMNS (k int)", "k"),
+        ("CHANGE id msg int", "msg"),
+    ):
+        with pytest.raises(InvalidOperationException, match=f"^Duplicate column name: {name}$"):
+            ms.execute(f"ALTER TABLE db.u {change}")
+    with pytest.raises(InvalidOperationException, match="^Invalid column reference nope$"):
+        ms.execute("ALTER TABLE db.u CHANGE nope x int")
+    with pytest.raises(DdlSyntaxError):
+        ms.execute("ALTER TABLE db.u ADD COLUMNS id2 int")
+
+
+def test_change_moves_a_column_first_or_after_another(ms: Metastore) -> None:
+    create(ms, "m", "a string, b string, c string")
+    ms.execute("ALTER TABLE db.m CHANGE c c string FIRST")
+    assert [c.name for c in ms.table("db.m").columns] == ["c", "a", "b"]
+    ms.execute("ALTER TABLE db.m CHANGE c c string AFTER b CASCADE")
+    assert [c.name for c in ms.table("db.m").columns] == ["a", "b", "c"]
+    # a move is checked position by position: string over an int column's files is refused (as Hive does)
+    create(ms, "n", "a int, b string, c string")
+    with pytest.raises(InvalidOperationException, match="in their respective positions :\na$"):
+        ms.execute("ALTER TABLE db.n CHANGE c c string FIRST")
