@@ -62,6 +62,10 @@ if ! has_headers && [[ "$(.venv/bin/python -c 'import sys; print(sys.base_prefix
         || log "no Python headers: acidstream runs without its C part (slower writes)"
 fi
 
+# python-gssapi (the kerberos extra, in dev) builds against MIT Kerberos's headers (libkrb5-dev); the KDC the
+# kerberized metastore's tests run comes with them (scripts/kdc.sh install: a no-op when all are there)
+bash scripts/kdc.sh install || log "no MIT Kerberos: the kerberos extra cannot build, its tests cannot run"
+
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies (first run downloads pyspark: a few minutes)"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null

@@ -12,6 +12,12 @@
 #                                      Its housekeeping runs, as on a production metastore: txns and locks without
 #                                      a heartbeat for ACIDSTREAM_HIVE_TXN_TIMEOUT (default 60s, Hive's is 300s)
 #                                      are aborted, checked every ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL (10s).
+#   bash scripts/hive.sh start DIR --kerberos KDC_DIR [--qop authentication|integrity|privacy]
+#                                      the same, kerberized: SASL/GSSAPI only, as hive/localhost@REALM with the
+#                                      keytab and krb5.conf of a KDC that scripts/kdc.sh started in KDC_DIR; its
+#                                      clients connect to thrift://localhost:PORT (printed) with a service principal
+#                                      of hive/_HOST@REALM and the SASL QOP --qop sets (hadoop.rpc.protection,
+#                                      default authentication). Hadoop maps REALM's users to their short names.
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -86,8 +92,8 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-site_xml() { # dir port
-    local dir="$1" port="$2"
+site_xml() { # dir port [kdc_dir]
+    local dir="$1" port="$2" kdc="${3:-}"
     # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
     # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
     # Hive's transaction housekeeping (of metastore.task.threads.remote): AcidHouseKeeperService times out txns
@@ -123,6 +129,28 @@ site_xml() { # dir port
         metastore.metadata.transformer.class " "
         hive.metastore.event.db.notification.api.auth false
     )
+    if [ -n "$kdc" ]; then
+        # the principal as written: the server would replace _HOST with the machine's canonical host name
+        props+=(
+            metastore.sasl.enabled true
+            metastore.kerberos.principal "hive/localhost@$realm"
+            metastore.kerberos.keytab.file "$kdc/hive_localhost.keytab"
+        )
+    fi
+    xml_properties "${props[@]}"
+}
+
+core_site_xml() { # qop
+    local -a props=(
+        hadoop.security.authentication kerberos
+        hadoop.rpc.protection "$1"
+        hadoop.security.auth_to_local "RULE:[1:\$1@\$0](.*@$realm)s/@.*// RULE:[2:\$1@\$0](.*@$realm)s/@.*// DEFAULT"
+    )
+    xml_properties "${props[@]}"
+}
+
+xml_properties() { # name value ...
+    local -a props=("$@")
     echo '<?xml version="1.0"?>'
     echo '<configuration>'
     local i
@@ -132,20 +160,43 @@ site_xml() { # dir port
     echo '</configuration>'
 }
 
+realm="${ACIDSTREAM_KDC_REALM:-ACIDSTREAM.TEST}"
+
 start() {
     local dir="${1:?usage: hive.sh start DIR}"
+    shift
+    local kdc="" qop=authentication
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --kerberos) kdc="$(cd "${2:?--kerberos KDC_DIR}" && pwd)"; shift 2 ;;
+        --qop) qop="${2:?--qop authentication|integrity|privacy}"; shift 2 ;;
+        *) die "unknown start option $1" ;;
+        esac
+    done
+    local host=127.0.0.1
+    if [ -n "$kdc" ]; then
+        [ -f "$kdc/krb5.conf" ] && [ -f "$kdc/hive_localhost.keytab" ] || die "no KDC in $kdc (scripts/kdc.sh start)"
+        host=localhost
+    fi
     [ -f "$home/fetched" ] || die "run 'bash scripts/hive.sh fetch' first"
     mkdir -p "$dir/conf" "$dir/warehouse" "$dir/external"
     dir="$(cd "$dir" && pwd)"
     if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
-        echo "thrift://127.0.0.1:$(cat "$dir/port")"
+        echo "thrift://$host:$(cat "$dir/port")"
         return
     fi
     local port
     port="$(cat "$dir/port" 2>/dev/null || free_port)"
-    site_xml "$dir" "$port" >"$dir/conf/metastore-site.xml"
+    site_xml "$dir" "$port" "$kdc" >"$dir/conf/metastore-site.xml"
     cp "$root/interop/hive/log4j2.properties" "$dir/conf/metastore-log4j2.properties"
-    local -a run=("$java_bin" "${java_opts[@]}" -Dderby.stream.error.file="$dir/derby.log"
+    local -a secure=()
+    if [ -n "$kdc" ]; then
+        core_site_xml "$qop" >"$dir/conf/core-site.xml"
+        secure=(-Djava.security.krb5.conf="$kdc/krb5.conf")
+    else
+        rm -f "$dir/conf/core-site.xml"
+    fi
+    local -a run=("$java_bin" "${java_opts[@]}" "${secure[@]}" -Dderby.stream.error.file="$dir/derby.log"
         -Dlog4j.configurationFile="$dir/conf/metastore-log4j2.properties" -cp "$dir/conf:$home/lib/*")
     if [ ! -d "$dir/metastore_db" ]; then
         METASTORE_HOME="$home" "${run[@]}" org.apache.hadoop.hive.metastore.tools.schematool.MetastoreSchemaTool \
@@ -163,7 +214,7 @@ start() {
         sleep 0.5
         waited=$((waited + 1))
     done
-    echo "thrift://127.0.0.1:$port"
+    echo "thrift://$host:$port"
 }
 
 stop() {
@@ -181,8 +232,8 @@ stop() {
 
 case "${1:-}" in
 fetch) fetch ;;
-start) start "${2:-}" ;;
+start) shift; start "$@" ;;
 stop) stop "${2:-}" ;;
 classpath) classpath ;;
-*) die "usage: hive.sh fetch | start DIR | stop DIR | classpath" ;;
+*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] | stop DIR | classpath" ;;
 esac

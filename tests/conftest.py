@@ -78,6 +78,39 @@ def hive4_metastore(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) 
     hive_sh("stop", str(state))
 
 
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An MIT Kerberos KDC on loopback for the session (scripts/kdc.sh, installed where missing), realm
+    ACIDSTREAM.TEST, ``KRB5_CONFIG`` naming its krb5.conf meanwhile. Fails under CI, skips elsewhere."""
+    from support.kdc import KdcUnavailable, kdc_server
+
+    running = ExitStack()
+    try:
+        server = running.enter_context(kdc_server(tmp_path_factory.mktemp("kdc")))
+    except KdcUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the KDC is unavailable under CI: {exc}")
+        pytest.skip(f"the KDC is unavailable (bash scripts/kdc.sh install): {exc}")
+    with running:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hive4_kerberos_metastore(
+    hive4_home: Path, kdc: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A kerberized Hive Metastore (SASL/GSSAPI as hive/localhost, QOP auth-conf or auth): its
+    ``thrift://localhost:PORT`` URI."""
+    state = tmp_path_factory.mktemp("hive4-kerberos-metastore")
+    try:
+        uri = hive_sh("start", str(state), "--kerberos", str(kdc.dir), "--qop", "privacy,authentication")
+    except HiveUnavailable as exc:
+        hive_unavailable(str(exc))
+        raise
+    yield uri
+    hive_sh("stop", str(state))
+
+
 @pytest.fixture
 def tuned(monkeypatch: pytest.MonkeyPatch) -> None:
     """acidstream's process-wide settings asked for, as ``runtime.configure()`` asks, for one test."""

@@ -135,6 +135,13 @@ class PartitionCreationException(WorkerException):
 # --- metastore errors (Hive metastore Thrift exception names) ---------------------------------------------
 
 
+class AuthenticationError(AcidStreamError):
+    """A server refused who the caller is, or the caller has no credentials for it (Kerberos: no ticket, a
+    wrong keytab, a service principal the server is not). Raised before any transaction opens; the message names
+    the principal, the server and what to do (``kinit``, the setting to change), never a secret. Not retryable:
+    the same credentials are refused again."""
+
+
 class MetaException(AcidStreamError):
     """The metastore failed or refused an operation for a reason not covered below."""
 

@@ -271,7 +271,7 @@ def test_a_commit_whose_answer_was_lost_is_settled_by_the_txn_state(hive4_metast
         proxy.close()
 
 
-def test_a_sasl_metastore_is_reported_out_of_scope() -> None:
+def test_a_sasl_metastore_asks_for_kerberos_settings() -> None:
     """A SASL (Kerberos) metastore reads a plain thrift call as a SASL frame with a bad status, answers a SASL
     ERROR frame and closes the connection (``TSaslTransport.sendAndThrowMessage``)."""
     server = socket.create_server(("127.0.0.1", 0))
@@ -288,7 +288,7 @@ def test_a_sasl_metastore_is_reported_out_of_scope() -> None:
     try:
         with (
             HiveMetastoreClient(url, socket_timeout=10) as c,
-            pytest.raises(SaslRequired, match=r"SASL/Kerberos.*out of scope"),
+            pytest.raises(SaslRequired, match=r"requires SASL/Kerberos.*connect with Kerberos settings"),
         ):
             c.snapshot()
     finally:

@@ -21,6 +21,7 @@ from acidstream.cli._interrupt import raise_on_signals, signal_of
 from acidstream.cli._options import LOCATION_KEY, LOCATION_RULE, Location, root_options
 from acidstream.errors import (
     AcidStreamError,
+    AuthenticationError,
     CommitOutcomeUnknown,
     HeartBeatFailure,
     InvalidObjectException,
@@ -47,8 +48,10 @@ EXIT_USAGE = 2  # click's own code for bad options and arguments
 EXIT_METASTORE = 4
 EXIT_TRANSACTION = 6
 EXIT_OUTCOME_UNKNOWN = 7
+EXIT_AUTHENTICATION = 8
 #: Most specific class first.
 EXIT_CODES: list[tuple[type[AcidStreamError], int]] = [
+    (AuthenticationError, EXIT_AUTHENTICATION),  # credentials missing or refused (Kerberos)
     (CommitOutcomeUnknown, EXIT_OUTCOME_UNKNOWN),  # a lost commit answer the metastore never settled
     (InvalidObjectException, EXIT_USAGE),  # a statement that does not parse or defines nothing valid
     (MetastoreUrlError, EXIT_USAGE),  # --metastore, ACIDSTREAM_METASTORE or acidstream.toml
@@ -72,7 +75,8 @@ EXIT_CODES_HELP = """Exit codes: 0 success; 1 other error; 2 usage (bad option, 
 or what the metastore does not do or refuses as asked);
 3 bad input records; 4 metastore (none found, unreachable, no such table or database); 5 storage I/O;
 6 transaction failure (aborted, timed out, lock not acquired); 7 a commit's outcome unknown (its answer lost and
-the metastore unreachable since: look up the txn it names before re-sending anything); 130/143 interrupted by
+the metastore unreachable since: look up the txn it names before re-sending anything); 8 authentication
+(no Kerberos ticket, a keytab or service principal refused: the message says what to do); 130/143 interrupted by
 SIGINT/SIGTERM (what was open is aborted, what was committed stays)."""
 
 

@@ -64,6 +64,8 @@ class Location:
     config_file: str | None = None
     #: that file's ``[s3]`` and ``[hdfs]`` tables, checked (``acidstream.storage.configure_stores``'s arguments)
     stores: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    #: that file's ``[hive]`` table: ``Metastore.connect``'s options for a Hive Metastore (Kerberos)
+    hive: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         return f"metastore {shown_url(self.metastore)}, warehouse {self.warehouse} (from {self.source})"
@@ -115,13 +117,13 @@ def read_config(path: str) -> Location:
             data = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigFileError(f"{path}: {exc}") from exc
-    unknown = sorted(set(data) - {"metastore", "warehouse", *STORE_TABLES})
+    unknown = sorted(set(data) - {"metastore", "warehouse", *STORE_TABLES, HIVE_TABLE})
     if unknown:
         raise ConfigFileError(
-            f"{path}: unknown key(s) {', '.join(unknown)} (known: metastore, warehouse, [s3], [hdfs])"
+            f"{path}: unknown key(s) {', '.join(unknown)} (known: metastore, warehouse, [s3], [hdfs], [hive])"
         )
     for key, value in data.items():
-        if key in STORE_TABLES:
+        if key in (*STORE_TABLES, HIVE_TABLE):
             if not isinstance(value, dict):
                 raise ConfigFileError(f"{path}: {key} must be a table ([{key}])")
         elif not isinstance(value, str) or not value:
@@ -130,7 +132,33 @@ def read_config(path: str) -> Location:
     warehouse = _absolute(data.get("warehouse", DEFAULT_WAREHOUSE), base)
     metastore = data.get("metastore")
     url = _sqlite_against(metastore, base) if metastore else default_metastore_url(warehouse)
-    return Location(url, warehouse, path, config_file=path, stores=_store_settings(path, data))
+    hive = _hive_settings(path, data.get(HIVE_TABLE, {}))
+    return Location(url, warehouse, path, config_file=path, stores=_store_settings(path, data), hive=hive)
+
+
+#: The table of ``acidstream.toml`` that says how to reach a Hive Metastore: ``Metastore.connect``'s Kerberos
+#: options (docs/hive.md).
+HIVE_TABLE = "hive"
+_HIVE_KEYS: dict[str, type] = {
+    "kerberos": bool,
+    "kerberos_service_principal": str,
+    "kerberos_principal": str,
+    "kerberos_keytab": str,
+    "kerberos_qop": str,
+}
+
+
+def _hive_settings(path: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """The file's ``[hive]`` table, checked: ``Metastore.connect`` keywords, a keytab's path made absolute."""
+    settings: dict[str, Any] = {}
+    for key, value in table.items():
+        kind = _HIVE_KEYS.get(key)
+        if kind is None:
+            raise ConfigFileError(f"{path}: unknown key [hive] {key} (known: {', '.join(_HIVE_KEYS)})")
+        if not isinstance(value, kind) or value == "":
+            raise ConfigFileError(f"{path}: [hive] {key} must be a {'boolean' if kind is bool else 'string'}")
+        settings[key] = _absolute(str(value), os.path.dirname(path)) if key == "kerberos_keytab" else value
+    return settings
 
 
 #: The tables of ``acidstream.toml`` that say how to reach the stores.
@@ -269,7 +297,9 @@ def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kw
     backend_kind(metastore).opener(metastore)  # a URL naming no metastore fails here; the backend loads now
     with _said_when_slow(metastore):
         if is_hive(metastore):
-            return Metastore.connect(metastore, **kwargs)
+            config = find_config(os.getcwd())
+            hive = read_config(config).hive if config else {}
+            return Metastore.connect(metastore, **{**hive, **kwargs})
         if not create:
             _require_existing(metastore)
         return Metastore.connect(metastore, warehouse=warehouse, **kwargs)

@@ -26,6 +26,7 @@ from acidstream.errors import (
     InvalidObjectException,
     MetaException,
     MetastoreUnavailable,
+    MetastoreUrlError,
     NoSuchTxnException,
     TransactionError,
     TxnAbortedException,
@@ -34,6 +35,7 @@ from acidstream.metastore.backend import Capability, unsupported
 from acidstream.metastore.hive.catalog import HiveCatalogCalls
 from acidstream.metastore.hive.compactions import HiveCompactionQueue
 from acidstream.metastore.hive.readers import HiveReaderTxns
+from acidstream.metastore.hive.sasl import KerberosSettings
 from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_list, valid_write_id_list
 from acidstream.metastore.hive.tables import CLIENT_CAPABILITIES, file_uri, table_from_thrift
 from acidstream.metastore.hive.transport import MetastoreUnreachable, ThriftConnection
@@ -134,9 +136,10 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         txn_timeout: float | None = None,
         lock_wait_timeout: float = 10.0,
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
+        kerberos: KerberosSettings | None = None,
     ) -> None:
         self.connection = ThriftConnection(
-            url, connect_timeout=connect_timeout, socket_timeout=socket_timeout
+            url, connect_timeout=connect_timeout, socket_timeout=socket_timeout, kerberos=kerberos
         )
         self.lock_wait_timeout = lock_wait_timeout
         self.settle_timeout = settle_timeout
@@ -151,8 +154,15 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
     @classmethod
     def open(cls, url: str, *, warehouse: str | None = None, **options: Any) -> Self:
         """Connect and check that a metastore answers (``MetastoreUnavailable`` naming ``url`` otherwise) and
-        that it is a Hive release acidstream runs on (:data:`MIN_HIVE_VERSION`), before anything is written."""
-        client = cls(url, warehouse=warehouse, **options)
+        that it is a Hive release acidstream runs on (:data:`MIN_HIVE_VERSION`), before anything is written.
+        Kerberos (SASL/GSSAPI) when ``kerberos=True`` or a ``kerberos_*`` option is given (see
+        :meth:`KerberosSettings.from_options <acidstream.metastore.hive.sasl.KerberosSettings.from_options>`):
+        refused credentials raise :class:`~acidstream.errors.AuthenticationError` here."""
+        try:
+            kerberos = KerberosSettings.from_options(options)
+        except ValueError as exc:
+            raise MetastoreUrlError(f"Kerberos settings for the Hive Metastore at {url}: {exc}") from None
+        client = cls(url, warehouse=warehouse, kerberos=kerberos, **options)
         connection = client.connection
         try:
             # within the connect timeout: a port that accepts and never answers is no metastore to wait for

@@ -9,6 +9,9 @@ Every call is bounded: opening a socket by ``connect_timeout``, a call by ``sock
 <acidstream.metastore.hive.client.HiveMetastoreClient.open>` makes by ``connect_timeout`` too, so a port that
 accepts and never answers fails the connect as unreachable. Sockets are opened by the standard library, not by
 thrift's ``TSocket.open``, which logs each failure (with a traceback for an unresolved host) on its logger.
+
+A kerberized metastore (``kerberos`` settings) is reached over SASL/GSSAPI (:mod:`.sasl`): each new socket
+authenticates within ``connect_timeout`` before its first call, so a refused credential fails the connect.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TApplicationException, TException
 from thrift.transport.TSocket import TSocket
-from thrift.transport.TTransport import TBufferedTransport, TTransportException
+from thrift.transport.TTransport import TBufferedTransport, TTransportBase, TTransportException
 
-from acidstream.errors import MetaException, MetastoreUnavailable, MetastoreUrlError
+from acidstream.errors import AuthenticationError, MetaException, MetastoreUnavailable, MetastoreUrlError
 from acidstream.metastore.hive.errors import translate
+from acidstream.metastore.hive.sasl import GssapiSaslTransport, KerberosLogin, KerberosSettings
 
 T = TypeVar("T")
 
@@ -61,9 +65,9 @@ class Endpoint:
         return cls(url, parts.hostname, port)
 
 
-class SaslRequired(MetaException):
-    """The metastore answered the first call with a SASL frame: it speaks SASL (Kerberos or a password),
-    which acidstream's Hive backend does not support: only unsecured binary thrift."""
+class SaslRequired(AuthenticationError):
+    """The metastore answered the first call with a SASL frame: it speaks SASL (Kerberos), and the client was
+    not given Kerberos settings."""
 
 
 class MetastoreUnreachable(MetastoreUnavailable):
@@ -106,8 +110,16 @@ class ThriftConnection:
     clients keep a connection per thread. At most :data:`IDLE_SOCKETS` stay open between calls.
     """
 
-    def __init__(self, url: str, *, connect_timeout: float = 10.0, socket_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 10.0,
+        socket_timeout: float = 600.0,
+        kerberos: KerberosSettings | None = None,
+    ) -> None:
         self.endpoint = Endpoint.parse(url)
+        self.login = None if kerberos is None else KerberosLogin(kerberos)
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()
@@ -129,8 +141,27 @@ class ThriftConnection:
                 f"cannot reach the Hive Metastore at {self.url} within {self.connect_timeout:g}s: "
                 f"{_cause(exc)}"
             ) from exc
+        if self.login is None:
+            transport: TTransportBase = TBufferedTransport(sock)
+        else:
+            transport = self._authenticated(sock, self.login)
         sock.setTimeout(self.socket_timeout * 1000)
-        return sock, Client(TBinaryProtocol(TBufferedTransport(sock)))
+        return sock, Client(TBinaryProtocol(transport))
+
+    def _authenticated(self, sock: _Socket, login: KerberosLogin) -> GssapiSaslTransport:
+        """``sock`` after SASL/GSSAPI (within the connect timeout): :class:`AuthenticationError` if refused."""
+        credentials = login.credentials(self.url)
+        transport = GssapiSaslTransport(sock, login.settings, credentials, self.endpoint.host, self.url)
+        try:
+            transport.open()
+        except DROPPED as exc:
+            sock.close()
+            raise MetastoreUnreachable(
+                f"the Hive Metastore at {self.url} closed the connection during Kerberos (SASL) authentication "
+                f"({_cause(exc)}): it is restarting, or it is not kerberized (metastore.sasl.enabled), then "
+                "connect without Kerberos settings"
+            ) from exc
+        return transport
 
     def _take(self) -> tuple[_Socket, Client, int]:
         """An idle socket the metastore has not closed meanwhile (a restart), or a new one; with the generation
@@ -219,8 +250,9 @@ def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -
     if len(first) >= 5 and first[0] in _SASL_REFUSALS and int.from_bytes(first[1:5], "big") < 1 << 16:
         raise SaslRequired(
             f"the Hive Metastore at {url} refused the first call ({name}) as a SASL server does: it requires "
-            "SASL/Kerberos (hive.metastore.sasl.enabled), which is out of scope for acidstream's Hive backend "
-            f"(unsecured thrift only): {first[5:].decode('utf-8', 'replace')}"
+            "SASL/Kerberos (metastore.sasl.enabled); connect with Kerberos settings (kerberos=True, or "
+            "kerberos_principal and kerberos_keytab; [hive] in acidstream.toml): "
+            f"{first[5:].decode('utf-8', 'replace')}"
         ) from exc
     if first:
         raise MetastoreUrlError(
@@ -230,7 +262,8 @@ def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -
     if isinstance(exc, TTransportException) and exc.type == TTransportException.END_OF_FILE:
         raise MetastoreUnavailable(
             f"the server at {url} did not answer the first call ({name}) as a Hive Metastore (it closed the "
-            f"connection without an answer): it is not one, or not serving yet; {hint}"
+            f"connection without an answer): it is not one, or not serving yet, or it requires Kerberos (SASL, "
+            f"as Hive 4 closes a plain call), then connect with Kerberos settings (kerberos=True); {hint}"
         ) from exc
 
 

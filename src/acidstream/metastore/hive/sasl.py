@@ -1,0 +1,274 @@
+"""Kerberos to a Hive Metastore: thrift's SASL framing with the GSSAPI mechanism (RFC 4752) on python-gssapi.
+
+A kerberized metastore (``metastore.sasl.enabled``) speaks thrift's SASL transport: the client sends ``START``
+with the mechanism's name, then GSSAPI tokens in ``OK`` frames until the security context is set up, then the
+security layer is agreed (the server offers the qualities of protection it is configured with, Hadoop's
+``hadoop.rpc.protection``; the client picks one) and the server says ``COMPLETE``. After that every thrift
+message travels in a length-prefixed frame, wrapped by GSSAPI (signed, or sealed) unless the QOP is ``auth``.
+
+This small layer replaces thrift's own ``TSaslClientTransport``, whose pure-sasl GSSAPI mechanism needs the
+unmaintained ``kerberos`` binding and can use only the default ticket cache: python-gssapi reads a keytab
+itself (``client_keytab``, renewing tickets from it as they expire) and its errors name what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from thrift.transport.TTransport import TTransportBase, TTransportException
+
+from acidstream.errors import AuthenticationError
+
+#: The security layers of RFC 4752 by the name SASL gives their QOP, as the bit the server offers.
+QOP_BITS = {"auth": 1, "auth-int": 2, "auth-conf": 4}
+#: Hadoop's ``hadoop.rpc.protection`` values, which name the same three.
+HADOOP_PROTECTION = {"authentication": "auth", "integrity": "auth-int", "privacy": "auth-conf"}
+DEFAULT_SERVICE_PRINCIPAL = "hive/_HOST"
+_START, _OK, _BAD, _ERROR, _COMPLETE = 1, 2, 3, 4, 5
+#: The largest wrapped message this client accepts (the size its security layer answer announces).
+_MAX_BUFFER = 16 * 1024 * 1024
+_FRAME_LIMIT = 1 << 31
+
+
+@dataclass(frozen=True)
+class KerberosSettings:
+    """How to authenticate to a kerberized metastore.
+
+    ``service_principal``: the metastore's principal as Hive's ``metastore.kerberos.principal`` writes it;
+    ``_HOST`` is replaced by the URI's host, lower-cased, without a DNS lookup; no realm means the default
+    realm. ``principal`` and ``keytab``: the caller's own principal and a keytab for it; without a keytab the
+    ticket cache (``KRB5CCNAME``, filled by ``kinit``) is used, for ``principal`` or its default one. ``qop``:
+    ``auth``, ``auth-int`` or ``auth-conf`` (or Hadoop's names), as the metastore is configured."""
+
+    service_principal: str = DEFAULT_SERVICE_PRINCIPAL
+    principal: str | None = None
+    keytab: str | None = None
+    qop: str = "auth"
+
+    def __post_init__(self) -> None:
+        qop = HADOOP_PROTECTION.get(self.qop, self.qop)
+        if qop not in QOP_BITS:
+            known = ", ".join([*QOP_BITS, *HADOOP_PROTECTION])
+            raise ValueError(f"unknown Kerberos QOP {self.qop!r} (known: {known})")
+        object.__setattr__(self, "qop", qop)
+        if self.keytab is not None and not self.principal:
+            raise ValueError("a Kerberos keytab needs the principal to log in as (kerberos_principal)")
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> KerberosSettings | None:
+        """The settings in ``Metastore.connect``'s options (``kerberos=True`` or any ``kerberos_*`` option),
+        removed from ``options``; None when there are none."""
+        enabled = options.pop("kerberos", None)
+        if isinstance(enabled, KerberosSettings):
+            return enabled
+        given = {
+            field: options.pop(f"kerberos_{field}")
+            for field in ("service_principal", "principal", "keytab", "qop")
+            if options.get(f"kerberos_{field}") is not None
+        }
+        for field in ("service_principal", "principal", "keytab", "qop"):
+            options.pop(f"kerberos_{field}", None)
+        if enabled is False or (not enabled and not given):
+            return None
+        return cls(**given)
+
+    def service_for(self, host: str) -> str:
+        """The service principal for a metastore at ``host``: ``_HOST`` as Hive's clients replace it."""
+        return self.service_principal.replace("_HOST", host.lower())
+
+
+class GssapiSaslTransport(TTransportBase):
+    """A thrift transport over ``inner`` (an open socket) that authenticates with SASL GSSAPI on :meth:`open`,
+    then frames (and wraps, per QOP) every message."""
+
+    def __init__(self, inner: Any, settings: KerberosSettings, credentials: Any, host: str, url: str) -> None:
+        self._inner = inner
+        self._settings = settings
+        self._credentials = credentials
+        self._service = settings.service_for(host)
+        self._url = url
+        self._context: Any = None
+        self._qop = "auth"
+        self._write_buffer = bytearray()
+        self._read_buffer = memoryview(b"")
+
+    def isOpen(self) -> bool:
+        return bool(self._inner.isOpen())
+
+    def open(self) -> None:
+        import gssapi
+
+        try:
+            name = gssapi.Name(self._service, gssapi.NameType.kerberos_principal)
+            flags = gssapi.RequirementFlag
+            self._context = gssapi.SecurityContext(
+                name=name,
+                creds=self._credentials,
+                usage="initiate",
+                flags=flags.mutual_authentication | flags.integrity | flags.confidentiality,
+            )
+            token = self._context.step()
+        except gssapi.exceptions.GSSError as exc:
+            raise self._refused(_gss_text(exc)) from None
+        self._send(_START, b"GSSAPI")
+        self._send(_OK, token or b"")
+        while True:
+            status, payload = self._receive()
+            if status not in (_OK, _COMPLETE):
+                text = payload.decode("utf-8", "replace")
+                raise self._refused(f"the metastore ended the SASL negotiation: status {status} ({text})")
+            try:
+                answer = self._negotiate(payload) if payload or status == _OK else None
+            except gssapi.exceptions.GSSError as exc:
+                raise self._refused(_gss_text(exc)) from None
+            if status == _COMPLETE:
+                if not self._context.complete:
+                    raise self._refused("the metastore completed SASL before Kerberos did")
+                return
+            self._send(_OK, answer or b"")
+
+    def _negotiate(self, token: bytes) -> bytes:
+        """The answer to one server token: the context's next token, then the security layer's choice."""
+        if not self._context.complete:
+            return bytes(self._context.step(token) or b"")
+        offer = self._context.unwrap(token).message
+        if len(offer) != 4:
+            raise self._refused("the metastore's security layer offer is not 4 bytes")
+        wanted = QOP_BITS[self._settings.qop]
+        if not offer[0] & wanted:
+            offered = [name for name, bit in QOP_BITS.items() if offer[0] & bit]
+            raise self._refused(
+                f"the metastore offers QOP {', '.join(offered)}, this client asks for {self._settings.qop}; set "
+                "kerberos_qop to the metastore's hadoop.rpc.protection"
+            )
+        self._qop = self._settings.qop
+        choice = bytes([wanted]) + struct.pack("!I", _MAX_BUFFER)[1:]
+        return bytes(self._context.wrap(choice, False).message)
+
+    def _refused(self, why: str) -> AuthenticationError:
+        self._inner.close()
+        return AuthenticationError(
+            f"Kerberos authentication to the Hive Metastore at {self._url} as {describe_client(self._settings)} "
+            f"for the service {self._service} failed: {why}. {advice(self._settings)}"
+        )
+
+    def _send(self, status: int, payload: bytes) -> None:
+        self._inner.write(struct.pack("!BI", status, len(payload)) + payload)
+        self._inner.flush()
+
+    def _receive(self) -> tuple[int, bytes]:
+        status, length = struct.unpack("!BI", self._inner.readAll(5))
+        if length >= _FRAME_LIMIT:
+            raise TTransportException(TTransportException.INVALID_FRAME_SIZE, "SASL frame too large")
+        return status, self._inner.readAll(length)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def write(self, buf: bytes) -> None:
+        self._write_buffer += buf
+
+    def flush(self) -> None:
+        data = bytes(self._write_buffer)
+        self._write_buffer = bytearray()
+        if self._qop != "auth":
+            data = self._context.wrap(data, self._qop == "auth-conf").message
+        self._inner.write(struct.pack("!I", len(data)) + data)
+        self._inner.flush()
+
+    def read(self, sz: int) -> bytes:
+        if not self._read_buffer:
+            (length,) = struct.unpack("!I", self._inner.readAll(4))
+            if length >= _FRAME_LIMIT:
+                raise TTransportException(TTransportException.INVALID_FRAME_SIZE, "thrift frame too large")
+            frame = self._inner.readAll(length)
+            if self._qop != "auth":
+                frame = self._context.unwrap(frame).message
+            self._read_buffer = memoryview(frame)
+        data, self._read_buffer = self._read_buffer[:sz], self._read_buffer[sz:]
+        return bytes(data)
+
+
+class KerberosLogin:
+    """The caller's Kerberos credentials for one metastore connection, acquired once, on first use: from the
+    keytab when one is set (into a ticket cache in memory, renewed from the keytab as tickets expire), else from
+    the ticket cache. Holds no secret of its own: the keytab stays a file name."""
+
+    def __init__(self, settings: KerberosSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._credentials: Any = None
+
+    def __repr__(self) -> str:
+        return f"KerberosLogin({describe_client(self.settings)})"
+
+    def credentials(self, url: str) -> Any:
+        import gssapi
+
+        with self._lock:
+            if self._credentials is not None:
+                return self._credentials
+            settings = self.settings
+            name = (
+                gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
+                if settings.principal
+                else None
+            )
+            try:
+                if settings.keytab is not None:
+                    if not os.path.isfile(settings.keytab):
+                        raise _login_error(settings, url, f"the keytab {settings.keytab} does not exist")
+                    store: dict[bytes | str, bytes | str] = {
+                        "client_keytab": settings.keytab,
+                        "ccache": f"MEMORY:acidstream-{id(self)}",
+                    }
+                    creds = gssapi.Credentials(name=name, usage="initiate", store=store)
+                else:
+                    creds = gssapi.Credentials(name=name, usage="initiate")
+                creds.lifetime  # noqa: B018 (asks the library: an expired or missing ticket fails here)
+            except gssapi.exceptions.GSSError as exc:
+                raise _login_error(settings, url, _gss_text(exc)) from None
+            self._credentials = creds
+            return creds
+
+
+def describe_client(settings: KerberosSettings) -> str:
+    """Who the client authenticates as, for messages: the principal, and where its credentials come from."""
+    who = settings.principal or "the ticket cache's default principal"
+    source = f"keytab {settings.keytab}" if settings.keytab else f"ticket cache {_ccache_name()}"
+    return f"{who} ({source})"
+
+
+def advice(settings: KerberosSettings) -> str:
+    if settings.keytab:
+        return (
+            f"Check that the keytab holds current keys of {settings.principal} (klist -kt {settings.keytab}; "
+            "kinit -kt tests it), and that kerberos_service_principal names the metastore's "
+            "metastore.kerberos.principal"
+        )
+    return (
+        "Run kinit (or set kerberos_principal and kerberos_keytab), and check that kerberos_service_principal "
+        "names the metastore's metastore.kerberos.principal"
+    )
+
+
+def _login_error(settings: KerberosSettings, url: str, why: str) -> AuthenticationError:
+    return AuthenticationError(
+        f"no Kerberos credentials for the Hive Metastore at {url} as {describe_client(settings)}: {why}. "
+        f"{advice(settings)}"
+    )
+
+
+def _ccache_name() -> str:
+    return os.environ.get("KRB5CCNAME") or "(the default one)"
+
+
+def _gss_text(exc: Exception) -> str:
+    """A GSSAPI error's own text (major and minor status), on one line."""
+    text = getattr(exc, "gen_message", None)
+    message = text() if callable(text) else str(exc)
+    return " ".join(str(message).split())
