@@ -40,6 +40,17 @@ class InvalidTable(StreamingConnectionError):
         self.db, self.table, self.reason = db, table, reason
 
 
+class TableChanged(StreamingConnectionError):
+    """The table's columns changed (an ALTER, by Hive or by us) since the connection read them: its next
+    batch would write files of the old columns, so it opens none. Not retryable: connect again."""
+
+    def __init__(self, table: str, change: str) -> None:
+        super().__init__(
+            f"Table {table} changed since the streaming connection opened: {change}; connect again"
+        )
+        self.table, self.change = table, change
+
+
 class InvalidPartition(StreamingException):
     """A partition spec does not fit the table's partition keys."""
 

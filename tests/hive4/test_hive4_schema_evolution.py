@@ -19,7 +19,7 @@ import pytest
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.orc.reader import read_events
 from acidstream.catalog import Metastore
-from acidstream.errors import InvalidOperationException
+from acidstream.errors import InvalidOperationException, TableChanged
 from hive4.judge import judge
 from hive4.referee import Referee
 
@@ -173,3 +173,22 @@ def test_major_compaction_merges_files_of_both_schemas(
             {"id": 3, "msg": "c", "n": 5},
             {"id": 4, "msg": "d", "n": 70000},
         ]
+
+
+def test_a_connection_opened_before_an_alter_fails_cleanly(hive4: Referee, ms: tuple[Metastore, str]) -> None:
+    """Altered through the metastore (on a Hive Metastore, by ``alter_table`` as Hive's own ALTER does): a
+    streaming connection opened before fails at its next batch, writing nothing of the old columns."""
+    m, db = ms
+    t = f"{db}.s"
+    m.execute(f"CREATE TABLE {t} (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+    builder = StreamingConnection.builder().with_metastore(m).with_database(db).with_table("s")
+    conn = builder.with_record_writer(StrictDelimitedInputWriter.builder().build()).connect()
+    with conn:
+        conn.begin_transaction()
+        conn.write_batch(pa.table({"id": pa.array([1], pa.int32()), "msg": ["a"]}))
+        conn.commit_transaction()
+        m.execute(f"ALTER TABLE {t} CHANGE id id bigint")
+        with pytest.raises(TableChanged, match=f"^Table {t} changed .*columns were \\(id int, msg string\\)"):
+            conn.begin_transaction()
+    stream(m, t, {"id": [2**33], "msg": ["b"]})
+    judge(hive4, m, t, expected=[(1, "a"), (2**33, "b")])

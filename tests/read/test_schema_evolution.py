@@ -10,10 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
-from readhelpers import create, stream
+from readhelpers import connect, create, stream
 
 from acidstream import Metastore
-from acidstream.errors import DdlSyntaxError, InvalidOperationException
+from acidstream.errors import DdlSyntaxError, InvalidOperationException, TableChanged
 
 
 def _rows(ms: Metastore, name: str) -> list[tuple[object, ...]]:
@@ -146,7 +146,7 @@ def test_column_names_must_stay_unique(ms: Metastore) -> None:
     ):
         with pytest.raises(InvalidOperationException, match=f"^Duplicate column name: {name}$"):
             ms.execute(f"ALTER TABLE db.u {change}")
-    with pytest.raises(InvalidOperationException, match="^Invalid column reference nope$"):
+    with pytest.raises(InvalidOperationException, match=r"^Invalid column reference nope$"):
         ms.execute("ALTER TABLE db.u CHANGE nope x int")
     with pytest.raises(DdlSyntaxError):
         ms.execute("ALTER TABLE db.u ADD COLUMNS id2 int")
@@ -160,5 +160,34 @@ def test_change_moves_a_column_first_or_after_another(ms: Metastore) -> None:
     assert [c.name for c in ms.table("db.m").columns] == ["a", "b", "c"]
     # a move is checked position by position: string over an int column's files is refused (as Hive does)
     create(ms, "n", "a int, b string, c string")
-    with pytest.raises(InvalidOperationException, match="in their respective positions :\na$"):
+    with pytest.raises(InvalidOperationException, match=r"in their respective positions :\na$"):
         ms.execute("ALTER TABLE db.n CHANGE c c string FIRST")
+
+
+def test_a_connection_opened_before_an_alter_fails_at_its_next_batch(ms: Metastore) -> None:
+    create(ms, "s", "id int, msg string")
+    conn = connect(ms, "s", batch=2)
+    try:
+        for i in (1, 2):  # one batch of two txns, opened before the ALTER
+            conn.begin_transaction()
+            if i == 2:
+                ms.execute("ALTER TABLE db.s ADD COLUMNS (extra bigint)")
+            conn.write_batch(pa.table({"id": pa.array([i], pa.int32()), "msg": [f"m{i}"]}))
+            conn.commit_transaction()
+        with pytest.raises(TableChanged) as e:
+            conn.begin_transaction()
+        assert e.value.table == "db.s"
+        assert str(e.value) == (
+            "Table db.s changed since the streaming connection opened: columns were (id int, msg string), "
+            "now (id int, msg string, extra bigint); connect again"
+        )
+        with pytest.raises(TableChanged):  # and again, without opening a txn
+            conn.begin_transaction()
+        assert ms.show_txns() == []  # no txn was opened for the refused batch
+    finally:
+        conn.close()
+    assert _rows(ms, "db.s") == [(1, "m1", None), (2, "m2", None)]
+    stream(
+        ms, "s", [({"id": [3], "msg": ["m3"], "extra": [9]}, True)]
+    )  # a new connection writes the new columns
+    assert _rows(ms, "db.s") == [(1, "m1", None), (2, "m2", None), (3, "m3", 9)]

@@ -35,6 +35,7 @@ from acidstream.errors import (
     NoSuchObjectException,
     SerializationError,
     StreamingConnectionError,
+    TableChanged,
     TransactionError,
 )
 from acidstream.metastore.identity import client_identity
@@ -476,6 +477,7 @@ class StreamingConnection:
 
     def _open_batch(self) -> TxnBatch:
         """The next batch with its files; nothing of it stays open if the files cannot be made."""
+        self._check_columns()
         batch = self._next_batch()
         try:
             files = BatchFiles(
@@ -493,6 +495,18 @@ class StreamingConnection:
             raise
         self._batch, self._files = batch, files
         return batch
+
+    def _check_columns(self) -> None:
+        """Refuse a batch when the table's columns are no longer those this connection writes (an ALTER since
+        it opened): its files would carry the old columns (:class:`TableChanged`)."""
+        if self.metastore is None or not self.is_managed:
+            return
+        now = self.metastore.table(self.table.full_name).columns
+        if tuple(now) != tuple(self.table.columns):
+            was = ", ".join(map(str, self.table.columns))
+            raise TableChanged(
+                self.table.full_name, f"columns were ({was}), now ({', '.join(map(str, now))})"
+            )
 
     def _close_batch(self, batch: TxnBatch) -> None:
         files = self._files
