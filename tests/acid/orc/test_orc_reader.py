@@ -223,5 +223,9 @@ def test_row_fields_decode_only_the_asked_children_by_position(tmp_path: Path) -
         "rowId",
         "currentTransaction",
     ]
-    with pytest.raises(ValueError, match="out of range"):
-        read_events(fs, path, row_fields=[3])
+    # a position past the file's fields is a column added since it was written: left out (it reads NULL)
+    assert read_events(fs, path, row_fields=[3, 1]).column("row").to_pylist() == [{"msg": "a"}, {"msg": "b"}]
+    assert "row" not in read_events(fs, path, row_fields=[3]).schema.names
+    # with the table's column names, fields are found by name (a renamed column is not found), as Hive does
+    named = read_events(fs, path, row_fields=[0, 1], row_names=["amount", "renamed", "id"])
+    assert named.column("row").to_pylist() == [{"amount": 0.5}, {"amount": 1.5}]
