@@ -38,12 +38,17 @@ class BackendKind:
     extra: str | None
     #: whether the metastore knows where its tables live (a Hive Metastore): a warehouse is not used
     knows_locations: bool
+    #: the top-level modules the extra installs
+    extra_modules: tuple[str, ...] = ()
 
     def opener(self, url: str) -> Callable[..., Backend]:
-        """The backend class's ``open``."""
+        """The backend class's ``open``. A module of its extra missing is the caller's to install (the error
+        names the extra); any other import error is a fault of this installation, raised as it is."""
         try:
             module = importlib.import_module(self.module)
         except ImportError as exc:
+            if (exc.name or "").split(".")[0] not in self.extra_modules:
+                raise
             raise MetastoreUrlError(
                 f"{url}: this metastore needs the {self.extra} extra (pip install 'acidstream[{self.extra}]'): "
                 f"{exc}"
@@ -52,7 +57,13 @@ class BackendKind:
 
 
 SQL = BackendKind("acidstream.metastore.sql.client", "MetastoreClient", None, knows_locations=False)
-HIVE = BackendKind("acidstream.metastore.hive.client", "HiveMetastoreClient", "hive", knows_locations=True)
+HIVE = BackendKind(
+    "acidstream.metastore.hive.client",
+    "HiveMetastoreClient",
+    "hive",
+    knows_locations=True,
+    extra_modules=("hive_metastore", "thrift"),
+)
 #: URL scheme (before any ``+driver``) → backend.
 SCHEMES: dict[str, BackendKind] = {"sqlite": SQL, "postgresql": SQL, "postgres": SQL, "thrift": HIVE}
 
