@@ -74,9 +74,12 @@ class RetireTable:
 
 @dataclass(frozen=True)
 class AlterTable:
+    """Properties set, or (``columns``: (name, type) pairs, when the event changed them) the columns now."""
+
     db: str
     name: str
     properties: tuple[tuple[str, str], ...]
+    columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -234,7 +234,8 @@ class Loader:
             return [*self._forget_table(e.db, e.table), r.DropTable(e.db, e.table)]
         if kind == "ALTER_TABLE" and e.db and e.table:
             self._tables.pop(f"{e.db}.{e.table}", None)
-            return [r.AlterTable(e.db, e.table, tuple(sorted(m.get("properties", {}).items())))]
+            columns = tuple((str(n), str(t)) for n, t in m.get("columns", ()))
+            return [r.AlterTable(e.db, e.table, tuple(sorted(m.get("properties", {}).items())), columns)]
         if kind in ("ADD_PARTITION", "DROP_PARTITION") and e.db and e.table and e.partition:
             values = tuple(parse_part_name(e.partition).values())
             op = r.AddPartition if kind == "ADD_PARTITION" else r.DropPartition

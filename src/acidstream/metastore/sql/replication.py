@@ -121,7 +121,11 @@ def _apply_one(run: _Applying, op: ReplOp) -> None:
             props = dict(op.properties)
             if POLICY_PROPERTY in props:  # the source is a replica itself: the mark here stays this policy's
                 props[POLICY_PROPERTY] = run.policy
-            catalog.alter_table_properties(conn, op.db, op.name, props)
+            if op.columns:
+                columns = [Column(n, parse_type(t)) for n, t in op.columns]
+                catalog.alter_table_columns(conn, op.db, op.name, columns)
+            if props or not op.columns:
+                catalog.alter_table_properties(conn, op.db, op.name, props)
     elif isinstance(op, AddPartition):
         catalog.add_partition(conn, op.db, op.table, op.values, if_not_exists=True)
     elif isinstance(op, DropPartition):
