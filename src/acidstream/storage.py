@@ -53,12 +53,18 @@ def configure_stores(
     unset ones are the AWS environment's (``AWS_ACCESS_KEY_ID``...). ``hdfs`` takes ``webhdfs_port`` (in place
     of ``$ACIDSTREAM_WEBHDFS_PORT`` and ``$HADOOP_CONF_DIR``'s), ``user`` (in place of
     ``$HADOOP_USER_NAME``) and the seconds ``connect_timeout`` and ``read_timeout`` of every request. ``None`` or ``{}`` is the environment's, as before any call. Only this process
-    sees them: Spark executors elsewhere reach S3 as their own job's configuration says.
+    sees them; the ``acidstream`` Spark format, registered in this process, ships them with each job to the
+    executors (under the job's ``spark.hadoop.fs.s3a.*`` settings, which win key by key).
 
     An unknown setting, or a value of the wrong type, is a :class:`StorageLocationError` naming it."""
     global _stores
     previous, _stores = _stores, store_settings(s3=s3, hdfs=hdfs)
     return previous
+
+
+def current_stores() -> dict[str, dict[str, Any]]:
+    """A copy of what :func:`configure_stores` set last (what a Spark job ships to its executors)."""
+    return {store: dict(settings) for store, settings in _stores.items()}
 
 
 def store_settings(

@@ -3,7 +3,7 @@
 Spark calls ``DataSource.writer()`` once, in a planner worker on the driver host, and pickles the writer to
 the tasks and to the commit worker. So the writer opens the transaction and allocates
 the write id in ``__init__``; every task writes under it with its partition id as statement id and heartbeats
-the txn while it runs; ``commit`` registers partitions and commits, ``abort`` aborts. A job killed outright
+the txn while it runs (with the job's store settings, which the target carries); ``commit`` registers partitions and commits, ``abort`` aborts. A job killed outright
 leaves an open txn that the metastore's housekeeping aborts after ``txn_timeout``: nothing becomes visible.
 """
 
@@ -17,7 +17,6 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from acidstream.errors import TransactionError
-from acidstream.runtime import configure
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import ResolvedTable
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
@@ -47,7 +46,7 @@ class AcidBatchWriter(DataSourceArrowWriter):
             raise
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> BatchMessage:
-        configure()  # a Spark Python worker: a process that works for acidstream
+        self.target.in_worker()  # a Spark Python worker: acidstream settings, and the job's stores
         context = TaskContext.get()
         statement_id = statement_id_for(context.partitionId() if context is not None else 0)
         attempt = context.attemptNumber() if context is not None else 0
@@ -55,6 +54,7 @@ class AcidBatchWriter(DataSourceArrowWriter):
             return BatchMessage(write_task(self.target, self.write_id, statement_id, iterator, attempt))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        self.target.in_worker()  # the commit worker, on the driver's host, is not the driver's process
         results = [m.result for m in messages if isinstance(m, BatchMessage)]
         try:
             commit_write(

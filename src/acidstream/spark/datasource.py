@@ -12,9 +12,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from acidstream.errors import SerializationError, TransactionError
 from acidstream.spark.batch_write import OVERWRITE_REFUSED, AcidBatchWriter
 from acidstream.spark.options import (
+    JobSettings,
     ResolvedTable,
     client,
     flag,
+    job_settings,
     location_options,
     metastore_location,
     resolve,
@@ -39,14 +41,19 @@ class AcidDataSource(DataSource):
     Read options: ``columns`` (comma list; projection), ``withRowId`` (adds ``ROW__ID`` first),
     ``snapshot`` (a ValidWriteIdList string), ``partitionBytes`` (file bytes per Spark task), ``batchRows``. Stream options: ``checkpointLocation`` or ``sinkId``,
     ``sinkTakeover``.
+
+    ``job``: the registering session's settings (:func:`register` registers a subclass that carries them, since
+    Spark calls the source's methods in Python workers that know nothing of the driver's process).
     """
+
+    job: JobSettings = JobSettings()
 
     @classmethod
     def name(cls) -> str:
         return "acidstream"
 
     def _target(self, writable: bool = False) -> ResolvedTable:
-        return resolve(self.options, writable=writable)
+        return resolve(self.options, writable=writable, job=self.job)
 
     def schema(self) -> str:
         target = self._target()
@@ -102,9 +109,14 @@ def check_write_schema(target: ResolvedTable, names: list[str]) -> None:
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Register the ``acidstream`` format (idempotent) and enable the filter push-down it relies on."""
+    """Register the ``acidstream`` format (again: to ship changed settings) and enable the filter push-down it
+    relies on. The format carries the job's settings as this process reads them now (:func:`job_settings` of the
+    session's configuration and of ``configure_stores``): register after configuring the stores."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(AcidDataSource)
+    conf = dict(spark.sparkContext.getConf().getAll())
+    # a class made here is pickled whole, with its settings (AcidDataSource itself is pickled by name)
+    source = type("AcidJobDataSource", (AcidDataSource,), {"job": job_settings(conf)})
+    spark.dataSource.register(source)
     return spark
 
 

@@ -3,6 +3,12 @@
 Options travel as strings through Spark (keys lower-cased); they are resolved once, on the driver side, into a
 picklable :class:`ResolvedTable` that tasks and commit workers use without re-reading the options. Each Python worker
 keeps one metastore client per URL, because Spark reuses workers across tasks and batches.
+
+On a cluster the executors' Python workers share nothing with the driver's process: its ``configure_stores(...)``,
+its environment and its files are not theirs. So the store settings travel with the job as :class:`JobSettings`,
+read on the driver from the session's ``spark.hadoop.fs.s3a.*`` and ``spark.acidstream.*`` configuration over the
+driver's ``configure_stores``, carried by the registered data source into every :class:`ResolvedTable`, and set in
+each worker before it touches a store (:meth:`ResolvedTable.in_worker`).
 """
 
 from __future__ import annotations
@@ -10,9 +16,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from acidstream import runtime, storage
 from acidstream.errors import InvalidTable, StreamingConnectionError
 from acidstream.metastore.location import (
     DEFAULT_WAREHOUSE,
@@ -77,13 +85,87 @@ def table_name(options: Mapping[str, str]) -> str:
     return name.lower()
 
 
+#: Hadoop's S3A settings (``spark.hadoop.`` + these) and the :data:`acidstream.storage.S3_SETTINGS` they set.
+S3A_SETTINGS = {
+    "fs.s3a.access.key": "access_key",
+    "fs.s3a.secret.key": "secret_key",
+    "fs.s3a.session.token": "session_token",
+    "fs.s3a.endpoint.region": "region",
+}
+#: ``spark.acidstream.hdfs.*`` settings and the :data:`acidstream.storage.HDFS_SETTINGS` they set.
+HDFS_CONF = {"user": "user", "webhdfs_port": "webhdfs_port"}
+#: The Spark configuration's defaults for the data source's options (``spark.acidstream.metastore``...).
+DEFAULTED_OPTIONS = ("metastore", "warehouse")
+
+
+@dataclass(frozen=True, repr=False)
+class JobSettings:
+    """What a job tells every process working for it: store settings (``configure_stores``'s arguments, as
+    sorted pairs) and defaults for the data source's options. Its repr shows no value, so that no secret
+    reaches a plan string, Spark's UI or an error message through it."""
+
+    s3: tuple[tuple[str, Any], ...] = ()
+    hdfs: tuple[tuple[str, Any], ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()
+
+    def __repr__(self) -> str:
+        return f"JobSettings(s3={[k for k, _ in self.s3]}, hdfs={[k for k, _ in self.hdfs]})"
+
+    def apply(self) -> None:
+        """Set this job's store settings in this process; a job that names none leaves the process's own."""
+        if self.s3 or self.hdfs:
+            storage.configure_stores(s3=dict(self.s3), hdfs=dict(self.hdfs))
+
+
+def job_settings(conf: Mapping[str, str]) -> JobSettings:
+    """The settings of a job whose Spark configuration is ``conf``, read on its driver: ``spark.hadoop.fs.s3a.*``
+    (endpoint, keys, token, region, ``connection.ssl.enabled``) and ``spark.acidstream.hdfs.user`` /
+    ``.webhdfs_port`` over what ``configure_stores`` set in the driver's process, key by key;
+    ``spark.acidstream.metastore`` / ``.warehouse`` as the options' defaults. Checked as ``configure_stores``
+    checks its arguments."""
+    driver = storage.current_stores()
+    s3 = dict(driver["s3"])
+    hadoop = {k[len("spark.hadoop.") :]: v for k, v in conf.items() if k.startswith("spark.hadoop.fs.s3a.")}
+    s3.update({S3A_SETTINGS[k]: v for k, v in hadoop.items() if k in S3A_SETTINGS})
+    endpoint = hadoop.get("fs.s3a.endpoint")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+        s3["endpoint_override"] = parts.netloc
+        if parts.scheme:
+            s3["scheme"] = parts.scheme
+    if hadoop.get("fs.s3a.connection.ssl.enabled", "").strip().lower() == "false":
+        s3["scheme"] = "http"
+    hdfs = dict(driver["hdfs"])
+    for key, setting in HDFS_CONF.items():
+        value = conf.get(f"spark.acidstream.hdfs.{key}")
+        if value:
+            hdfs[setting] = int(value) if setting == "webhdfs_port" and value.isdigit() else value
+    checked = storage.store_settings(s3=s3, hdfs=hdfs)
+    defaults = {
+        k: conf[f"spark.acidstream.{k}"] for k in DEFAULTED_OPTIONS if conf.get(f"spark.acidstream.{k}")
+    }
+    return JobSettings(
+        tuple(sorted(checked["s3"].items())),
+        tuple(sorted(checked["hdfs"].items())),
+        tuple(sorted(defaults.items())),
+    )
+
+
 @dataclass(frozen=True)
 class ResolvedTable:
-    """A resolved table, shippable to tasks: the definition without its metastore client."""
+    """A resolved table, shippable to tasks: the definition without its metastore client, and the job's
+    settings."""
 
     url: str
     warehouse: str
     table: TableDefinition
+    job: JobSettings = field(default_factory=JobSettings)
+
+    def in_worker(self) -> None:
+        """Ready a Spark Python worker (a task's, a planner's or a committer's) for this job: acidstream's
+        process settings, and the job's store settings."""
+        runtime.configure()
+        self.job.apply()
 
     @property
     def name(self) -> str:
@@ -93,13 +175,18 @@ class ResolvedTable:
         return client(self.url, self.warehouse)
 
 
-def resolve(options: Mapping[str, str], *, writable: bool = False) -> ResolvedTable:
-    url, warehouse = metastore_location(options)
+def resolve(
+    options: Mapping[str, str], *, writable: bool = False, job: JobSettings | None = None
+) -> ResolvedTable:
+    """The table ``options`` name, read in a planner worker after the job's settings are set in it."""
+    job = job or JobSettings()
+    job.apply()
+    url, warehouse = metastore_location({**dict(job.defaults), **options})
     ms = client(url, warehouse)
     table = ms.table(table_name(options))
     if writable and not table.is_transactional:
         raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
-    return ResolvedTable(url, warehouse, table.definition())
+    return ResolvedTable(url, warehouse, table.definition(), job)
 
 
 def flag(options: Mapping[str, str], name: str, default: bool = False) -> bool:

@@ -52,7 +52,6 @@ from acidstream.acid.partitions import make_part_name
 from acidstream.acid.writeids import ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.read.planning import BucketTask, ScanPlan
-from acidstream.runtime import configure
 from acidstream.spark.options import ResolvedTable, client, location_options, metastore_location
 from acidstream.spark.types import spark_arrow_schema, to_spark_batch
 
@@ -218,7 +217,7 @@ class AcidReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from acidstream.read.registration import heartbeating
 
-        configure()  # a Spark Python worker: a process that works for acidstream
+        self.target.in_worker()  # a Spark Python worker: acidstream settings, and the job's stores
         piece: ReadPiece = partition.value
         batches = read_tasks(
             self.target,

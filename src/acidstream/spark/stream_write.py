@@ -39,7 +39,6 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from acidstream.errors import StreamingConnectionError, TransactionError
 from acidstream.metastore.models import TxnStatus
-from acidstream.runtime import configure
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import ResolvedTable, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
@@ -157,7 +156,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
         self.takeover = flag(options, "sinkTakeover")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamMessage:
-        configure()  # a Spark Python worker: a process that works for acidstream
+        self.target.in_worker()  # a Spark Python worker: acidstream settings, and the job's stores
         context = TaskContext.get()
         if context is None:
             raise TransactionError("the acidstream stream writer runs only inside Spark tasks")
@@ -187,6 +186,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
         return StreamMessage(query_id, txn_id, write_id, result)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        self.target.in_worker()  # the commit worker, on the driver's host, is not the driver's process
         msgs = [m for m in messages if isinstance(m, StreamMessage)]
         written = [m for m in msgs if m.txn_id is not None]
         ms = self.target.metastore()

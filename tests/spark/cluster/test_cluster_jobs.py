@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from acidstream.catalog import Metastore
+from support.backends import sql_metastore_url
 from support.sparkcluster import SparkCluster, run_driver
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -65,3 +66,43 @@ def test_append_and_read_on_a_local_warehouse_shared_by_the_workers(
                                          "append": rows(300, 200), "slices": 2, "read": True})  # fmt: skip
     assert sorted(map(tuple, second["rows"])) == sorted(map(tuple, rows(0, 500)))
     assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(500))
+
+
+SECRET = "cluster-secret-7f3a9c"  # moto takes any credentials: this one is looked for where it must not be
+
+
+@pytest.mark.postgres
+def test_append_and_read_on_s3_with_the_jobs_spark_hadoop_settings(
+    cluster: SparkCluster, tmp_path: Path, s3_endpoint: str
+) -> None:
+    """Configured as Spark users configure a job: ``spark.hadoop.fs.s3a.*`` on the session, ``configure_stores``
+    on the driver; the executors' environment names no S3 server. Their tasks reach moto through the job's
+    settings, and the secret appears in neither the plan string nor the event log."""
+    with sql_metastore_url("postgresql", tmp_path) as url:
+        warehouse = f"s3://acidstream-tests/cluster-{tmp_path.name}"
+        ms = Metastore.connect(url, warehouse=warehouse)
+        ms.execute("CREATE DATABASE c")
+        ms.execute(DDL.format(db="c"))
+        events = tmp_path / "events"
+        events.mkdir()
+        host = s3_endpoint.split("://", 1)[1]
+        conf = {
+            "spark.hadoop.fs.s3a.endpoint": s3_endpoint,
+            "spark.hadoop.fs.s3a.access.key": "cluster-key",
+            "spark.hadoop.fs.s3a.secret.key": SECRET,
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": f"file://{events}",
+            "spark.eventLog.compress": "false",
+        }
+        stores = {"s3": {"endpoint_override": host, "scheme": "http", "region": "us-east-1",
+                         "access_key": "cluster-key", "secret_key": SECRET}}  # fmt: skip
+        job = {"conf": conf, "stores": stores, "options": {"metastore": url}, "table": "c.events",
+               "schema": SCHEMA, "append": rows(0, 400), "slices": 2, "read": True, "explain": True}  # fmt: skip
+        answer = run_job(cluster, tmp_path, job)
+
+        assert sorted(map(tuple, answer["rows"])) == sorted(map(tuple, rows(0, 400)))
+        assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(400))
+        assert SECRET not in answer["explain"]
+        logged = [p.read_text(errors="replace") for p in events.rglob("*") if p.is_file()]
+        assert any("spark.hadoop.fs.s3a.secret.key" in text for text in logged)  # the log holds the settings
+        assert all(SECRET not in text for text in logged)
