@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,15 @@ def test_no_ticket_says_kinit(hive4_kerberos_metastore: str, no_ticket: Path) ->
         Metastore.connect(hive4_kerberos_metastore, kerberos=True)
     assert hive4_kerberos_metastore in str(caught.value)
     assert not caught.value.retryable
+
+
+def test_an_expired_ticket_says_kinit(hive4_kerberos_metastore: str, kdc: Any, no_ticket: Path) -> None:
+    """A ticket cache whose ticket expired: refused before anything is sent, saying so and what to do."""
+    kdc.kinit("alice", kdc.dir / "alice.keytab", no_ticket, lifetime="2s")
+    while kdc.has_ticket(no_ticket):
+        time.sleep(0.5)
+    with pytest.raises(AuthenticationError, match=r"ticket cache .*credential has expired.*Run kinit"):
+        Metastore.connect(hive4_kerberos_metastore, kerberos=True)
 
 
 def test_a_stale_keytab_is_refused(

@@ -38,15 +38,21 @@ class Kdc:
         """A keytab for ``name`` with new keys (the principal is made if missing; older keytabs of it fail)."""
         return Path(_kdc_sh("keytab", str(self.dir), name))
 
-    def kinit(self, principal: str, keytab: Path, ccache: Path) -> None:
+    def kinit(self, principal: str, keytab: Path, ccache: Path, *, lifetime: str = "1h") -> None:
         """A ticket for ``principal`` in the ticket cache ``ccache``, as a user's ``kinit`` leaves one."""
-        env = {**os.environ, "KRB5_CONFIG": str(self.krb5_conf), "KRB5CCNAME": f"FILE:{ccache}"}
         subprocess.run(
-            ["kinit", "-kt", str(keytab), f"{principal}@{self.realm}"],
-            env=env,
+            ["kinit", "-l", lifetime, "-kt", str(keytab), f"{principal}@{self.realm}"],
+            env=self._env(ccache),
             check=True,
             capture_output=True,
         )
+
+    def has_ticket(self, ccache: Path) -> bool:
+        """Whether ``ccache`` holds a ticket that has not expired (``klist -s``)."""
+        return subprocess.run(["klist", "-s"], env=self._env(ccache), check=False).returncode == 0
+
+    def _env(self, ccache: Path) -> dict[str, str]:
+        return {**os.environ, "KRB5_CONFIG": str(self.krb5_conf), "KRB5CCNAME": f"FILE:{ccache}"}
 
 
 def _kdc_sh(*args: str) -> str:
