@@ -19,7 +19,9 @@ import pytest
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.orc.reader import read_events
 from acidstream.catalog import Metastore
+from acidstream.compactor import Compactor, CompactorConfig
 from acidstream.errors import InvalidOperationException, TableChanged
+from acidstream.storage import table_filesystem
 from hive4.judge import judge
 from hive4.referee import Referee
 
@@ -154,39 +156,35 @@ def test_hive_reads_old_and_new_files_after_each_alter(hive4: Referee, ms: tuple
     assert [str(c) for c in m.table(t).columns] == ["id bigint", "amount double", "remark string"]
 
 
-def test_major_compaction_merges_files_of_both_schemas(
-    hive4: Referee, tmp_path: Path, warehouse: Path
-) -> None:
-    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(warehouse)) as m:
-        m.execute("CREATE DATABASE db")
-        m.execute(
-            "CREATE TABLE db.c (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-        )
-        stream(m, "db.c", {"id": pa.array([1, 2], pa.int32()), "msg": ["a", "b"]})
-        m.execute("ALTER TABLE db.c ADD COLUMNS (n smallint)")
-        stream(m, "db.c", {"id": pa.array([3], pa.int32()), "msg": ["c"], "n": pa.array([5], pa.int16())})
-        m.execute("ALTER TABLE db.c CHANGE n n int")
-        m.execute("ALTER TABLE db.c CHANGE id id bigint")
-        stream(m, "db.c", {"id": [4], "msg": ["d"], "n": [70000]})
-        m.table("db.c").delete(pc.field("id") == 2)
-        before = m.snapshot()
-        expected = [(1, "a", None), (3, "c", 5), (4, "d", 70000)]
-        judge(hive4, m, "db.c", expected=expected)
-        m.execute("ALTER TABLE db.c COMPACT 'major' AND WAIT")
-        location = Path(m.table("db.c").location)
-        [base] = [p for p in location.iterdir() if p.name.startswith("base_")]
-        judge(hive4, m, "db.c", expected=expected)
-        judge(hive4, m, "db.c", before, expected=expected)
-        # the base holds the rows in the table's columns now
-        files = sorted(base.glob("bucket_*"))
-        rows = [
-            r for f in files for r in read_events(pafs.LocalFileSystem(), str(f)).column("row").to_pylist()
-        ]
-        assert sorted(rows, key=lambda r: r["id"]) == [
-            {"id": 1, "msg": "a", "n": None},
-            {"id": 3, "msg": "c", "n": 5},
-            {"id": 4, "msg": "d", "n": 70000},
-        ]
+def test_major_compaction_merges_files_of_both_schemas(hive4: Referee, ms: tuple[Metastore, str]) -> None:
+    m, db = ms
+    t = f"{db}.c"
+    m.execute(f"CREATE TABLE {t} (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
+    stream(m, t, {"id": pa.array([1, 2], pa.int32()), "msg": ["a", "b"]})
+    m.execute(f"ALTER TABLE {t} ADD COLUMNS (n smallint)")
+    stream(m, t, {"id": pa.array([3], pa.int32()), "msg": ["c"], "n": pa.array([5], pa.int16())})
+    m.execute(f"ALTER TABLE {t} CHANGE n n int")
+    m.execute(f"ALTER TABLE {t} CHANGE id id bigint")
+    stream(m, t, {"id": [4], "msg": ["d"], "n": [70000]})
+    m.table(t).delete(pc.field("id") == 2)
+    before = m.snapshot()
+    expected = [(1, "a", None), (3, "c", 5), (4, "d", 70000)]
+    judge(hive4, m, t, expected=expected)
+    request = m.compact(t, kind="major")
+    Compactor(m, CompactorConfig(retention=0.0)).run_once()
+    assert m.get_compaction(request).state in ("ready for cleaning", "succeeded"), m.get_compaction(request)
+    location = table_filesystem(m.table(t).location)[1]
+    [base] = [p for p in Path(location).iterdir() if p.name.startswith("base_")]
+    judge(hive4, m, t, expected=expected)
+    judge(hive4, m, t, before, expected=expected)
+    # the base holds the rows in the table's columns now
+    files = sorted(base.glob("bucket_*"))
+    rows = [r for f in files for r in read_events(pafs.LocalFileSystem(), str(f)).column("row").to_pylist()]
+    assert sorted(rows, key=lambda r: r["id"]) == [
+        {"id": 1, "msg": "a", "n": None},
+        {"id": 3, "msg": "c", "n": 5},
+        {"id": 4, "msg": "d", "n": 70000},
+    ]
 
 
 def test_a_connection_opened_before_an_alter_fails_cleanly(hive4: Referee, ms: tuple[Metastore, str]) -> None:
