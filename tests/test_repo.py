@@ -80,3 +80,14 @@ def test_links_between_the_readme_and_the_guides_resolve() -> None:
             if not linked.is_file() or (fragment and fragment not in map(anchor, headings)):
                 wrong.append(f"{page.relative_to(ROOT)}: {target}")
     assert wrong == []
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports test modules by basename (``rootdir``-relative packages are not used here), so two
+    ``test_x.py`` in different folders stop the whole run at collection."""
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        assert path.name not in seen, (
+            f"{path.relative_to(ROOT)} and {seen[path.name].relative_to(ROOT)} share a name"
+        )
+        seen[path.name] = path
