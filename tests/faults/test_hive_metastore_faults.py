@@ -30,9 +30,10 @@ from acidstream.compactor.worker import Worker
 from acidstream.errors import CommitOutcomeUnknown, MetastoreUnavailable, MetastoreUrlError
 from acidstream.metastore.models import TxnStatus
 from hive4.referee import HIVE_SH, hive_sh
+from support.deps import import_or_skip
 from support.dropproxy import DropProxy
 
-pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
 
 
 def closed_port() -> int:

@@ -17,11 +17,12 @@ from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWrite
 from acidstream.compactor.worker import Worker
 from acidstream.storage import table_filesystem
 from hive4.referee import Referee
+from support.deps import import_or_skip
 from support.dropproxy import DropProxy
 
 pytestmark = pytest.mark.hive4
 
-pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
 
 COLUMNS = [("id", "int"), ("msg", "string")]
 

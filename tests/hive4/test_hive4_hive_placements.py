@@ -25,6 +25,7 @@ from acidstream.mutate.record_id import row_id_arrays
 from acidstream.storage import table_filesystem
 from hive4.judge import judge
 from hive4.referee import Referee, Streamer
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
@@ -34,7 +35,7 @@ COLUMNS = [("a", "int"), ("b", "string"), ("c", "bigint")]
 
 @pytest.fixture
 def ms(hive4_metastore: str) -> Iterator[Metastore]:
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     with Metastore.connect(hive4_metastore) as m:
         yield m
 
