@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from acidstream import Metastore
 from acidstream.metastore import MetastoreFacade, TxnStatus
 from support.backends import sql_metastore_url
 from support.deps import import_or_skip
@@ -55,16 +56,17 @@ def db() -> str:
         pytest.param("hive", marks=pytest.mark.hive4),
     ]
 )
-def metastore(request: pytest.FixtureRequest, tmp_path: Path, db: str) -> Iterator[MetastoreFacade]:
-    """A connected metastore on each backend with the test's database ``db`` (tables ``t`` and ``u``). At the
+def metastore(request: pytest.FixtureRequest, tmp_path: Path, db: str) -> Iterator[Metastore]:
+    """A connected metastore on each backend, as ``acidstream.Metastore.connect(url)`` gives it to a user, with the
+    test's database ``db`` (tables ``t`` and ``u``). At the
     end the txns the test left open are aborted, its locks outside txns released and its database dropped (Hive's metastore lives on)."""
     with ExitStack() as stack:
         if request.param == "hive":
             import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
-            m = MetastoreFacade.connect(request.getfixturevalue("hive4_metastore"), lock_wait_timeout=2.0)
+            m = Metastore.connect(request.getfixturevalue("hive4_metastore"), lock_wait_timeout=2.0)
         else:
             url = stack.enter_context(sql_metastore_url(request.param, tmp_path))
-            m = MetastoreFacade.connect(url, warehouse=tmp_path / "wh", lock_wait_timeout=2.0)
+            m = Metastore.connect(url, warehouse=tmp_path / "wh", lock_wait_timeout=2.0)
         stack.enter_context(m)
         txns, locks = {t.txn_id for t in m.show_txns()}, {li.lock_id for li in m.show_locks()}
         _create_tables(m, db)
