@@ -25,6 +25,7 @@ from acidstream.storage import table_filesystem
 from hive4.hivetables import COLUMNS, HiveTable, read_directory
 from hive4.judge import judge
 from hive4.referee import Referee
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
@@ -37,7 +38,7 @@ def ms(request: pytest.FixtureRequest, tmp_path: Path, warehouse: Path) -> Itera
     if request.param == "ours":
         url, kw = f"sqlite:///{tmp_path / 'ms.db'}", {"warehouse": str(warehouse)}
     else:
-        pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+        import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
         url, kw = request.getfixturevalue("hive4_metastore"), {}
     db = f"evo{next(_dbs)}"
     with Metastore.connect(url, **kw) as m:
@@ -213,7 +214,7 @@ def test_files_hives_writer_wrote_read_alike_after_a_rename_and_widening(
     """Files of Hive's own writer (``OrcRecordUpdater``), then the table altered through the Hive Metastore: at
     its snapshot, our reader returns Hive's rows under the new columns, whatever names the file gives its
     fields (Hive maps ``_col0``... by position, real names by name)."""
-    pytest.importorskip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     table = HiveTable(hive4, hive4_metastore)
     [(txn, w1)] = table.open_batch(1)
     inserts = [("insert", w1, [i, f"r{i}"]) for i in range(3)]
