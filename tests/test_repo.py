@@ -91,3 +91,14 @@ def test_test_modules_have_unique_names() -> None:
             f"{path.relative_to(ROOT)} and {seen[path.name].relative_to(ROOT)} share a name"
         )
         seen[path.name] = path
+
+
+def test_missing_dependencies_fail_under_ci() -> None:
+    """A test needing a module of the dev extra goes through ``support.deps.import_or_skip``, which fails under
+    CI instead of skipping: ``pytest.importorskip`` would let a broken install pass as skips."""
+    hits = [
+        hit
+        for hit in tracked_matches(r"pytest\.importorskip\(")
+        if not hit.startswith("tests/support/deps.py:")
+    ]
+    assert hits == []
