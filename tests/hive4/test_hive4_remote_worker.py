@@ -64,7 +64,7 @@ def hive_view(
     """What Hive 4 reads now: its base and deltas (``getAcidState``) and its rows."""
     txns = q.snapshot()
     write_ids = q.get_valid_write_ids(table, snapshot=txns)
-    location = table_filesystem(q.get_table(table).location)[1]
+    location = table_filesystem(q.table(table).location)[1]
     base, current, _ = hive4.select(location, write_ids, txns)
     return base, current, [row for _, row in hive4.read(location, COLUMNS, write_ids, txns)]
 
@@ -126,7 +126,7 @@ def test_a_failed_compaction_is_marked_failed_in_hive_queue(
     assert [c.state for c in queue.show_compactions() if c.id == request] == ["failed"]
     assert info.txn_id is not None and queue.get_txn_state(info.txn_id) is TxnStatus.ABORTED
     suffix = f"_v{info.txn_id:07d}"  # the output written in place was removed
-    fs, location = table_filesystem(queue.get_table(table).location)
+    fs, location = table_filesystem(queue.table(table).location)
     assert not [i for i in fs.get_file_info(pafs.FileSelector(location)) if i.base_name.endswith(suffix)]
     base, current, rows = hive_view(hive4, queue, table)
     assert base is None and len(current) == 2 and rows == [(1, "a"), (2, "b")]
