@@ -86,7 +86,9 @@ def test_a_postgresql_port_is_no_metastore_not_a_sasl_one() -> None:
         MetastoreUnavailable, match=r"as a Hive Metastore .*closed the connection without"
     ) as e:
         Metastore.connect(url, connect_timeout=5)
-    assert url in str(e.value) and "SASL" not in str(e.value)
+    # it may be a kerberized metastore (Hive 4 closes a plain call the same way), so the message offers that,
+    # but never says SASL is required
+    assert url in str(e.value) and "requires SASL" not in str(e.value)
 
 
 def test_an_unreachable_metastore_logs_nothing_through_thrift(caplog: pytest.LogCaptureFixture) -> None:
@@ -296,7 +298,13 @@ def test_an_aborted_txn_the_cleaner_deleted_is_never_taken_for_committed(own: Pa
         aborted, later = ms.open_txns(2)
         ms.abort_txn(aborted)
         ms.commit_txn(later)  # Hive's cleaner keeps the highest txn id
-        while any(t.txn_id == aborted for t in ms.show_txns()):  # until Hive's txn cleaner deleted it
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # until Hive's txn cleaner deleted it
+            try:
+                if not any(t.txn_id == aborted for t in ms.show_txns()):
+                    break
+            except MetastoreUnavailable:  # retryable: a call the metastore dropped is asked again
+                pass
             time.sleep(1)
         assert ms.get_txn_state(aborted) is TxnStatus.UNKNOWN
 
