@@ -6,6 +6,7 @@ Hive's queue, and Hive 4's reader reads exactly the committed rows from the outp
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -20,13 +21,24 @@ from acidstream.metastore import MetastoreFacade
 from acidstream.metastore.models import TxnStatus
 from acidstream.spark.compact import run_requests
 from acidstream.storage import table_filesystem
-from hive4.referee import Referee
+from hive4.referee import Referee, hive_sh
 from hive4.test_hive4_metastore_backend import COLUMNS, create_table
 from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
 import_or_skip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive]) is not installed")
+
+
+@pytest.fixture(scope="module")
+def hive4_metastore(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A metastore of this module's own: Hive hands out requests oldest first, so a request another module
+    left initiated on the session's metastore (where no Hive worker runs) would stand before every request
+    here, and a worker asked for one request would wait for it without end."""
+    state = tmp_path_factory.mktemp("hive4-remote-worker")
+    uri = hive_sh("start", str(state))
+    yield uri
+    hive_sh("stop", str(state))
 
 
 @pytest.fixture
