@@ -255,7 +255,7 @@ def test_buffer_scans_only_skip_checks_that_would_change_nothing(
     fmt = TextFormat(null_sequence=null_sequence)
     fast = convert(column, parse_type(type_text), fmt)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(text_values, "_may_contain", lambda *_: True)
+        m.setattr(text_values, "may_contain", lambda *_: True)
         m.setattr(text_values, "_may_be_empty", lambda *_: True)
         exact = convert(column, parse_type(type_text), fmt)
     assert fast.values.equals(exact.values)
