@@ -76,7 +76,23 @@ def session(
 
     spark = start() if log_file is None else _with_stderr_to(log_file, start)
     spark.sparkContext.setLogLevel(log_level)
+    _quiet_accumulator_server(spark.sparkContext)
     return spark
+
+
+def _quiet_accumulator_server(sc: SparkContext) -> None:
+    """pyspark's accumulator server prints a traceback when the JVM closes its connection (an ``EOFError`` as
+    Spark stops on a signal): an expected end, so it says nothing of it; any other error is printed as before."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is None:
+        return
+    printed = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (EOFError, ConnectionError)):
+            printed(request, client_address)
+
+    server.handle_error = handle_error
 
 
 def _launch_jvm(conf: SparkConf) -> None:
