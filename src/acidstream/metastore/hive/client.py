@@ -102,6 +102,8 @@ _TIME_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3
 MIN_HIVE_VERSION = (4, 0)
 #: Hive's default ``metastore.txn.timeout``.
 DEFAULT_TXN_TIMEOUT = 300.0
+#: Hive's default ``metastore.txn.max.open.batch``.
+DEFAULT_MAX_OPEN_BATCH = 1000
 #: Seconds a commit whose answer was lost is asked again, while the metastore does not answer (it restarts).
 DEFAULT_SETTLE_TIMEOUT = 60.0
 
@@ -137,15 +139,22 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         lock_wait_timeout: float = 10.0,
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         kerberos: KerberosSettings | None = None,
+        uri_selection: str = "random",
     ) -> None:
         self.connection = ThriftConnection(
-            url, connect_timeout=connect_timeout, socket_timeout=socket_timeout, kerberos=kerberos
+            url,
+            connect_timeout=connect_timeout,
+            socket_timeout=socket_timeout,
+            kerberos=kerberos,
+            uri_selection=uri_selection,
         )
         self.lock_wait_timeout = lock_wait_timeout
         self.settle_timeout = settle_timeout
         self._txn_timeout = txn_timeout
+        self._max_open_batch: int | None = None
         self._warehouse = warehouse
-        self._tables: dict[int, set[str]] = {}  # txn id → tables it has write ids on (for commit key/value)
+        # txn id → table → the write id this client was allocated (a commit's writes are checked against it)
+        self._tables: dict[int, dict[str, int]] = {}
         self._partitioning: dict[str, bool] = {}  # table → partitioned (see _partitioned)
         self._readers = {}
         self._dml_events_on: bool | None = None
@@ -211,6 +220,17 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
             self._txn_timeout = _seconds(text)
         return self._txn_timeout
 
+    @property
+    def max_open_batch(self) -> int:
+        """The most txns one ``open_txns`` opens: the metastore's ``metastore.txn.max.open.batch``."""
+        if self._max_open_batch is None:
+            text = self._call("get_config_value", "metastore.txn.max.open.batch", str(DEFAULT_MAX_OPEN_BATCH))
+            try:
+                self._max_open_batch = int(text)
+            except ValueError:
+                raise MetaException(f"metastore.txn.max.open.batch is not a number: {text!r}") from None
+        return self._max_open_batch
+
     # --- tables --------------------------------------------------------------------------------------------
 
     def get_table(self, table_name: str) -> TableDefinition:
@@ -237,7 +257,12 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
 
     def _opened(self, request: ttypes.OpenTxnRequest) -> list[int]:
         """``open_txns``: the ids in order (Hive answers them in any order), checked to be as many consecutive
-        ids as asked for; if they are not, they are aborted and :class:`MetaException` says what came back."""
+        ids as asked for; if they are not, they are aborted and :class:`MetaException` says what came back. A
+        number outside 1 .. the metastore's ``metastore.txn.max.open.batch`` is refused first, as acidstream's own
+        metastore refuses it (Hive's would fail on 0 and open fewer than asked above its cap)."""
+        cap = self.max_open_batch
+        if not 1 <= request.num_txns <= cap:
+            raise InvalidObjectException(f"can open 1..{cap} transactions at once, not {request.num_txns}")
         txn_ids = sorted(self._call("open_txns", request, idempotent=False).txn_ids or ())
         try:
             check_consecutive(txn_ids, request.num_txns, f"open_txns of {request.num_txns}", self.url)
@@ -264,7 +289,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         check_consecutive([pairs[t] for t in txn_ids], len(txn_ids), what, self.url)
         with self._guard:
             for txn in txn_ids:
-                self._tables.setdefault(txn, set()).add(f"{db}.{name}")
+                self._tables.setdefault(txn, {})[f"{db}.{name}"] = pairs[txn]
         return [(t, pairs[t]) for t in txn_ids]
 
     def open_txns_with_write_ids(
@@ -319,7 +344,9 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         """Register the writes (``add_dynamic_partitions``, ``add_write_notification_log`` per partition with
         files), then ``commit_txn``. A commit whose answer was lost is settled (:meth:`_settle_commit`):
         committed is success, aborted raises :class:`TransactionError`, not known raises
-        :class:`CommitOutcomeUnknown`."""
+        :class:`CommitOutcomeUnknown`. Each write's write id is checked first (:meth:`_check_write_id`)."""
+        for write in writes:
+            self._check_write_id(txn_id, write)
         for write in writes:
             self._register(txn_id, write)
         request = ttypes.CommitTxnRequest(
@@ -375,6 +402,48 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
                     raise
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+    def _check_write_id(self, txn_id: int, write: TableWrite) -> None:
+        """:class:`InvalidObjectException`, before anything is registered, unless ``write.write_id`` is the write id
+        allocated to ``txn_id`` on the table, as acidstream's own metastore refuses it (Hive's metastore records any:
+        files written under another txn's write id would become visible with that txn). This client's own
+        allocations answer; else the metastore's (:meth:`_allocated_write_id`)."""
+        db, name = split_name(write.table)
+        table = f"{db}.{name}"
+        with self._guard:
+            allocated = self._tables.get(txn_id, {}).get(table)
+        if allocated is None:
+            try:
+                allocated = self._allocated_write_id(txn_id, table, write.write_id)
+            except _TxnNotOpen:
+                return  # registering or committing it raises what the metastore says of the txn
+        if allocated != write.write_id:
+            raise InvalidObjectException(
+                f"txnid:{txn_id} has write id {allocated} on {table}, not {write.write_id}"
+            )
+
+    def _allocated_write_id(self, txn_id: int, table: str, claimed: int) -> int | None:
+        """The write id of ``txn_id`` on ``table``, asked of the metastore: None if it allocated ``claimed`` to no
+        txn (Hive's ``get_valid_write_ids`` for a write id fails then), else what ``allocate_table_write_ids``
+        answers, which for a txn that has a write id on the table is that one again. (A txn with none is given
+        one, as Hive's compiler allocates a statement's: it differs from ``claimed``, which is another txn's, and
+        the commit is refused.) :class:`_TxnNotOpen` if the txn is not open."""
+        request = ttypes.GetValidWriteIdsRequest(fullTableNames=[table], writeId=claimed)
+        try:
+            self._call("get_valid_write_ids", request)
+        except MetastoreUnavailable:
+            raise
+        except MetaException as exc:
+            if f"invalid write id {claimed}" not in str(exc):
+                raise
+            return None
+        try:
+            [(_, allocated)] = self.allocate_table_write_ids([txn_id], table)
+        except MetastoreUnavailable:
+            raise
+        except MetaException as exc:  # Hive's metastore allocates for open txns only (an internal error else)
+            raise _TxnNotOpen(txn_id) from exc
+        return allocated
 
     def _register(self, txn_id: int, write: TableWrite) -> None:
         db, name = split_name(write.table)
@@ -510,7 +579,9 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         partition_names: Sequence[str],
         operation: OperationType = OperationType.INSERT,
     ) -> None:
-        self._register(txn_id, TableWrite(table_name, write_id, {p: operation for p in partition_names}))
+        write = TableWrite(table_name, write_id, {p: operation for p in partition_names})
+        self._check_write_id(txn_id, write)
+        self._register(txn_id, write)
 
     def add_write_notification(
         self,
@@ -520,7 +591,9 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         partition_name: str | None,
         files: Sequence[str | WrittenFile],
     ) -> None:
-        self._register(txn_id, TableWrite(table_name, write_id, files={partition_name: files}))
+        write = TableWrite(table_name, write_id, files={partition_name: files})
+        self._check_write_id(txn_id, write)
+        self._register(txn_id, write)
 
     def perform_timeouts(self) -> list[int]:
         raise unsupported(Capability.HOUSEKEEPING, "perform_timeouts", self.backend_name)
@@ -670,6 +743,10 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
 
     def repl_target_txns(self, policy: str, src_txn_ids: Sequence[int]) -> dict[int, int]:
         raise unsupported(Capability.REPLICA_STATE, "repl_target_txns", self.backend_name)
+
+
+class _TxnNotOpen(Exception):
+    """The metastore would not allocate a write id to the txn: it is not open (the caller's next call says why)."""
 
 
 def _lock_component(component: LockComponent, partitioned: bool) -> ttypes.LockComponent:

@@ -81,6 +81,11 @@ class KerberosSettings:
         return self.service_principal.replace("_HOST", host.lower())
 
 
+class NoCredentials(AuthenticationError):
+    """The caller has no Kerberos credentials to offer (no ticket, an expired one, no keytab): refused before
+    any metastore is asked, so no other metastore of a list is tried."""
+
+
 class GssapiSaslTransport(TTransportBase):
     """A thrift transport over ``inner`` (an open socket) that authenticates with SASL GSSAPI on :meth:`open`,
     then frames (and wraps, per QOP) every message."""
@@ -256,8 +261,8 @@ def advice(settings: KerberosSettings) -> str:
     )
 
 
-def _login_error(settings: KerberosSettings, url: str, why: str) -> AuthenticationError:
-    return AuthenticationError(
+def _login_error(settings: KerberosSettings, url: str, why: str) -> NoCredentials:
+    return NoCredentials(
         f"no Kerberos credentials for the Hive Metastore at {url} as {describe_client(settings)}: {why}. "
         f"{advice(settings)}"
     )

@@ -12,10 +12,17 @@ thrift's ``TSocket.open``, which logs each failure (with a traceback for an unre
 
 A kerberized metastore (``kerberos`` settings) is reached over SASL/GSSAPI (:mod:`.sasl`): each new socket
 authenticates within ``connect_timeout`` before its first call, so a refused credential fails the connect.
+
+A URL may list several metastores, ``thrift://h1:9083,thrift://h2:9083``, as Hive's ``metastore.thrift.uris``
+does, and they are tried as Hive's clients try them: a new socket goes to the first of the list that accepts
+(and authenticates it), in an order shuffled once (``uri_selection="random"``, Hive's default) or as written
+(``"sequential"``); after a dropped connection, ``random`` moves another metastore to the front, so clients
+spread over the survivors. Kerberos's ``_HOST`` is each metastore's own host.
 """
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 from collections.abc import Callable
@@ -32,7 +39,7 @@ from thrift.transport.TTransport import TBufferedTransport, TTransportBase, TTra
 
 from acidstream.errors import AuthenticationError, MetaException, MetastoreUnavailable, MetastoreUrlError
 from acidstream.metastore.hive.errors import translate
-from acidstream.metastore.hive.sasl import GssapiSaslTransport, KerberosLogin, KerberosSettings
+from acidstream.metastore.hive.sasl import GssapiSaslTransport, KerberosLogin, KerberosSettings, NoCredentials
 
 T = TypeVar("T")
 
@@ -64,6 +71,18 @@ class Endpoint:
             raise MetastoreUrlError(f"bad host name in Hive Metastore URL {url!r}") from None
         return cls(url, parts.hostname, port)
 
+    @classmethod
+    def parse_list(cls, url: str) -> tuple[Endpoint, ...]:
+        """The metastores of a comma-separated list of ``thrift://`` URLs (one URL is a list of one)."""
+        urls = [part.strip() for part in url.split(",")]
+        if not all(urls):
+            raise MetastoreUrlError(f"an empty entry in the Hive Metastore URL list {url!r}")
+        return tuple(cls.parse(part) for part in urls)
+
+
+#: Hive's ``metastore.thrift.uri.selection`` values: the order a list of metastores is tried in.
+URI_SELECTIONS = ("random", "sequential")
+
 
 class SaslRequired(AuthenticationError):
     """The metastore answered the first call with a SASL frame: it speaks SASL (Kerberos), and the client was
@@ -79,8 +98,9 @@ class _Socket(TSocket):
     which prints on stderr unless the application configured logging) and keeping the first bytes it reads,
     which tell what answered a call that did not parse."""
 
-    def __init__(self, host: str, port: int) -> None:
-        super().__init__(host, port)
+    def __init__(self, endpoint: Endpoint) -> None:
+        super().__init__(endpoint.host, endpoint.port)
+        self.endpoint = endpoint
         self.first_bytes = b""
 
     def open(self) -> None:
@@ -117,8 +137,19 @@ class ThriftConnection:
         connect_timeout: float = 10.0,
         socket_timeout: float = 600.0,
         kerberos: KerberosSettings | None = None,
+        uri_selection: str = "random",
     ) -> None:
-        self.endpoint = Endpoint.parse(url)
+        if uri_selection not in URI_SELECTIONS:
+            raise MetastoreUrlError(
+                f"unknown uri_selection {uri_selection!r} for the Hive Metastore at {url} "
+                f"(known: {', '.join(URI_SELECTIONS)})"
+            )
+        self.url = url
+        self.endpoints = Endpoint.parse_list(url)
+        self.uri_selection = uri_selection
+        self._order = list(self.endpoints)  # the order a new socket tries them in
+        if uri_selection == "random":
+            random.shuffle(self._order)
         self.login = None if kerberos is None else KerberosLogin(kerberos)
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
@@ -127,18 +158,36 @@ class ThriftConnection:
         self._generation = 0  # close() bumps it: a socket of an older generation is closed when handed back
         self._answered = False  # a call was ever answered: a closed first call then is not SASL
 
-    @property
-    def url(self) -> str:
-        return self.endpoint.url
-
     def _open(self) -> tuple[_Socket, Client]:
-        sock = _Socket(self.endpoint.host, self.endpoint.port)
+        """A socket to the first metastore of the list that accepts and authenticates one. Credentials the
+        client does not have fail at once; a metastore that is down or refuses them is skipped for the next,
+        and when none is left the first refusal is raised, else :class:`MetastoreUnreachable` naming each."""
+        with self._lock:
+            order = list(self._order)
+        failures: list[MetastoreUnreachable | AuthenticationError] = []
+        for endpoint in order:
+            try:
+                return self._open_at(endpoint)
+            except NoCredentials:
+                raise  # the same for every metastore of the list
+            except (MetastoreUnreachable, AuthenticationError) as exc:
+                failures.append(exc)
+        refusals = [exc for exc in failures if isinstance(exc, AuthenticationError)]
+        if len(failures) == 1 or refusals:
+            raise (refusals or failures)[0]
+        raise MetastoreUnreachable(
+            f"cannot reach any of the Hive Metastores at {self.url}: "
+            + "; ".join(str(exc) for exc in failures)
+        ) from failures[-1]
+
+    def _open_at(self, endpoint: Endpoint) -> tuple[_Socket, Client]:
+        sock = _Socket(endpoint)
         sock.setTimeout(self.connect_timeout * 1000)
         try:
             sock.open()
         except DROPPED as exc:
             raise MetastoreUnreachable(
-                f"cannot reach the Hive Metastore at {self.url} within {self.connect_timeout:g}s: "
+                f"cannot reach the Hive Metastore at {endpoint.url} within {self.connect_timeout:g}s: "
                 f"{_cause(exc)}"
             ) from exc
         if self.login is None:
@@ -150,14 +199,15 @@ class ThriftConnection:
 
     def _authenticated(self, sock: _Socket, login: KerberosLogin) -> GssapiSaslTransport:
         """``sock`` after SASL/GSSAPI (within the connect timeout): :class:`AuthenticationError` if refused."""
-        credentials = login.credentials(self.url)
-        transport = GssapiSaslTransport(sock, login.settings, credentials, self.endpoint.host, self.url)
+        url = sock.endpoint.url
+        credentials = login.credentials(url)
+        transport = GssapiSaslTransport(sock, login.settings, credentials, sock.endpoint.host, url)
         try:
             transport.open()
         except DROPPED as exc:
             sock.close()
             raise MetastoreUnreachable(
-                f"the Hive Metastore at {self.url} closed the connection during Kerberos (SASL) authentication "
+                f"the Hive Metastore at {url} closed the connection during Kerberos (SASL) authentication "
                 f"({_cause(exc)}): it is restarting, or it is not kerberized (metastore.sasl.enabled), then "
                 "connect without Kerberos settings"
             ) from exc
@@ -192,6 +242,14 @@ class ThriftConnection:
         for sock, _ in idle:
             sock.close()
 
+    def _promote(self) -> None:
+        """After a dropped connection, under ``random``: another metastore of the list first (as Hive's
+        ``reconnect`` swaps a random one to the front: the one that dropped is likely the first)."""
+        with self._lock:
+            if self.uri_selection == "random" and len(self._order) > 1:
+                index = random.randrange(1, len(self._order))
+                self._order[0], self._order[index] = self._order[index], self._order[0]
+
     def call(
         self, name: str, fn: Callable[[Client], T], *, idempotent: bool, timeout: float | None = None
     ) -> T:
@@ -207,8 +265,9 @@ class ThriftConnection:
             except DROPPED as exc:
                 sock.close()
                 self.close()  # the others are likely dropped too (a restarted metastore)
+                self._promote()
                 if not self._answered:
-                    _check_first_answer(exc, sock.first_bytes, name, self.url)
+                    _check_first_answer(exc, sock.first_bytes, name, sock.endpoint.url)
                 if idempotent and attempt == 1:
                     continue
                 if _cause(exc) == TIMED_OUT:
