@@ -10,8 +10,11 @@ ROW__ID repeats within a directory.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
+from decimal import Context, Decimal
 from typing import Any
 
 import pytest
@@ -96,6 +99,31 @@ def our_rows(
     )
 
 
+def as_hive(value: Any) -> Any:
+    """One of our scan's values as the referee prints Hive's (see ``hive4.referee``)."""
+    if isinstance(value, Decimal):
+        return format(value.normalize(Context(prec=40)), "f")  # decimal(38,s) exceeds the default 28 digits
+    if isinstance(value, dt.datetime):
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list):
+        return [list(map(as_hive, v)) if isinstance(v, tuple) else as_hive(v) for v in value]
+    if isinstance(value, dict):
+        return [as_hive(v) for v in value.values()]
+    return value
+
+
+def hashable(value: Any) -> Any:
+    """``value`` with its lists (Hive's structs, arrays and maps) as tuples, to count rows."""
+    return tuple(map(hashable, value)) if isinstance(value, list | tuple) else value
+
+
 def judge(
     hive4: Referee,
     ms: Metastore,
@@ -129,7 +157,7 @@ def judge(
             our_rows(ms, table_name, txns, write_ids)
         assert str(ours_refused.value).split(".")[0] in str(exc)  # the same snapshot
         return []
-    ours = our_rows(ms, table_name, txns, write_ids)
+    ours = [(rid, tuple(as_hive(v) for v in row)) for rid, row in our_rows(ms, table_name, txns, write_ids)]
     assert ours == theirs, f"{table_name} at {txns}: {differences(ours, theirs, 'ours', 'Hive')}"
     for vectorized, s in ways[1:]:
         read = hive_rows(hive4, ms, table_name, txns, vectorized=vectorized, splits=s, write_ids=write_ids)
@@ -137,7 +165,7 @@ def judge(
         assert read == theirs, f"{table_name} at {txns}: {differences(read, theirs, way, 'row-mode')}"
     if expected is not None:
         got = [row for _, row in theirs]
-        assert Counter(got) == Counter(expected), (
+        assert Counter(map(hashable, got)) == Counter(map(hashable, expected)), (
             f"{table_name} at {txns}: {differences(got, expected, 'read', 'committed')}"
         )
     return theirs
@@ -145,7 +173,7 @@ def judge(
 
 def differences(left: Iterable[Any], right: Iterable[Any], left_name: str, right_name: str) -> str:
     """What only one side has (the first few of each, counted as multisets)."""
-    a, b = Counter(left), Counter(right)
+    a, b = Counter(map(hashable, left)), Counter(map(hashable, right))
     only = [
         (name, sorted((x - y).elements(), key=repr)) for name, x, y in ((left_name, a, b), (right_name, b, a))
     ]

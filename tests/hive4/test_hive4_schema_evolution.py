@@ -6,10 +6,8 @@ own rule refuses an incompatible change, with the message ours gives)."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,35 +23,15 @@ from acidstream.storage import table_filesystem
 from hive4.hivetables import COLUMNS, HiveTable, read_directory
 from hive4.judge import judge
 from hive4.referee import Referee
+from hive4.schema_support import both_metastores, stream
 from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
-_dbs = itertools.count()
-
 
 @pytest.fixture(params=["ours", "hive"])
 def ms(request: pytest.FixtureRequest, tmp_path: Path, warehouse: Path) -> Iterator[tuple[Metastore, str]]:
-    """A metastore and a fresh database in it: our SQLite one, or a Hive 4 Metastore."""
-    if request.param == "ours":
-        url, kw = f"sqlite:///{tmp_path / 'ms.db'}", {"warehouse": str(warehouse)}
-    else:
-        import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
-        url, kw = request.getfixturevalue("hive4_metastore"), {}
-    db = f"evo{next(_dbs)}"
-    with Metastore.connect(url, **kw) as m:
-        m.execute(f"CREATE DATABASE {db}")
-        yield m, db
-
-
-def stream(ms: Metastore, table: str, data: dict[str, Any]) -> None:
-    """One committed txn of ``data``, through a connection opened now (under the table's columns now)."""
-    db, name = table.split(".")
-    builder = StreamingConnection.builder().with_metastore(ms).with_database(db).with_table(name)
-    with builder.with_record_writer(StrictDelimitedInputWriter.builder().build()).connect() as conn:
-        conn.begin_transaction()
-        conn.write_batch(pa.table(data))
-        conn.commit_transaction()
+    yield from both_metastores(request, tmp_path, warehouse)
 
 
 def test_hive_reads_old_and_new_files_after_each_alter(hive4: Referee, ms: tuple[Metastore, str]) -> None:

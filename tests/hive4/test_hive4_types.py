@@ -3,12 +3,10 @@ files' ORC types against it): the values it returns are ours."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 from collections.abc import Iterator
-from decimal import Context, Decimal
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,7 +14,7 @@ import pytest
 
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.catalog import Metastore
-from hive4.judge import hive_rows, our_rows
+from hive4.judge import as_hive, hive_rows, our_rows
 from hive4.referee import Referee
 
 pytestmark = pytest.mark.hive4
@@ -33,26 +31,6 @@ def ms(tmp_path: Path, warehouse: Path) -> Iterator[Metastore]:
     with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(warehouse)) as m:
         m.execute("CREATE DATABASE db")
         yield m
-
-
-def as_hive(value: Any) -> Any:
-    """One of our scan's values as the referee prints Hive's (see ``hive4.referee``)."""
-    if isinstance(value, Decimal):
-        return format(value.normalize(Context(prec=40)), "f")  # decimal(38,s) exceeds the default 28 digits
-    if isinstance(value, dt.datetime):
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
-        return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, float):
-        return value
-    if isinstance(value, list):
-        return [list(map(as_hive, v)) if isinstance(v, tuple) else as_hive(v) for v in value]
-    if isinstance(value, dict):
-        return [as_hive(v) for v in value.values()]
-    return value
 
 
 def test_every_type(hive4: Referee, ms: Metastore) -> None:

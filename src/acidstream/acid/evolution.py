@@ -2,7 +2,8 @@
 
 Reading, Hive 4 matches a file's fields to the table's columns by name, unless the file names them ``_col0``...
 as Hive's own writers do: then by position (ORC's schema evolution). A column the file lacks (added since, or
-renamed: by name it is not found) reads as NULL; a widened one is converted.
+renamed: by name it is not found) reads as NULL; a widened one is converted (:func:`convert`): a decimal is
+rounded half up to the column's scale now, and reads as NULL where it has more digits than its precision.
 
 A Hive 4 metastore refuses a change that gives a column position a type its files cannot be read as
 (``hive.metastore.disallow.incompatible.col.type.changes``, on by default): readers map an ACID file's columns
@@ -17,6 +18,7 @@ import re
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from acidstream.acid.types import Column
 from acidstream.errors import InvalidOperationException
@@ -126,3 +128,60 @@ def table_columns(row: pa.StructArray, names: Sequence[str], positions: Sequence
     index = {n.lower(): i for i, n in enumerate(file_names)}
     found = (index.get(row_field_key(p, names[p], by_position), -1) for p in positions)
     return [row.field(i) if i >= 0 else pa.nulls(len(row)) for i in found]
+
+
+def convert(values: pa.Array, target: pa.DataType) -> pa.Array:
+    """A file's ``values`` as the table's type ``target`` now (changed since the file was written), as Hive 4's
+    reader converts them: a decimal or an integer becoming a decimal is rounded half up (away from zero) to
+    ``target``'s scale and NULL where it then has more digits than ``target``'s precision allows (ORC's
+    schema evolution, where Arrow's cast would refuse); inside structs, lists and maps too. A struct's fields
+    are matched by name (a field added since reads NULL); anything else is Arrow's cast."""
+    if values.type == target:
+        return values
+    if not _has_decimal(target):
+        return values.cast(target)
+    if pa.types.is_decimal(target):
+        return _to_decimal(values, target) if not pa.types.is_floating(values.type) else values.cast(target)
+    mask = values.is_null() if values.null_count else None
+    if pa.types.is_struct(target) and pa.types.is_struct(values.type):
+        index = {f.name.lower(): i for i, f in enumerate(values.type)}
+        children = [
+            convert(values.field(index[f.name.lower()]), f.type)
+            if f.name.lower() in index
+            else pa.nulls(len(values), f.type)
+            for f in target
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_map(target) and pa.types.is_map(values.type):
+        keys = convert(values.keys, target.key_type)
+        items = convert(values.items, target.item_type)
+        return pa.MapArray.from_arrays(values.offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_list(target) and pa.types.is_list(values.type):
+        return pa.ListArray.from_arrays(
+            values.offsets, convert(values.values, target.value_type), type=target, mask=mask
+        )
+    return values.cast(target)
+
+
+def _has_decimal(t: pa.DataType) -> bool:
+    if pa.types.is_decimal(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_decimal(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _has_decimal(t.key_type) or _has_decimal(t.item_type)
+    return pa.types.is_list(t) and _has_decimal(t.value_type)
+
+
+def _to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
+    """Decimals or integers as ``target``: rounded half up to its scale, NULL where they do not fit."""
+    scale = values.type.scale if pa.types.is_decimal(values.type) else 0
+    wide = values.cast(pa.decimal256(76, scale))  # room for any value: at most 38 digits, so far
+    if target.scale < scale:
+        wide = pc.round(wide, ndigits=target.scale, round_mode="half_towards_infinity")
+    wide = wide.cast(pa.decimal256(76, target.scale))  # exact: rounded to that scale
+    bound = pa.scalar(10 ** (target.precision - target.scale), pa.int64()).cast(
+        pa.decimal256(76, target.scale)
+    )
+    fits = pc.less(pc.abs(wide), bound)
+    return pc.if_else(fits, wide, pa.nulls(len(wide), wide.type)).cast(target)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from acidstream.acid.evolution import table_columns
+from acidstream.acid.evolution import convert, table_columns
 from acidstream.acid.orc import WriterOptions, iter_event_batches, read_events
 from acidstream.acid.orc.events import EVENT_FIELDS, KEY_FIELDS, EventKind, event_schema
 from acidstream.acid.types import Column
@@ -182,7 +182,8 @@ def _kept(
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """Events shaped as the table's event schema: ``row`` fields matched to the table's columns as Hive 4
     reads them (by name, or by position in files that name them ``_col0``...; a column the file lacks is NULL:
-    :func:`acidstream.acid.evolution.table_columns`), types cast where the file's differ (widened since)."""
+    :func:`acidstream.acid.evolution.table_columns`), values converted where the file's types differ (changed
+    since) as Hive's reader converts them (:func:`acidstream.acid.evolution.convert`)."""
     if batch.schema == schema:  # equal but for the file's metadata, which is not the output's
         return batch.replace_schema_metadata(None)
     row = batch.column("row")
@@ -190,9 +191,7 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     if row.type != row_type:
         names = [f.name for f in row_type]
         children = table_columns(row, names, range(len(names)))
-        children = [
-            c if c.type == f.type else c.cast(f.type) for c, f in zip(children, row_type, strict=True)
-        ]
+        children = [convert(c, f.type) for c, f in zip(children, row_type, strict=True)]
         row = pa.StructArray.from_arrays(children, fields=list(row_type), mask=row.is_null())
     columns = [batch.column(n) for n in EVENT_FIELDS[:5]]
     columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, schema, strict=False)]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from acidstream.acid.evolution import table_columns
+from acidstream.acid.evolution import convert, table_columns
 from acidstream.acid.orc import iter_event_batches
 from acidstream.acid.orc.events import KEY_FIELDS
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
@@ -277,8 +277,5 @@ def _event_columns(want_row: bool, want_keys: bool, check_validity: bool) -> lis
 
 def _row_field(events: pa.RecordBatch, target: pa.Field, index: int) -> pa.Array:
     """A user column out of the table-shaped ``row`` (:meth:`BucketReader._table_row`), cast to the table's
-    type when the column was widened since the file was written (docs/format.md, Schema evolution)."""
-    values = events.column("row").field(index)
-    if values.type != target.type:
-        values = values.cast(target.type)
-    return values
+    type when the column was changed since the file was written (docs/format.md, Schema evolution)."""
+    return convert(events.column("row").field(index), target.type)

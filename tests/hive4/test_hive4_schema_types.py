@@ -1,0 +1,127 @@
+"""Hive 4 judges schema evolution of decimal and complex columns: a decimal's precision and scale widened, a
+field added inside a struct, a list's and a map's values widened. Old files read under the new types as Hive's
+reader reads them, new files carry the new types, rows of old files take updates, and a major compaction
+rewrites both into one base. A decimal changed so that old values no longer fit reads them as NULL (rounded
+to the new scale first), as Hive's reader does. On our metastore and on a Hive Metastore."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from acidstream.catalog import Metastore
+from acidstream.compactor import Compactor, CompactorConfig
+from hive4.judge import judge
+from hive4.referee import Referee
+from hive4.schema_support import both_metastores, stream
+
+pytestmark = pytest.mark.hive4
+
+
+@pytest.fixture(params=["ours", "hive"])
+def ms(request: pytest.FixtureRequest, tmp_path: Path, warehouse: Path) -> Iterator[tuple[Metastore, str]]:
+    yield from both_metastores(request, tmp_path, warehouse)
+
+
+def compact(m: Metastore, table: str) -> None:
+    request = m.compact(table, kind="major")
+    Compactor(m, CompactorConfig(retention=0.0)).run_once()
+    assert m.get_compaction(request).state in ("ready for cleaning", "succeeded"), m.get_compaction(request)
+
+
+def test_decimal_and_complex_widenings(hive4: Referee, ms: tuple[Metastore, str]) -> None:
+    m, db = ms
+    t = f"{db}.w"
+    m.execute(
+        f"CREATE TABLE {t} (id int, price decimal(10,2), st struct<a:int,b:string>, arr array<int>, "
+        "m map<string,int>) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    stream(
+        m,
+        t,
+        {
+            "id": [1, 2, 3],
+            "price": [Decimal("12.30"), Decimal("-99999999.99"), None],
+            "st": [{"a": 1, "b": "x"}, None, {"a": None, "b": "z"}],
+            "arr": [[1, None, 2**31 - 1], [], None],
+            "m": [[("k", 1)], None, [("n", None)]],
+        },
+    )
+    model = {
+        1: (1, "12.3", [1, "x"], [1, None, 2**31 - 1], [["k", 1]]),
+        2: (2, "-99999999.99", None, [], None),
+        3: (3, None, [None, "z"], None, [["n", None]]),
+    }
+    judge(hive4, m, t, expected=model.values())
+
+    for change in (
+        "CHANGE price price decimal(12,4)",
+        "CHANGE st st struct<a:int,b:string,c:double>",
+        "CHANGE arr arr array<bigint>",
+        "CHANGE m m map<string,bigint>",
+    ):
+        m.execute(f"ALTER TABLE {t} {change}")
+    assert [str(c.type) for c in m.table(t).columns] == [
+        "int",
+        "decimal(12,4)",
+        "struct<a:int,b:string,c:double>",
+        "array<bigint>",
+        "map<string,bigint>",
+    ]
+    # the struct's added field reads NULL in old files
+    model = {k: (*v[:2], None if v[2] is None else [*v[2], None], *v[3:]) for k, v in model.items()}
+    judge(hive4, m, t, expected=model.values())
+    stream(
+        m,
+        t,
+        {
+            "id": [4],
+            "price": [Decimal("12345678.1234")],
+            "st": [{"a": 4, "b": "w", "c": 0.5}],
+            "arr": [[2**40]],
+            "m": [[("big", 2**40)]],
+        },
+    )
+    model[4] = (4, "12345678.1234", [4, "w", 0.5], [2**40], [["big", 2**40]])
+    judge(hive4, m, t, expected=model.values())
+
+    m.table(t).update(pc.field("id") == 1, {"price": Decimal("0.0001")})
+    model[1] = (1, "0.0001", *model[1][2:])
+    judge(hive4, m, t, expected=model.values())
+    compact(m, t)
+    judge(hive4, m, t, expected=model.values())
+
+
+def test_decimal_values_that_no_longer_fit_read_null(hive4: Referee, ms: tuple[Metastore, str]) -> None:
+    """Hive's metastore lets a decimal column take any decimal type and an integer column any decimal type;
+    old values are rounded half up to the new scale, and those with too many digits for the new precision
+    read as NULL."""
+    m, db = ms
+    t = f"{db}.n"
+    m.execute(
+        f"CREATE TABLE {t} (id int, d decimal(10,2), i bigint) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    stream(
+        m,
+        t,
+        {
+            "id": [1, 2, 3, 4],
+            "d": [Decimal("123.45"), Decimal("12345.67"), Decimal("-0.05"), Decimal("999.96")],
+            "i": [99, 1000, -100, 2**40],
+        },
+    )
+    m.execute(f"ALTER TABLE {t} CHANGE d d decimal(4,1)")
+    m.execute(f"ALTER TABLE {t} CHANGE i i decimal(3,1)")
+    expected = [
+        (1, "123.5", "99"),
+        (2, None, None),
+        (3, "-0.1", None),
+        (4, None, None),
+    ]
+    judge(hive4, m, t, expected=expected)
+    compact(m, t)  # the base holds what Hive reads: NULLs where values did not fit
+    judge(hive4, m, t, expected=expected)
