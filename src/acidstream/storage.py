@@ -291,6 +291,33 @@ def capabilities(fs: pafs.FileSystem) -> Capabilities:
     return Capabilities(can_flush_and_append=local_or_hdfs, can_rename_directories=local_or_hdfs)
 
 
+def is_object_store(fs: pafs.FileSystem) -> bool:
+    """Whether ``fs`` is an object store (S3, GCS, Azure): a prefix is a directory once it holds an object, and
+    a PUT replaces an object whole, atomically."""
+    return not capabilities(fs).can_rename_directories
+
+
+def make_directories(fs: pafs.FileSystem, directory: str) -> None:
+    """``directory`` and its parents, made where a filesystem has directories. On an object store nothing is
+    made: pyarrow would PUT an empty marker object for the directory and each of its parents, every time, and
+    no reader needs one (ours, Hive's S3A and Spark's take a prefix holding objects for a directory); the
+    directory appears with its first file."""
+    if not is_object_store(fs):
+        fs.create_dir(directory, recursive=True)
+
+
+def file_exists(fs: pafs.FileSystem, path: str) -> bool:
+    """Whether a file (or anything) is at ``path``. On an object store one HEAD request: pyarrow's
+    ``get_file_info`` of a missing key also lists the prefix, to tell a directory from nothing."""
+    if not is_object_store(fs):
+        return fs.get_file_info(path).type != pafs.FileType.NotFound
+    try:
+        fs.open_input_file(path).close()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def flush(fs: pafs.FileSystem, path: str, stream: pa.NativeFile) -> None:
     """Flush ``stream`` (opened on ``fs`` for ``path``) so that other readers see what was written to it.
 

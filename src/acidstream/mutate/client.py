@@ -268,6 +268,7 @@ def table_write(
     commit without them."""
     components: dict[str | None, OperationType] = {}
     files: dict[str | None, list[str]] = {}
+    checksums: dict[str, tuple[int, int]] = {}
     for summary in summaries:
         if summary.write_id != table.write_id:
             raise TransactionException(
@@ -280,9 +281,10 @@ def table_write(
                 metastore.add_partition(table.qualified_name, list(part.values))
             components[key] = _stronger(components.get(key), part.operation)
             files.setdefault(key, []).extend(part.files)
+            checksums.update(part.checksums)
     if not components or table.write_id is None:
         return None
-    described = describe_partitions(table.table.location, files, fsync=table.table.fsync)
+    described = describe_partitions(table.table.location, files, fsync=table.table.fsync, checksums=checksums)
     return TableWrite(table.qualified_name, table.write_id, components, described)
 
 

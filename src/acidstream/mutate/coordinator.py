@@ -470,6 +470,8 @@ class MutatorCoordinator:
                 raise self._taken(exc) from exc
             writer.close()
             mutations.files.append(writer.path)
+            written = writer.written_prefix
+            mutations.checksums[writer.path] = (written.length, written.crc32)
         self._left = []
 
     def _location(self, values: PartitionValues) -> tuple[str, str]:

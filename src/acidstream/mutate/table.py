@@ -137,6 +137,9 @@ class PartitionMutations:
     updated: int = 0
     deleted: int = 0
     files: list[str] = field(default_factory=list)
+    #: Each file's length and CRC-32, kept by its writer as the bytes went out: the commit names them (for
+    #: replication) without reading the files back (on an object store that read cost three requests a file).
+    checksums: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def operation(self) -> OperationType:
@@ -199,4 +202,5 @@ class MutationSummary:
 
 
 def _counts(p: dict[str, Any]) -> dict[str, Any]:
-    return {k: p[k] for k in ("inserted", "updated", "deleted", "files")}
+    checksums = {path: (int(n), int(crc)) for path, (n, crc) in p.get("checksums", {}).items()}
+    return {**{k: p[k] for k in ("inserted", "updated", "deleted", "files")}, "checksums": checksums}

@@ -20,6 +20,7 @@ from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.metastore.models import ReaderRegistration
 from acidstream.read.bucket_read import ROW_ID, ROW_ID_TYPE, BucketReader
+from acidstream.read.listing import listed_once
 from acidstream.read.planning import (
     BucketTask,
     ScanPlan,
@@ -193,8 +194,12 @@ class TableScan:
                 for p in self.metastore.list_partitions(self.table.full_name)
             ]
             targets = select_partitions(self.table.partition_keys, parts, self.partition_filter)
+        # on an object store, one listing of the table (of each partition chosen, under a filter) answers the
+        # planner; a plan made again below lists afresh
+        roots = [table_dir] if self.partition_filter is None else [location for _, _, location in targets]
+        listed = listed_once(fs, roots)
         planned = {
-            name: plan_partition(fs, location, self.write_ids, self.txns, values, name)
+            name: plan_partition(listed, location, self.write_ids, self.txns, values, name)
             for values, name, location in targets
         }
         assert self._registration is not None

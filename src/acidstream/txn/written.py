@@ -1,7 +1,7 @@
 """Describing closed files for a commit's ACID_WRITE events (replicas copy and verify what they name).
 
-Writers of growing files (streaming batches) keep the checksum as they write; files a txn wrote and closed
-(mutations, Spark tasks) are read once here, at commit, and fsynced first when the table asks for it.
+Writers keep the checksum as they write (streaming batches, mutations' coordinators); files whose writer did not
+hand it over (Spark tasks) are read once here, at commit. Each is fsynced first when the table asks for it.
 """
 
 from __future__ import annotations
@@ -14,22 +14,39 @@ from acidstream.metastore.models import WrittenFile
 from acidstream.storage import sync_files, table_filesystem
 
 
-def describe_closed(location: str, paths: Sequence[str], *, fsync: bool = False) -> list[WrittenFile]:
-    """Each file under table ``location`` (whose filesystem it shares) with its length and CRC-32; with
-    ``fsync``, the files, their directories' version files and the directories up to ``location`` are made
-    durable first (see ``Table.fsync``)."""
+def describe_closed(
+    location: str,
+    paths: Sequence[str],
+    *,
+    fsync: bool = False,
+    checksums: Mapping[str, tuple[int, int]] | None = None,
+) -> list[WrittenFile]:
+    """Each file under table ``location`` (whose filesystem it shares) with its length and CRC-32, read from
+    the file unless ``checksums`` has them (``(length, crc32)`` its writer kept); with ``fsync``, the files,
+    their directories' version files and the directories up to ``location`` are made durable first (see
+    ``Table.fsync``)."""
     fs, root = table_filesystem(location)
     if fsync:
         versions = sorted({f"{p.rsplit('/', 1)[0]}/{ORC_ACID_VERSION_FILE}" for p in paths})
         sync_files(fs, [*paths, *versions], root)
     out = []
     for path in paths:
-        prefix = file_prefix(fs, path)
-        out.append(WrittenFile(path, prefix.length, prefix.crc32))
+        kept = (checksums or {}).get(path)
+        if kept is None:
+            prefix = file_prefix(fs, path)
+            kept = (prefix.length, prefix.crc32)
+        out.append(WrittenFile(path, *kept))
     return out
 
 
 def describe_partitions(
-    location: str, files: Mapping[str | None, Sequence[str]], *, fsync: bool = False
+    location: str,
+    files: Mapping[str | None, Sequence[str]],
+    *,
+    fsync: bool = False,
+    checksums: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str | None, list[WrittenFile]]:
-    return {partition: describe_closed(location, paths, fsync=fsync) for partition, paths in files.items()}
+    return {
+        partition: describe_closed(location, paths, fsync=fsync, checksums=checksums)
+        for partition, paths in files.items()
+    }

@@ -56,7 +56,7 @@ from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import fault_point
-from acidstream.storage import flush, truncate
+from acidstream.storage import file_exists, flush, is_object_store, make_directories, truncate
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -860,7 +860,7 @@ class AcidWriter:
     def _create_files_unchecked(self, side_file: bool) -> None:
         if not self._directory_ready:
             prepare_directory(self._fs, self._path.rsplit("/", 1)[0] if "/" in self._path else ".")
-        if self._fs.get_file_info(self._path).type != pafs.FileType.NotFound:
+        if file_exists(self._fs, self._path):
             raise FileExistsError(f"ORC file {self._path} already exists")
         self._side = SideFileWriter.create(self._fs, self._path) if side_file else None
         try:
@@ -882,10 +882,12 @@ def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
     """A base/delta directory with its ``_orc_acid_version`` file (content "2"), each made if missing.
 
     Writers of one directory (a compaction's buckets) may make the file at the same time; on HDFS the later
-    create replaces the earlier one's file while it is written, whose writer then fails: the file is there."""
-    fs.create_dir(directory, recursive=True)
+    create replaces the earlier one's file while it is written, whose writer then fails: the file is there.
+    On an object store the file is put without asking first (a PUT replaces an object whole, and every
+    writer's holds the same bytes), and no directory is made (:func:`make_directories`): one request."""
+    make_directories(fs, directory)
     version = f"{directory}/{ORC_ACID_VERSION_FILE}"
-    if fs.get_file_info(version).type == pafs.FileType.NotFound:
+    if is_object_store(fs) or fs.get_file_info(version).type == pafs.FileType.NotFound:
         try:
             with fs.open_output_stream(version) as out:
                 out.write(ORC_ACID_VERSION.encode("ascii"))

@@ -1,0 +1,119 @@
+"""One listing of a table's tree on an object store, in place of one per directory while a scan is planned.
+
+Planning asks about each partition directory, lists it, then lists each base/delta directory it chose: on S3
+a 4-partition table of 11 deltas each cost 52 requests. An object store lists every key under a prefix in one
+request (a thousand keys a page), so the planner's questions are answered from that listing instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from acidstream.storage import is_object_store
+
+
+def listed_once(fs: pafs.FileSystem, roots: Sequence[str]) -> pafs.FileSystem:
+    """``fs``, or on an object store a filesystem answering listings and file infos under ``roots`` from one
+    recursive listing of each root (made at its first question); every other call goes to ``fs``. For the
+    length of one plan: a listing is not refreshed."""
+    if not is_object_store(fs):
+        return fs
+    return pafs.PyFileSystem(ListedTree(fs, roots))
+
+
+class ListedTree(pafs.FileSystemHandler):
+    """The handler of :func:`listed_once`'s filesystem."""
+
+    def __init__(self, base: pafs.FileSystem, roots: Sequence[str]) -> None:
+        self._base = base
+        self._roots = [r.rstrip("/") for r in roots]
+        #: per listed root: each directory's children, and each path's info
+        self._listed: dict[str, tuple[dict[str, list[pafs.FileInfo]], dict[str, pafs.FileInfo]]] = {}
+
+    def _tree(self, path: str) -> tuple[str, dict[str, list[pafs.FileInfo]], dict[str, pafs.FileInfo]] | None:
+        """(root, children, infos) of the listed root holding ``path``, listing it first if need be."""
+        root = next((r for r in self._roots if path == r or path.startswith(r + "/")), None)
+        if root is None:
+            return None
+        if root not in self._listed:
+            children: dict[str, list[pafs.FileInfo]] = defaultdict(list)
+            infos: dict[str, pafs.FileInfo] = {}
+            everything = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+            for info in self._base.get_file_info(everything):
+                infos[info.path] = info
+                children[info.path.rsplit("/", 1)[0]].append(info)
+            self._listed[root] = (dict(children), infos)
+        return (root, *self._listed[root])
+
+    def get_type_name(self) -> str:
+        return str(self._base.type_name).rsplit("::", 1)[-1]
+
+    def normalize_path(self, path: str) -> str:
+        return str(self._base.normalize_path(path))
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return [self._info(p.rstrip("/")) for p in paths]
+
+    def _info(self, path: str) -> pafs.FileInfo:
+        tree = self._tree(path)
+        if tree is None:
+            return self._base.get_file_info(path)
+        root, _, infos = tree
+        if path == root:
+            # a root with keys under it is a directory; an empty one may still have a marker object
+            return pafs.FileInfo(path, pafs.FileType.Directory) if infos else self._base.get_file_info(path)
+        return infos.get(path) or pafs.FileInfo(path, pafs.FileType.NotFound)
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        directory = selector.base_dir.rstrip("/")
+        tree = None if selector.recursive else self._tree(directory)
+        if tree is None:
+            return list(self._base.get_file_info(selector))
+        _, children, _ = tree
+        if directory in children:
+            return list(children[directory])
+        if self._info(directory).type == pafs.FileType.Directory:
+            return []
+        if selector.allow_not_found:
+            return []
+        raise FileNotFoundError(f"{directory}: no such directory")
+
+    # everything else: the store itself
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        self._base.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path: str) -> None:
+        self._base.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        self._base.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self) -> None:
+        raise OSError("a planning filesystem deletes nothing at its root")
+
+    def delete_file(self, path: str) -> None:
+        self._base.delete_file(path)
+
+    def move(self, src: str, dest: str) -> None:
+        self._base.move(src, dest)
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self._base.copy_file(src, dest)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        return self._base.open_input_stream(path)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return self._base.open_input_file(path)
+
+    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        return self._base.open_output_stream(path, metadata=metadata)
+
+    def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        return self._base.open_append_stream(path, metadata=metadata)
