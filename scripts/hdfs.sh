@@ -8,6 +8,13 @@
 #                                      configuration naming the cluster (core-site.xml, hdfs-site.xml: point
 #                                      HADOOP_CONF_DIR at it). DIR/ports holds "namenode-rpc-port webhdfs-port
 #                                      control-port".
+#   bash scripts/hdfs.sh start DIR --kerberos KDC_DIR
+#                                      the same, secured with the KDC that scripts/kdc.sh started in KDC_DIR:
+#                                      Kerberos RPC as hdfs/localhost, WebHDFS behind SPNEGO as HTTP/localhost and
+#                                      HTTP/127.0.0.1 (new keys, in DIR/hdfs.keytab), block access and delegation
+#                                      tokens, the DataNode on non-privileged ports (Hadoop's
+#                                      ignore.secure.ports.for.testing). The URI names localhost; DIR/conf says
+#                                      the cluster is kerberized and names the NameNode's principal.
 #   bash scripts/hdfs.sh stop DIR      stops the cluster started in DIR.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,19 +63,45 @@ running() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 # DIR/conf: the client configuration of the cluster started in DIR (what `hdfs dfs` and acidstream read), then
 # the URI on stdout and where the rest is on stderr.
 started() {
-    local dir="$1" rpc webhdfs
+    local dir="$1" rpc webhdfs host=127.0.0.1 core="" site=""
     read -r rpc webhdfs _ <"$dir/ports"
+    if [ -f "$dir/principal" ]; then # kerberized: service principals name localhost
+        host=localhost
+        core="<property><name>hadoop.security.authentication</name><value>kerberos</value></property>"
+        site="<property><name>dfs.namenode.kerberos.principal</name><value>$(cat "$dir/principal")</value></property>"
+    fi
     mkdir -p "$dir/conf"
-    printf '<configuration>\n  <property><name>fs.defaultFS</name><value>hdfs://127.0.0.1:%s</value></property>\n</configuration>\n' \
-        "$rpc" >"$dir/conf/core-site.xml"
-    printf '<configuration>\n  <property><name>dfs.namenode.http-address</name><value>127.0.0.1:%s</value></property>\n</configuration>\n' \
-        "$webhdfs" >"$dir/conf/hdfs-site.xml"
+    printf '<configuration>\n  <property><name>fs.defaultFS</name><value>hdfs://%s:%s</value></property>\n  %s\n</configuration>\n' \
+        "$host" "$rpc" "$core" >"$dir/conf/core-site.xml"
+    printf '<configuration>\n  <property><name>dfs.namenode.http-address</name><value>%s:%s</value></property>\n  %s\n</configuration>\n' \
+        "$host" "$webhdfs" "$site" >"$dir/conf/hdfs-site.xml"
     echo "hdfs.sh: WebHDFS on port $webhdfs; client configuration in $dir/conf (export HADOOP_CONF_DIR=$dir/conf)" >&2
-    echo "hdfs://127.0.0.1:$rpc"
+    echo "hdfs://$host:$rpc"
+}
+
+# DIR/hdfs.keytab: new keys of hdfs/localhost, HTTP/localhost and HTTP/127.0.0.1 from the KDC in KDC_DIR; the
+# launcher's arguments on stdout.
+kerberos() {
+    local dir="$1" kdc="$2" realm name rkt=""
+    [ -f "$kdc/krb5.conf" ] || die "no KDC in $kdc (scripts/kdc.sh start)"
+    realm="$(sed -n 's/^ *default_realm *= *//p' "$kdc/krb5.conf")"
+    for name in hdfs/localhost HTTP/localhost HTTP/127.0.0.1; do
+        rkt+="rkt $(bash "$root/scripts/kdc.sh" keytab "$kdc" "$name")"$'\n'
+    done
+    rm -f "$dir/hdfs.keytab"
+    printf '%swkt %s\nquit\n' "$rkt" "$dir/hdfs.keytab" | KRB5_CONFIG="$kdc/krb5.conf" ktutil >/dev/null ||
+        die "ktutil could not write $dir/hdfs.keytab"
+    echo "hdfs/localhost@$realm" >"$dir/principal"
+    echo "--kerberos hdfs/localhost@$realm $dir/hdfs.keytab"
 }
 
 start() {
-    local dir="${1:?usage: hdfs.sh start DIR}"
+    local dir="${1:?usage: hdfs.sh start DIR [--kerberos KDC_DIR]}" kdc="" secure=() opts=()
+    case "${2:-}" in
+    --kerberos) kdc="$(cd "${3:?--kerberos KDC_DIR}" && pwd)" ;;
+    "") ;;
+    *) die "usage: hdfs.sh start DIR [--kerberos KDC_DIR]" ;;
+    esac
     [ -f "$home/fetched" ] || die "run 'bash scripts/hdfs.sh fetch' first"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
@@ -76,9 +109,15 @@ start() {
         started "$dir"
         return
     fi
-    rm -rf "$dir/ports" "$dir/data"
-    (cd "$dir" && exec nohup "$java_bin" "${java_opts[@]}" -cp "$home/lib/*" acidstream.hdfs.MiniHdfs "$dir" \
-        >"$dir/hdfs.log" 2>&1 </dev/null) &
+    rm -rf "$dir/ports" "$dir/data" "$dir/principal"
+    if [ -n "$kdc" ]; then
+        local args
+        args="$(kerberos "$dir" "$kdc")"
+        read -ra secure <<<"$args"
+        opts=(-Djava.security.krb5.conf="$kdc/krb5.conf")
+    fi
+    (cd "$dir" && exec nohup "$java_bin" "${java_opts[@]}" "${opts[@]}" -cp "$home/lib/*" acidstream.hdfs.MiniHdfs \
+        "$dir" "${secure[@]}" >"$dir/hdfs.log" 2>&1 </dev/null) &
     echo $! >"$dir/pid"
     local waited=0
     until [ -f "$dir/ports" ]; do
@@ -109,7 +148,7 @@ stop() {
 
 case "${1:-}" in
 fetch) fetch ;;
-start) start "${2:-}" ;;
+start) start "${2:-}" "${3:-}" "${4:-}" ;;
 stop) stop "${2:-}" ;;
-*) die "usage: hdfs.sh fetch | start DIR | stop DIR" ;;
+*) die "usage: hdfs.sh fetch | start DIR [--kerberos KDC_DIR] | stop DIR" ;;
 esac

@@ -56,6 +56,24 @@ def hdfs_namenode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def hdfs_kerberos_namenode(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A kerberized MiniDFSCluster for the session (scripts/hdfs.sh start --kerberos): Kerberos RPC as
+    hdfs/localhost, WebHDFS behind SPNEGO (HTTP/localhost, HTTP/127.0.0.1), delegation tokens; its URI names
+    localhost. Skips or fails as ``hdfs_namenode`` does."""
+    from support.hdfscluster import HdfsUnavailable, hdfs_cluster
+
+    running = ExitStack()
+    try:
+        cluster = running.enter_context(hdfs_cluster(tmp_path_factory.mktemp("hdfs-kerberos"), kdc_dir=kdc.dir))
+    except HdfsUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"kerberized HDFS is unavailable under CI: {exc}")
+        pytest.skip(f"kerberized HDFS is unavailable (bash scripts/hdfs.sh fetch): {exc}")
+    with running:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
 def hive4_home() -> Path:
     """The cache directory with Hive's jars and our driver classes (fetched once, a no-op when up to date)."""
     try:

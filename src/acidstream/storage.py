@@ -35,8 +35,21 @@ DEFAULT_WEBHDFS_PORT = 9870
 #: The settings :func:`configure_stores` takes for S3: ``pyarrow.fs.S3FileSystem``'s arguments of those names.
 S3_SETTINGS = ("endpoint_override", "region", "access_key", "secret_key", "session_token", "scheme")
 #: The settings :func:`configure_stores` takes for HDFS: the namenode's WebHDFS port, the user requests assert,
-#: and the seconds a request waits to connect and for each part of an answer (10 and 60 when unset).
-HDFS_SETTINGS = ("webhdfs_port", "user", "connect_timeout", "read_timeout")
+#: the seconds a request waits to connect and for each part of an answer (10 and 60 when unset), Kerberos
+#: (SPNEGO: on or off, the caller's principal and keytab, the namenode's principal) and a delegation token.
+HDFS_SETTINGS = (
+    "webhdfs_port",
+    "user",
+    "connect_timeout",
+    "read_timeout",
+    "kerberos",
+    "kerberos_principal",
+    "kerberos_keytab",
+    "kerberos_service_principal",
+    "delegation_token",
+)
+#: Settings whose values are secrets: never in a message.
+_SECRETS = frozenset({"secret_key", "session_token", "delegation_token"})
 
 #: What :func:`configure_stores` set last: ``{"s3": {...}, "hdfs": {...}}``, empty when never called.
 _stores: dict[str, dict[str, Any]] = {"s3": {}, "hdfs": {}}
@@ -89,10 +102,13 @@ def _checked(store: str, given: Mapping[str, Any], known: tuple[str, ...]) -> di
             fits, wanted = type(value) is int and 0 < value < 65536, "a port number"
         elif key.endswith("_timeout"):
             fits, wanted = type(value) in (int, float) and value > 0, "a positive number of seconds"
+        elif key == "kerberos":
+            fits, wanted = type(value) is bool, "true or false"
         else:
             fits, wanted = isinstance(value, str) and bool(value), "a non-empty string"
         if not fits:
-            raise StorageLocationError(f"{store} setting {key}: {value!r} is not {wanted}")
+            shown = f"a {type(value).__name__}" if key in _SECRETS else repr(value)
+            raise StorageLocationError(f"{store} setting {key}: {shown} is not {wanted}")
     return dict(given)
 
 
@@ -164,21 +180,33 @@ def _configured_s3(settings: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
 
 def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
     """HDFS through its namenode's WebHDFS (HTTP) API, with :mod:`acidstream.webhdfs`'s client: pyarrow's own
-    HDFS filesystem needs libhdfs and a JVM on the client.
+    HDFS filesystem needs libhdfs and a JVM on the client. The client is :func:`hdfs_client`'s."""
+    from acidstream import webhdfs
+
+    return webhdfs.webhdfs_filesystem(hdfs_client(location)), urlsplit(location).path or "/"
+
+
+def hdfs_client(location: str) -> Any:
+    """The :class:`acidstream.webhdfs.WebHdfsClient` of ``location``'s namenode (for its delegation tokens:
+    ``get_delegation_token``, ``renew_delegation_token``, ``cancel_delegation_token``).
 
     ``webhdfs://nn:9870/p`` names the HTTP port. ``hdfs://nn:8020/p`` names the RPC port, so the HTTP port is
     ``$ACIDSTREAM_WEBHDFS_PORT``, else the port of ``dfs.namenode.http-address`` in the Hadoop client
     configuration (``$HADOOP_CONF_DIR/hdfs-site.xml``), else 9870. ``hdfs:///p`` is on the namenode of that
-    configuration's ``fs.defaultFS``, as Hadoop's clients read it. The user is ``$HADOOP_USER_NAME`` or the
-    login name, as Hadoop's clients assert it on a cluster without Kerberos. :func:`configure_stores`'s
-    ``webhdfs_port`` and ``user`` replace the environment's; its ``connect_timeout`` and ``read_timeout`` bound
-    every request."""
+    configuration's ``fs.defaultFS``, as Hadoop's clients read it. :func:`configure_stores`'s ``webhdfs_port``
+    replaces the environment's; its ``connect_timeout`` and ``read_timeout`` bound every request.
+
+    Who asks: with a ``delegation_token`` setting, its holder; else with Kerberos (the ``kerberos`` setting,
+    else ``hadoop.security.authentication = kerberos`` in ``core-site.xml``, as Hadoop's clients decide) the
+    caller's principal, by SPNEGO, from the ticket cache or ``kerberos_keytab``; else the ``user`` setting,
+    ``$HADOOP_USER_NAME`` or the login name, as Hadoop's clients assert it on a cluster without Kerberos."""
     parts = urlsplit(location)
     host = parts.hostname
     try:
         named_port = parts.port
     except ValueError as exc:
         raise StorageLocationError(f"{location}: its port is not a number") from exc
+    settings = _stores["hdfs"]
     if parts.scheme == "webhdfs":
         port = named_port or DEFAULT_WEBHDFS_PORT
     else:
@@ -186,7 +214,7 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
             default = _hadoop_setting("core-site.xml", "fs.defaultFS") or ""
             host = urlsplit(default).hostname if default.startswith("hdfs://") else None
         configured = (
-            str(_stores["hdfs"].get("webhdfs_port") or "")
+            str(settings.get("webhdfs_port") or "")
             or os.environ.get(WEBHDFS_PORT_ENV)
             or _hadoop_setting("hdfs-site.xml", "dfs.namenode.http-address")
         )
@@ -196,15 +224,37 @@ def hdfs_filesystem(location: str) -> tuple[pafs.FileSystem, str]:
             f"{location}: names no namenode (hdfs://host:port/path), and $HADOOP_CONF_DIR/core-site.xml has no "
             "hdfs:// fs.defaultFS"
         )
-    user = _stores["hdfs"].get("user") or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    user = settings.get("user") or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    kerberos = settings.get("kerberos")
+    if kerberos is None:
+        kerberos = (
+            _hadoop_setting("core-site.xml", "hadoop.security.authentication") or ""
+        ).lower() == "kerberos"
     try:
         from acidstream import webhdfs
     except ImportError as exc:
         raise StorageLocationError(
             f"{location}: hdfs:// and webhdfs:// locations need requests: pip install 'acidstream[hdfs]'"
         ) from exc
-    timeouts = {k: v for k, v in _stores["hdfs"].items() if k in ("connect_timeout", "read_timeout")}
-    return webhdfs.webhdfs_filesystem(webhdfs.WebHdfsClient(host, port, user, **timeouts)), parts.path or "/"
+    login = None
+    if kerberos and not settings.get("delegation_token"):
+        login = webhdfs.KerberosSettings(
+            settings.get("kerberos_principal"),
+            settings.get("kerberos_keytab"),
+            settings.get("kerberos_service_principal") or webhdfs.DEFAULT_SERVICE_PRINCIPAL,
+        )
+        try:
+            import gssapi  # noqa: F401
+            import requests_gssapi  # noqa: F401
+        except ImportError as exc:
+            raise StorageLocationError(
+                f"{location}: a kerberized namenode needs python-gssapi and requests-gssapi: "
+                "pip install 'acidstream[hdfs,kerberos]'"
+            ) from exc
+    timeouts = {k: v for k, v in settings.items() if k in ("connect_timeout", "read_timeout")}
+    return webhdfs.WebHdfsClient(
+        host, port, user, kerberos=login, delegation=settings.get("delegation_token"), **timeouts
+    )
 
 
 def _port(location: str, value: str) -> int:

@@ -7,6 +7,14 @@ is buffered, where streaming needs every flush readable at once (what ``hflush``
 request here has a connect and a read timeout, every answer's status is checked (an error answer is an
 ``OSError``, never data), and idempotent requests (reads, listings) are tried again a bounded number of times.
 
+On a kerberized cluster a client authenticates with SPNEGO (``requests-gssapi``, of the python-gssapi project)
+from the caller's ticket cache or a keytab (:class:`KerberosLogin`), or, in a process with no Kerberos
+credentials of its own (a Spark executor), with an HDFS delegation token sent as ``delegation=`` on every
+request. Either way the namenode hands its DataNodes' redirects a token of its own. A refusal of who the
+caller is (no ticket, a wrong service principal, a cancelled or expired token) is an
+:class:`~acidstream.errors.AuthenticationError`, never an ``OSError``: no retry makes it succeed. Tokens never
+appear in messages.
+
 Errors are the builtins pyarrow's filesystems raise: ``FileNotFoundError``, ``FileExistsError`` and
 ``PermissionError`` only when the namenode said so in its ``RemoteException``; anything else (a timeout, a
 refused connection, an error status without that answer, a read shorter than the file) is a plain ``OSError``
@@ -16,15 +24,20 @@ refused connection, an error status without that answer, a read shorter than the
 from __future__ import annotations
 
 import io
+import os
+import re
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import requests
+
+from acidstream.errors import AuthenticationError
 
 #: Seconds to wait for a namenode or DataNode to accept a connection, and for each answer's next bytes.
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -39,13 +52,134 @@ _ANSWERS: dict[str, type[OSError]] = {
     "FileNotFoundException": FileNotFoundError,
     "FileAlreadyExistsException": FileExistsError,
     "AccessControlException": PermissionError,
-    "SecurityException": PermissionError,
 }
+#: The ``RemoteException`` names of a namenode or DataNode that did not accept who the caller is.
+_REFUSALS = frozenset({"SecurityException", "InvalidToken", "AuthenticationException"})
+#: Hadoop's own service principal for WebHDFS's SPNEGO, ``_HOST`` being the namenode's host as the URL names it.
+DEFAULT_SERVICE_PRINCIPAL = "HTTP/_HOST"
+_TOKEN = re.compile(r"((?:delegation|token)=)[^&\s'\"]+")
+
+
+def hide_tokens(text: str) -> str:
+    """``text`` with the value of every ``delegation=`` or ``token=`` query parameter hidden (a request's URL
+    in a library's message carries the delegation token)."""
+    return _TOKEN.sub(r"\1***", text)
+
+
+@dataclass(frozen=True)
+class KerberosSettings:
+    """How a client authenticates to a kerberized namenode with SPNEGO: as ``principal`` from ``keytab`` (read
+    by GSSAPI into a ticket cache in memory, and renewed from it), else from the ticket cache
+    (``$KRB5CCNAME``, filled by ``kinit``) for ``principal`` or its default one; to the namenode as
+    ``service_principal`` (``_HOST`` replaced by the namenode's host as the location names it; no realm: the
+    default one)."""
+
+    principal: str | None = None
+    keytab: str | None = None
+    service_principal: str = DEFAULT_SERVICE_PRINCIPAL
+
+    def service_for(self, host: str) -> str:
+        return self.service_principal.replace("_HOST", host.lower())
+
+    def client(self) -> str:
+        """Who authenticates, and from where, for messages."""
+        who = self.principal or "the ticket cache's default principal"
+        source = (
+            f"keytab {self.keytab}"
+            if self.keytab
+            else f"ticket cache {os.environ.get('KRB5CCNAME') or '(default)'}"
+        )
+        return f"{who} ({source})"
+
+    def advice(self) -> str:
+        if self.keytab:
+            return (
+                f"check that the keytab holds current keys of {self.principal} (kinit -kt {self.keytab} tests it) "
+                "and that [hdfs] kerberos_service_principal names the namenode's SPNEGO principal"
+            )
+        return (
+            "run kinit (or set [hdfs] kerberos_principal and kerberos_keytab), and check that [hdfs] "
+            "kerberos_service_principal names the namenode's SPNEGO principal"
+        )
+
+
+class KerberosLogin:
+    """SPNEGO for one client: the caller's credentials, acquired once on first use (a missing or expired
+    ticket, a missing keytab, fail there), as a ``requests`` auth. Holds no secret: a keytab stays a file name."""
+
+    def __init__(self, settings: KerberosSettings, url: str, host: str) -> None:
+        self.settings, self.url, self.host = settings, url, host
+        self._lock = threading.Lock()
+        self._auth: Any = None
+
+    def __repr__(self) -> str:
+        return f"KerberosLogin({self.settings.client()} to {self.settings.service_for(self.host)})"
+
+    def auth(self) -> Any:
+        import gssapi
+        from requests_gssapi import DISABLED, HTTPSPNEGOAuth
+
+        with self._lock:
+            if self._auth is not None:
+                return self._auth
+            settings = self.settings
+            kerberos_name = gssapi.NameType.kerberos_principal
+            name = gssapi.Name(settings.principal, kerberos_name) if settings.principal else None
+            try:
+                if settings.keytab is not None:
+                    if not os.path.isfile(settings.keytab):
+                        raise self.refused(f"the keytab {settings.keytab} does not exist")
+                    store = {
+                        "client_keytab": settings.keytab,
+                        "ccache": f"MEMORY:acidstream-webhdfs-{id(self)}",
+                    }
+                    creds = gssapi.Credentials(name=name, usage="initiate", store=store)  # type: ignore[arg-type]
+                else:
+                    creds = gssapi.Credentials(name=name, usage="initiate")
+                creds.lifetime  # noqa: B018 (asks the library: an expired or missing ticket fails here)
+            except gssapi.exceptions.GSSError as exc:
+                raise self.refused(f"no Kerberos credentials: {_gss_text(exc)}") from None
+            # Mutual authentication would check only the answer that carries the server's token: the rest of
+            # the exchange is plain HTTP, and DataNodes answer without one.
+            self._auth = HTTPSPNEGOAuth(
+                creds=creds,
+                target_name=gssapi.Name(settings.service_for(self.host), kerberos_name),
+                mutual_authentication=DISABLED,
+            )
+            return self._auth
+
+    def diagnose(self) -> str:
+        """Why a namenode's SPNEGO challenge (HTTP 401) went unanswered: requests-gssapi keeps GSSAPI's reason
+        to itself, so a context to the service is set up again here, and its error (an unknown service
+        principal, a ticket that cannot be had) is the reason."""
+        import gssapi
+
+        auth = self.auth()
+        try:
+            gssapi.SecurityContext(name=auth.target_name, creds=auth.creds, usage="initiate").step()
+        except gssapi.exceptions.GSSError as exc:
+            return _gss_text(exc)
+        return "the namenode did not accept the caller's service ticket (are its HTTP keys current?)"
+
+    def refused(self, why: str) -> AuthenticationError:
+        return AuthenticationError(
+            f"WebHDFS at {self.url} refused {self.settings.client()} for the service principal "
+            f"{self.settings.service_for(self.host)}: {why}; {self.settings.advice()}"
+        )
+
+
+def _gss_text(exc: Exception) -> str:
+    text = getattr(exc, "gen_message", None)
+    message = text() if callable(text) else str(exc)
+    return " ".join(str(message).split())
 
 
 class WebHdfsClient:
-    """One namenode's WebHDFS endpoint (``http://host:port/webhdfs/v1``) as ``user``: requests, with their
-    timeouts, status checks and retries. Thread-safe (one ``requests`` session, its pooled connections)."""
+    """One namenode's WebHDFS endpoint (``http://host:port/webhdfs/v1``): requests, with their timeouts, status
+    checks and retries. Thread-safe (one ``requests`` session, its pooled connections).
+
+    Who asks: the holder of ``delegation`` (an HDFS delegation token) when given, else the Kerberos principal of
+    ``kerberos`` (SPNEGO) when given, else ``user``, asserted as an open cluster takes it (``user.name``)."""
 
     def __init__(
         self,
@@ -53,6 +187,8 @@ class WebHdfsClient:
         port: int,
         user: str,
         *,
+        kerberos: KerberosSettings | None = None,
+        delegation: str | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
@@ -60,6 +196,62 @@ class WebHdfsClient:
         self.user = user
         self.timeout = (connect_timeout, read_timeout)
         self.session = requests.Session()
+        self._delegation = delegation
+        self.login = KerberosLogin(kerberos, self.url, host) if kerberos and not delegation else None
+
+    def __repr__(self) -> str:
+        who = "a delegation token" if self._delegation else repr(self.login) if self.login else self.user
+        return f"WebHdfsClient({self.url} as {who})"
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """Who this client asks as (its namenode, and a user, a principal or a token's holder), for equality."""
+        return self.url, repr(self)
+
+    def _needs_kerberos(self, op: str) -> None:
+        """A namenode renews and cancels tokens only for a caller authenticated with Kerberos."""
+        if self.login is None:
+            raise AuthenticationError(
+                f"WebHDFS {op} at {self.url}: a delegation token is renewed or cancelled only by a caller "
+                "authenticated with Kerberos, not with a token or a user name: run kinit (or set [hdfs] "
+                "kerberos_principal and kerberos_keytab) with [hdfs] kerberos = true and no delegation_token"
+            )
+
+    def _who(self) -> dict[str, str]:
+        """The query parameters that say who asks."""
+        if self._delegation:
+            return {"delegation": self._delegation}
+        if self.login is not None:
+            self.session.auth = self.login.auth()
+            return {}
+        return {"user.name": self.user}
+
+    def get_delegation_token(self, renewer: str | None = None) -> str:
+        """A new HDFS delegation token of the caller's (who must have authenticated with Kerberos), renewable by
+        ``renewer`` (a short user name; the caller when None): what a process without credentials of its own
+        sends as ``delegation=``. Its lifetime is the namenode's (a day by default, unless renewed; a week at
+        most)."""
+        params: dict[str, Any] = {"renewer": renewer} if renewer else {}
+        answer = self.call("GETDELEGATIONTOKEN", "GET", "/", **params).json()
+        token = (answer or {}).get("Token") or {}
+        if not token.get("urlString"):
+            raise AuthenticationError(
+                f"WebHDFS at {self.url} gave no delegation token: only a caller authenticated with Kerberos gets "
+                "one (set [hdfs] kerberos = true and run kinit)"
+            )
+        return str(token["urlString"])
+
+    def renew_delegation_token(self, token: str) -> int:
+        """Extend ``token``'s life by the namenode's renewal interval; returns its new expiry (ms since the
+        epoch). Only its renewer may, authenticated with Kerberos."""
+        self._needs_kerberos("RENEWDELEGATIONTOKEN")
+        return int(self.call("RENEWDELEGATIONTOKEN", "PUT", "/", token=token).json()["long"])
+
+    def cancel_delegation_token(self, token: str) -> None:
+        """End ``token`` now: every request that carries it is refused from then on. Only its owner or renewer
+        may, authenticated with Kerberos."""
+        self._needs_kerberos("CANCELDELEGATIONTOKEN")
+        self.call("CANCELDELEGATIONTOKEN", "PUT", "/", token=token)
 
     def call(
         self, op: str, method: str, path: str, *, data: bytes | None = None, **params: Any
@@ -68,7 +260,7 @@ class WebHdfsClient:
         whose status was a success. Reads and listings (``GET``) are tried again on a failure that is not an
         answer (see the module's docstring)."""
         url = self.url + quote(path, safe="/")
-        query = {"op": op, "user.name": self.user, **params}
+        query = {"op": op, **self._who(), **params}
         tries = IDEMPOTENT_TRIES if method == "GET" else 1
         for attempt in range(tries):
             try:
@@ -108,23 +300,57 @@ class WebHdfsClient:
                 timeout=self.timeout,
             )
         except requests.Timeout as exc:
-            raise TimeoutError(f"{where}: no answer within {self.timeout[1]:g} s: {exc}") from exc
+            raise TimeoutError(
+                hide_tokens(f"{where}: no answer within {self.timeout[1]:g} s: {exc}")
+            ) from None
         except requests.RequestException as exc:
-            raise ConnectionError(f"{where}: {exc}") from exc
+            if self.login is not None and _is_spnego_failure(exc):
+                raise self.login.refused(hide_tokens(str(exc))) from None
+            raise ConnectionError(hide_tokens(f"{where}: {exc}")) from None
         if answer.status_code >= 400:
-            raise _error(where, answer)
+            raise self._error(where, answer)
         return answer
 
+    def _error(self, where: str, answer: requests.Response) -> OSError | AuthenticationError:
+        """What an error answer stands for: a refusal of who the caller is (HTTP 401, a ``SecurityException`` or
+        ``InvalidToken``, a SPNEGO exchange the server failed) is an :class:`AuthenticationError`; else the
+        namenode's own ``OSError`` when its ``RemoteException`` is one of :data:`_ANSWERS`, else a plain one
+        (the store failed; the same request may succeed later)."""
+        try:
+            remote = answer.json()["RemoteException"]
+            name, message = str(remote["exception"]), hide_tokens(str(remote["message"]))
+        except (ValueError, KeyError, TypeError):
+            name, message = "", hide_tokens(answer.text[:200])
+            if "html" in answer.headers.get("content-type", ""):  # Jetty's error page: its reason says it
+                message = answer.reason
+        if answer.status_code == 401 or name in _REFUSALS or "GSSException" in message:
+            if answer.status_code == 401 and self.login is not None:
+                message = self.login.diagnose()
+            return AuthenticationError(f"{where} refused {self._refused_who()}: {message}")
+        if not name:
+            return OSError(f"{where}: HTTP {answer.status_code}: {message!r}")
+        return _ANSWERS.get(name, OSError)(f"{where}: {name}: {message}")
 
-def _error(where: str, answer: requests.Response) -> OSError:
-    """The ``OSError`` an error answer stands for: the namenode's own when its ``RemoteException`` is one of
-    :data:`_ANSWERS`, else a plain one (the store failed; the same request may succeed later)."""
-    try:
-        remote = answer.json()["RemoteException"]
-        name, message = str(remote["exception"]), str(remote["message"])
-    except (ValueError, KeyError, TypeError):
-        return OSError(f"{where}: HTTP {answer.status_code}: {answer.text[:200]!r}")
-    return _ANSWERS.get(name, OSError)(f"{where}: {name}: {message}")
+    def _refused_who(self) -> str:
+        if self._delegation:
+            return (
+                "the HDFS delegation token ([hdfs] delegation_token): it expired or was cancelled; the process "
+                "that gave it must get a new one (GETDELEGATIONTOKEN) and renew it before it expires"
+            )
+        if self.login is not None:
+            return f"{self.login.settings.client()}; {self.login.settings.advice()}"
+        return (
+            f"the user {self.user} (no Kerberos): a kerberized cluster needs [hdfs] kerberos = true (or "
+            "hadoop.security.authentication=kerberos in $HADOOP_CONF_DIR/core-site.xml) and kinit"
+        )
+
+
+def _is_spnego_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is requests-gssapi's failure to set up a security context (no ticket for the service, an
+    unknown service principal): the caller's credentials, not the network."""
+    from requests_gssapi.exceptions import SPNEGOExchangeError
+
+    return isinstance(exc, SPNEGOExchangeError)
 
 
 class _Reader(io.RawIOBase):
@@ -192,6 +418,7 @@ class _Writer(io.RawIOBase):
         self._create = create
         self._location: str | None = None
         self._buffer = io.BytesIO()
+        self._failed = False
 
     def writable(self) -> bool:
         return True
@@ -202,7 +429,7 @@ class _Writer(io.RawIOBase):
         return self._buffer.write(data)
 
     def flush(self) -> None:
-        if not self.closed and (self._create or self._buffer.tell()):
+        if not self.closed and not self._failed and (self._create or self._buffer.tell()):
             self._send()
 
     def close(self) -> None:
@@ -223,6 +450,7 @@ class _Writer(io.RawIOBase):
             else:
                 self.client.send_data("APPEND", "POST", self.path, self._location, data)
         except BaseException:
+            self._failed = True  # io's close flushes first: nothing more is sent
             super().close()
             raise
         self._buffer = io.BytesIO()
@@ -250,10 +478,7 @@ class WebHdfsHandler(pafs.FileSystemHandler):
         return "webhdfs"
 
     def equals(self, other: Any) -> bool:
-        return isinstance(other, WebHdfsHandler) and (other.client.url, other.client.user) == (
-            self.client.url,
-            self.client.user,
-        )
+        return isinstance(other, WebHdfsHandler) and other.client.identity == self.client.identity
 
     def normalize_path(self, path: str) -> str:
         return path

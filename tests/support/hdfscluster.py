@@ -2,7 +2,10 @@
 ``scripts/hdfs.sh``, found by acidstream as Hadoop's clients find a cluster: through a client configuration
 directory, whose ``core-site.xml`` (``fs.defaultFS``) and ``hdfs-site.xml`` (``dfs.namenode.http-address``)
 :func:`hdfs_cluster` writes. Tests point ``$HADOOP_CONF_DIR`` at it for as long as they need it, not the whole
-session: a Spark JVM started meanwhile would take the cluster for its default filesystem."""
+session: a Spark JVM started meanwhile would take the cluster for its default filesystem.
+
+A kerberized cluster (``hdfs_cluster(state, kdc_dir=...)``) takes Kerberos for RPC and SPNEGO for WebHDFS from
+the KDC of ``tests/support/kdc.py``; its URI names ``localhost`` (the host of its service principals)."""
 
 from __future__ import annotations
 
@@ -43,6 +46,13 @@ class MiniHdfs:
     webhdfs_port: int
     control_port: int
     conf_dir: Path
+    #: The NameNode's Kerberos principal on a kerberized cluster (``hdfs/localhost@REALM``), else None.
+    principal: str | None = None
+
+    @property
+    def webhdfs_url(self) -> str:
+        """``webhdfs://`` of the cluster's root, on the host its URI names."""
+        return f"webhdfs://{self.uri.split('://', 1)[1].rsplit(':', 1)[0]}:{self.webhdfs_port}"
 
     def stop_datanode(self) -> None:
         """Stop the only DataNode: writes fail until :meth:`restart_datanode`."""
@@ -68,17 +78,23 @@ def _site_xml(properties: dict[str, str]) -> str:
 
 
 @contextmanager
-def hdfs_cluster(state: Path) -> Iterator[MiniHdfs]:
-    """Fetch (cached) and start a cluster with its storage and client configuration in ``state``. Raises
-    :class:`HdfsUnavailable` when it cannot start."""
+def hdfs_cluster(state: Path, *, kdc_dir: Path | None = None) -> Iterator[MiniHdfs]:
+    """Fetch (cached) and start a cluster with its storage and client configuration in ``state``, kerberized
+    with the KDC in ``kdc_dir`` when given. Raises :class:`HdfsUnavailable` when it cannot start."""
     hdfs_sh("fetch")
-    uri = hdfs_sh("start", str(state))
+    uri = hdfs_sh("start", str(state), *(("--kerberos", str(kdc_dir)) if kdc_dir else ()))
     try:
         _, http, control = (state / "ports").read_text().split()
+        host = uri.split("://", 1)[1].rsplit(":", 1)[0]
+        principal = (state / "principal").read_text().strip() if kdc_dir else None
+        core, site = {"fs.defaultFS": uri}, {"dfs.namenode.http-address": f"{host}:{http}"}
+        if principal:
+            core["hadoop.security.authentication"] = "kerberos"
+            site["dfs.namenode.kerberos.principal"] = principal
         conf = state / "conf"
         conf.mkdir(exist_ok=True)
-        (conf / "core-site.xml").write_text(_site_xml({"fs.defaultFS": uri}))
-        (conf / "hdfs-site.xml").write_text(_site_xml({"dfs.namenode.http-address": f"127.0.0.1:{http}"}))
-        yield MiniHdfs(uri, int(http), int(control), conf)
+        (conf / "core-site.xml").write_text(_site_xml(core))
+        (conf / "hdfs-site.xml").write_text(_site_xml(site))
+        yield MiniHdfs(uri, int(http), int(control), conf, principal)
     finally:
         hdfs_sh("stop", str(state))

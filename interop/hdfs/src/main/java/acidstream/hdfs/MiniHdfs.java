@@ -12,16 +12,41 @@ import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * One NameNode and one DataNode on loopback, WebHDFS on, for tests: {@code MiniHdfs DIR} keeps the cluster's
  * storage under DIR and writes {@code DIR/ports} ("namenode webhdfs control") once the cluster takes writes.
+ *
+ * <p>{@code MiniHdfs DIR --kerberos PRINCIPAL KEYTAB} secures it: Kerberos for RPC (the NameNode and the
+ * DataNode both log in as PRINCIPAL, as Hadoop's own secure tests do: one JVM has one login user), SPNEGO for
+ * WebHDFS with every HTTP/* principal in KEYTAB, block access tokens, delegation tokens. The DataNode keeps its
+ * non-privileged ports ({@code ignore.secure.ports.for.testing}: no root, no jsvc, no SASL data transfer).
  *
  * <p>The control port takes one line per connection and answers one line: {@code stop-datanode} and
  * {@code restart-datanode} (what a test of a lost DataNode needs), {@code shutdown}.
  */
 public final class MiniHdfs {
   private MiniHdfs() {}
+
+  private static void secure(Configuration conf, String principal, String keytab) {
+    conf.set("hadoop.security.authentication", "kerberos");
+    conf.set("dfs.namenode.kerberos.principal", principal);
+    conf.set("dfs.namenode.keytab.file", keytab);
+    conf.set("dfs.datanode.kerberos.principal", principal);
+    conf.set("dfs.datanode.keytab.file", keytab);
+    // Hadoop 3.3+ secures WebHDFS with the HTTP servers' filter (hadoop.http.authentication.*), not
+    // dfs.web.authentication.*; "*": every HTTP/* principal of the keytab, whatever name a client used
+    conf.set("hadoop.http.filter.initializers", "org.apache.hadoop.hdfs.web.AuthFilterInitializer");
+    conf.set("hadoop.http.authentication.type", "kerberos");
+    conf.set("hadoop.http.authentication.simple.anonymous.allowed", "false");
+    conf.set("hadoop.http.authentication.kerberos.principal", "*");
+    conf.set("hadoop.http.authentication.kerberos.keytab", keytab);
+    conf.setBoolean("dfs.block.access.token.enable", true);
+    conf.setBoolean("ignore.secure.ports.for.testing", true);
+    conf.set("dfs.data.transfer.protection", "authentication");
+    UserGroupInformation.setConfiguration(conf);
+  }
 
   public static void main(String[] args) throws Exception {
     File dir = new File(args[0]).getAbsoluteFile();
@@ -40,6 +65,9 @@ public final class MiniHdfs {
     conf.setInt("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", 10);
     // one DataNode: a pipeline cannot swap a failed node for another, so do not try
     conf.set("dfs.client.block.write.replace-datanode-on-failure.enable", "false");
+    if (args.length == 4 && args[1].equals("--kerberos")) {
+      secure(conf, args[2], args[3]);
+    }
     MiniDFSCluster cluster =
         new MiniDFSCluster.Builder(conf).numDataNodes(1).format(true).build();
     cluster.waitActive();

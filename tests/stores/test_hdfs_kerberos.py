@@ -1,0 +1,209 @@
+"""A warehouse on a kerberized HDFS (the session's MiniDFSCluster with Kerberos, WebHDFS behind SPNEGO, against
+the tests' KDC): a caller with a ticket or a keytab authenticates by SPNEGO; a process without credentials
+carries an HDFS delegation token; every refusal of who the caller is is an ``AuthenticationError`` naming the
+principal, the namenode's URL and what to do, raised before any transaction opens, and never shows a token."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream.errors import AcidStreamError, AuthenticationError
+from acidstream.storage import check_location, configure_stores, hdfs_client, table_filesystem
+from support.deps import import_or_skip
+from support.hdfscluster import MiniHdfs
+
+import_or_skip("requests_gssapi")
+
+DDL = (
+    "CREATE TABLE sales (id int, amount bigint) PARTITIONED BY (region string) CLUSTERED BY (id) INTO 2 BUCKETS "
+    "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+)
+
+
+@pytest.fixture
+def stores() -> Iterator[None]:
+    """The process's store settings restored after the test."""
+    previous = configure_stores()
+    yield
+    configure_stores(**previous)
+
+
+@pytest.fixture
+def secured(
+    hdfs_kerberos_namenode: MiniHdfs, kdc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stores: None
+) -> MiniHdfs:
+    """The kerberized cluster's client configuration in ``$HADOOP_CONF_DIR`` (which says Kerberos), and an
+    empty ticket cache of the test's own in ``$KRB5CCNAME``."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_kerberos_namenode.conf_dir))
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache'}")
+    return hdfs_kerberos_namenode
+
+
+def _kinit(kdc: Any, tmp_path: Path) -> None:
+    kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "ccache")
+
+
+def _warehouse(cluster: MiniHdfs) -> str:
+    return f"{cluster.uri}/{uuid.uuid4().hex[:12]}/wh"
+
+
+def _connect(ms: Metastore) -> StreamingConnection:
+    return (
+        StreamingConnection.builder()
+        .with_metastore(ms)
+        .with_database("default")
+        .with_table("sales")
+        .with_record_writer(StrictDelimitedInputWriter.builder().with_field_delimiter(",").build())
+        .with_transaction_batch_size(3)
+        .connect()
+    )
+
+
+def _commit(conn: StreamingConnection, t: int) -> None:
+    conn.begin_transaction()
+    for i in range(3):
+        row = t * 10 + i
+        conn.write(f"{row},{row * 100},{'eu' if row % 2 else 'us'}".encode())
+    conn.commit_transaction()
+
+
+def _ids(ms: Metastore) -> list[int]:
+    return sorted(ms.table("sales").scan().to_arrow().column("id").to_pylist())
+
+
+def test_a_caller_with_a_ticket_streams_and_reads_through_spnego(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path
+) -> None:
+    """Kerberos taken from core-site.xml (hadoop.security.authentication), the ticket from kinit."""
+    _kinit(kdc, tmp_path)
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=_warehouse(secured)) as ms:
+        ms.execute(DDL)
+        with _connect(ms) as conn:
+            _commit(conn, 1)
+            _commit(conn, 2)
+        assert _ids(ms) == [10, 11, 12, 20, 21, 22]
+        assert _owner(ms) == "alice"
+
+
+def _path(ms: Metastore) -> str:
+    return table_filesystem(ms.table("sales").location)[1]
+
+
+def _owner(ms: Metastore) -> str:
+    """The HDFS owner of the table's directory: who the namenode took the caller for."""
+    client = hdfs_client(ms.table("sales").location)
+    return str(client.call("GETFILESTATUS", "GET", _path(ms)).json()["FileStatus"]["owner"])
+
+
+def test_a_keytab_logs_in_without_a_ticket_cache(secured: MiniHdfs, kdc: Any, tmp_path: Path) -> None:
+    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(kdc.dir / "alice.keytab")})
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=_warehouse(secured)) as ms:
+        ms.execute(DDL)
+        with _connect(ms) as conn:
+            _commit(conn, 1)
+        assert _ids(ms) == [10, 11, 12]
+        assert _owner(ms) == "alice"
+    assert not kdc.has_ticket(tmp_path / "ccache")  # the keytab's tickets stay in memory
+
+
+def test_no_ticket_is_an_authentication_error_before_any_txn_opens(secured: MiniHdfs, tmp_path: Path) -> None:
+    warehouse = _warehouse(secured)
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=warehouse) as ms:
+        with pytest.raises(AuthenticationError) as raised:
+            ms.execute(DDL)
+        assert ms.show_txns() == []
+    message = str(raised.value)
+    assert f"localhost:{secured.webhdfs_port}" in message and "kinit" in message
+    assert str(tmp_path / "ccache") in message  # where the ticket was looked for
+    assert raised.value.retryable is False
+
+
+def test_a_client_without_kerberos_is_told_to_turn_it_on(secured: MiniHdfs, kdc: Any, tmp_path: Path) -> None:
+    _kinit(kdc, tmp_path)
+    configure_stores(hdfs={"kerberos": False})
+    with pytest.raises(AuthenticationError, match=r"(?s)localhost:\d+.*kerberos = true.*kinit"):
+        check_location(_warehouse(secured))
+
+
+def test_a_wrong_service_principal_is_named(secured: MiniHdfs, kdc: Any, tmp_path: Path) -> None:
+    _kinit(kdc, tmp_path)
+    configure_stores(hdfs={"kerberos_service_principal": "HTTP/nn.elsewhere"})
+    with pytest.raises(AuthenticationError) as raised:
+        check_location(_warehouse(secured))
+    message = str(raised.value)
+    assert "HTTP/nn.elsewhere" in message and "kerberos_service_principal" in message
+    assert "not found in Kerberos database" in message  # the KDC's own reason
+
+
+def test_a_wrong_keytab_is_named(secured: MiniHdfs, kdc: Any, tmp_path: Path) -> None:
+    missing = tmp_path / "alice.keytab"
+    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(missing)})
+    with pytest.raises(AuthenticationError, match=rf"alice \(keytab {missing}\).*does not exist"):
+        check_location(_warehouse(secured))
+
+
+def test_a_delegation_token_serves_a_process_without_credentials(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path
+) -> None:
+    """Got with a ticket, used without one (a Spark executor's case), renewed, cancelled: then refused."""
+    _kinit(kdc, tmp_path)
+    warehouse = _warehouse(secured)
+    token = hdfs_client(warehouse).get_delegation_token()
+    (tmp_path / "ccache").unlink()
+    configure_stores(hdfs={"delegation_token": token})
+    client = hdfs_client(warehouse)
+    assert token not in repr(client)
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=warehouse) as ms:
+        ms.execute(DDL)
+        with _connect(ms) as conn:
+            _commit(conn, 1)
+        assert _ids(ms) == [10, 11, 12]
+        assert _owner(ms) == "alice"
+        with pytest.raises(AuthenticationError, match="kinit"):  # renewing or cancelling takes Kerberos
+            client.renew_delegation_token(token)
+        _kinit(kdc, tmp_path)
+        configure_stores(hdfs={})
+        owner = hdfs_client(warehouse)
+        assert owner.renew_delegation_token(token) > 0
+        owner.cancel_delegation_token(token)
+        configure_stores(hdfs={"delegation_token": token})
+        with pytest.raises(AuthenticationError) as raised:
+            ms.table("sales").scan().to_arrow()
+    message = str(raised.value)
+    assert "delegation token" in message and "expired or was cancelled" in message
+    assert token not in message
+
+
+def test_a_token_cancelled_mid_stream_fails_the_batch_with_nothing_half_committed(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path
+) -> None:
+    """A streaming batch writes with a delegation token; it is cancelled after the batch's first commit: the
+    next commit fails with an AuthenticationError, its txn does not commit, and the first one reads whole."""
+    _kinit(kdc, tmp_path)
+    warehouse = _warehouse(secured)
+    owner = hdfs_client(warehouse)
+    token = owner.get_delegation_token()
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=warehouse) as ms:
+        ms.execute(DDL)
+        configure_stores(hdfs={"delegation_token": token})
+        conn = _connect(ms)
+        try:
+            _commit(conn, 1)
+            owner.cancel_delegation_token(token)
+            with pytest.raises(AcidStreamError) as raised:
+                _commit(conn, 2)
+        finally:
+            conn.close()
+        assert isinstance(raised.value, AuthenticationError) or isinstance(
+            raised.value.__cause__, AuthenticationError
+        ), repr(raised.value)
+        assert token not in str(raised.value)
+        assert not [t for t in ms.show_txns() if t.state.name == "OPEN"]
+        configure_stores(hdfs={})
+        assert _ids(ms) == [10, 11, 12]
