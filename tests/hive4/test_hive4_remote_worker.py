@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
-from acidstream import StreamingConnection, StrictDelimitedInputWriter
+from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
 from acidstream.compactor import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult
 from acidstream.compactor.worker import Worker, threaded_runner
@@ -142,6 +142,38 @@ def test_a_failed_compaction_is_marked_failed_in_hive_queue(
     assert not [i for i in fs.get_file_info(pafs.FileSelector(location)) if i.base_name.endswith(suffix)]
     base, current, rows = hive_view(hive4, queue, table)
     assert base is None and len(current) == 2 and rows == [(1, "a"), (2, "b")]
+
+
+def test_a_request_behind_another_table_s_runs_after_it(
+    hive4: Referee, hive4_metastore: str, queue: MetastoreFacade
+) -> None:
+    """Hive hands requests out oldest first: the Spark driver, a worker or a user's wait asked for one request
+    runs the ones ahead of it first, as Hive's worker would, rather than wait for a worker that may never run."""
+    ahead_table, table = create_table(hive4_metastore), create_table(hive4_metastore)
+    stream(queue, ahead_table, [(1, "a"), (2, "b")])
+    stream(queue, table, [(3, "c"), (4, "d")])
+    ahead = queue.compact(ahead_table, kind="major")
+    request = queue.compact(table, kind="major")
+    done = ("ready for cleaning", "succeeded")  # (succeeded once Hive's cleaner has run)
+
+    [outcome] = run_requests(
+        queue, [request], threaded_runner(1), CompactorConfig()
+    )  # the Spark driver's path
+    assert outcome.info.id == request and outcome.info.state in done
+    assert queue.get_compaction(ahead).state in done
+    for name, rows in ((ahead_table, [(1, "a"), (2, "b")]), (table, [(3, "c"), (4, "d")])):
+        base, current, read = hive_view(hive4, queue, name)
+        assert base is not None and current == [] and read == rows
+
+    stream(queue, ahead_table, [(5, "e")])
+    stream(queue, table, [(6, "f")])
+    ahead = queue.compact(ahead_table, kind="major")
+    request = queue.compact(table, kind="major")
+    with Metastore.connect(hive4_metastore) as user:  # ALTER TABLE ... COMPACT ... AND WAIT, in process
+        assert user.wait_for_compaction(request).state in done
+    assert queue.get_compaction(ahead).state in done
+    assert hive_view(hive4, queue, ahead_table)[2] == [(1, "a"), (2, "b"), (5, "e")]
+    assert hive_view(hive4, queue, table)[2] == [(3, "c"), (4, "d"), (6, "f")]
 
 
 def test_the_initiator_and_cleaner_calls_name_hive_own_services(queue: MetastoreFacade) -> None:

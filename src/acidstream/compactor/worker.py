@@ -338,9 +338,37 @@ class Worker:
         self.run_jobs = run_jobs or threaded_runner(self.config.parallelism)
 
     def run_next(self, compaction_id: int | None = None) -> Outcome | None:
-        """Claim the oldest initiated request (or ``compaction_id``) and run it; None when there is none."""
-        ci = self.ms.find_next_compaction(self.worker_id, compaction_id)
+        """Claim the oldest initiated request (or ``compaction_id``, see :meth:`claim`) and run it; None when
+        there is none (or another worker has ``compaction_id``)."""
+        if compaction_id is None:
+            ci = self.ms.find_next_compaction(self.worker_id)
+        else:
+            ci = self.claim(compaction_id)
         return None if ci is None else self.run(ci)
+
+    def claim(self, compaction_id: int) -> CompactionInfo | None:
+        """Claim request ``compaction_id``; None once it is not initiated or nothing is ahead of it that this
+        worker can take (another worker has it, or it is done: the caller waits for it). A metastore that hands
+        requests out in queue order only (Hive's ``find_next_compact2``) will not give it while older ones wait:
+        those are claimed and run here first, oldest first, as Hive's own worker would run them; else, with no
+        worker of Hive's running, the caller would wait for it without end."""
+        wanted = compaction_id
+        while True:
+            ci = self.ms.find_next_compaction(self.worker_id, wanted)
+            if ci is not None and ci.id == compaction_id:
+                return ci
+            if ci is not None:  # Hive's queue gave the next one (ahead of ours, or ours was taken meanwhile)
+                log.info(
+                    "compaction %d: first running compaction %d, ahead in the queue", compaction_id, ci.id
+                )
+                self.run(ci)
+            initiated = [c.id for c in self.ms.show_compactions() if c.state == "initiated"]
+            ahead = [i for i in initiated if i < compaction_id]
+            if compaction_id not in initiated:
+                return None
+            if ci is None and (min(ahead) if ahead else compaction_id) == wanted:
+                return None  # nothing ahead that this worker may take (Hive's pools): whoever may, will
+            wanted = min(ahead) if ahead else compaction_id
 
     def run(self, ci: CompactionInfo) -> Outcome:
         """Run a claimed request to ready-for-cleaning, refused or failed; errors are recorded, not raised."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
 from acidstream.compactor.plan import PartitionPlan
-from acidstream.compactor.worker import Claimed, JobRunner, Outcome, new_worker_id
+from acidstream.compactor.worker import Claimed, JobRunner, Outcome, Worker
 from acidstream.spark.options import client, metastore_location
 
 if TYPE_CHECKING:
@@ -66,12 +66,12 @@ def run_requests(
     ms: Metastore, requests: Sequence[int], run_jobs: JobRunner, config: CompactorConfig
 ) -> list[Outcome]:
     """Claim ``requests``, plan them, run all their bucket jobs together, then publish each."""
-    worker_id = new_worker_id()
+    worker = Worker(ms, config, run_jobs=run_jobs)  # runs the requests a queue hands out before ours
     outcomes: dict[int, Outcome] = {}
     with contextlib.ExitStack() as stack:
         claimed: list[Claimed] = []
         for cq in requests:
-            ci = ms.find_next_compaction(worker_id, cq)
+            ci = worker.claim(cq)
             if ci is None:
                 outcomes[cq] = Outcome(ms.wait_for_compaction(cq))
             else:
