@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.errors import NoSuchTxnException, TxnAbortedException
 from acidstream.metastore.models import TxnStatus
-from acidstream.metastore.probe import txn_state
+from acidstream.metastore.probe import MetastoreProbe
 from acidstream.mutate.bucket_merge import BucketMerge, by_bucket, spread_buckets
 from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.forkserver import ForkedWorker, fork_server
@@ -62,15 +62,14 @@ def merge_workers(requested: int | None, split: BucketMerge, location: str) -> i
 
 @dataclass(frozen=True)
 class TxnProbe:
-    """How a worker reads its txn's state: the metastore's URL, its wait timeout, the txn."""
+    """How a worker reads its txn's state: how to reach the metastore, the txn."""
 
-    url: str
-    wait_timeout: float
+    metastore: MetastoreProbe
     txn_id: int
 
     def check_open(self) -> None:
         """Raise unless the txn is still open."""
-        state = txn_state(self.url, self.wait_timeout, self.txn_id)
+        state = self.metastore.txn_state(self.txn_id)
         if state is TxnStatus.OPEN:
             return
         if state is TxnStatus.UNKNOWN:

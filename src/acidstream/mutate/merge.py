@@ -24,6 +24,7 @@ from acidstream.errors import AcidStreamError, InvalidObjectException, Serializa
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType
+from acidstream.metastore.probe import MetastoreProbe
 from acidstream.mutate.apply import UPDATE
 from acidstream.mutate.bucket_merge import BucketMerge, splits_by_bucket
 from acidstream.mutate.changes import (
@@ -91,7 +92,7 @@ def merge(
                 count = merge_workers(workers, split, m.table.location)
                 if count > 1:
                     m.progress(f"merging {m.table.full_name} in {count} processes")
-                    txn = TxnProbe(metastore.url, metastore.db_wait_timeout, m.txn_id)
+                    txn = TxnProbe(MetastoreProbe.of(metastore), m.txn_id)
                     summaries = merge_forked(split, m.acid_table, src, count, m.coordinator(), txn)
                     return m.commit(summaries)
             target, parts = m.read_scanned(scan)

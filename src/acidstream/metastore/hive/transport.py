@@ -27,7 +27,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from hive_metastore.ThriftHiveMetastore import Client
@@ -157,6 +157,13 @@ class ThriftConnection:
         self._idle: list[tuple[_Socket, Client]] = []
         self._generation = 0  # close() bumps it: a socket of an older generation is closed when handed back
         self._answered = False  # a call was ever answered: a closed first call then is not SASL
+
+    def reconnect_options(self) -> dict[str, Any]:
+        """The options that make another process's client connect as this one does (Kerberos, URI order)."""
+        return {
+            "kerberos": None if self.login is None else self.login.settings,
+            "uri_selection": self.uri_selection,
+        }
 
     def _open(self) -> tuple[_Socket, Client]:
         """A socket to the first metastore of the list that accepts and authenticates one. Credentials the
