@@ -24,6 +24,7 @@ import click
 from click.core import ParameterSource
 
 from acidstream.errors import MetaException
+from acidstream.metastore.hive_settings import HIVE_SETTINGS
 from acidstream.metastore.location import (
     DEFAULT_WAREHOUSE,
     ENV_METASTORE,
@@ -139,12 +140,18 @@ def read_config(path: str) -> Location:
 #: The table of ``acidstream.toml`` that says how to reach a Hive Metastore: ``Metastore.connect``'s Kerberos
 #: options (docs/hive.md).
 HIVE_TABLE = "hive"
-_HIVE_KEYS: dict[str, type] = {
-    "kerberos": bool,
-    "kerberos_service_principal": str,
-    "kerberos_principal": str,
-    "kerberos_keytab": str,
-    "kerberos_qop": str,
+_HIVE_KEYS = HIVE_SETTINGS
+#: What each ``[hive]`` key is, for the command line's help (``--kerberos-principal`` and so on).
+_HIVE_HELP = {
+    "kerberos": "Kerberos (SASL/GSSAPI) to a Hive Metastore with the ticket cache kinit filled.",
+    "kerberos_service_principal": "The metastore's Kerberos principal (its metastore.kerberos.principal; "
+    "_HOST is each metastore's host).  [default: hive/_HOST]",
+    "kerberos_principal": "Your Kerberos principal (with --kerberos-keytab: log in from the keytab).",
+    "kerberos_keytab": "A keytab of --kerberos-principal (in place of the ticket cache).",
+    "kerberos_qop": "The SASL protection the metastore's hadoop.rpc.protection asks for: auth, auth-int, "
+    "auth-conf (or authentication, integrity, privacy).  [default: auth]",
+    "uri_selection": "The order a list of metastores (thrift://h1:9083,thrift://h2:9083) is tried in: random "
+    "(shuffled, Hive's default) or sequential.",
 }
 
 
@@ -248,14 +255,43 @@ def _location_options(func: Callable[..., Any], *, envvars: bool) -> Callable[..
 
 def root_options(func: F) -> F:
     """``--metastore``/``--warehouse`` before the command too (``acidstream --metastore URL show tables``): kept
-    for the command, whose own options, after it, win when both are given."""
+    for the command, whose own options, after it, win when both are given. And the Hive Metastore's settings
+    (``--kerberos-principal`` and the other ``[hive]`` keys), over the nearest ``acidstream.toml``'s."""
 
     @functools.wraps(func)
     def kept(*args: Any, metastore: str | None, warehouse: str | None, **kwargs: Any) -> Any:
-        click.get_current_context().meta[_BEFORE_KEY] = {"metastore": metastore, "warehouse": warehouse}
+        meta = click.get_current_context().meta
+        meta[_BEFORE_KEY] = {"metastore": metastore, "warehouse": warehouse}
+        meta[_HIVE_KEY] = {key: kwargs.pop(key) for key in _HIVE_KEYS}
         return func(*args, **kwargs)
 
-    return _location_options(kept, envvars=False)  # type: ignore[return-value]
+    return _hive_options(_location_options(kept, envvars=False))  # type: ignore[return-value]
+
+
+def _hive_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` with an option per ``[hive]`` key (``--kerberos/--no-kerberos``, ``--kerberos-principal``...)."""
+    for key, kind in reversed(_HIVE_KEYS.items()):
+        flag = "--" + key.replace("_", "-")
+        declaration = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
+        func = click.option(declaration, key, default=None, help=_HIVE_HELP[key])(func)
+    return func
+
+
+#: Key of the ``[hive]`` settings given on the command line in ``click.Context.meta``.
+_HIVE_KEY = "acidstream.hive"
+
+
+def hive_settings() -> dict[str, Any]:
+    """``Metastore.connect``'s options for a Hive Metastore: the nearest ``acidstream.toml``'s ``[hive]``, then
+    the command line's options over them (a keytab's path made absolute against the current directory)."""
+    config = find_config(os.getcwd())
+    settings = dict(read_config(config).hive) if config else {}
+    ctx = click.get_current_context(silent=True)
+    given = ctx.find_root().meta.get(_HIVE_KEY, {}) if ctx is not None else {}
+    for key, value in given.items():
+        if value is not None:
+            settings[key] = _absolute(value, os.getcwd()) if key == "kerberos_keytab" else value
+    return settings
 
 
 #: Key of the values of ``--metastore``/``--warehouse`` given before the command in ``click.Context.meta``.
@@ -297,9 +333,7 @@ def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kw
     backend_kind(metastore).opener(metastore)  # a URL naming no metastore fails here; the backend loads now
     with _said_when_slow(metastore):
         if is_hive(metastore):
-            config = find_config(os.getcwd())
-            hive = read_config(config).hive if config else {}
-            return Metastore.connect(metastore, **{**hive, **kwargs})
+            return Metastore.connect(metastore, **{**hive_settings(), **kwargs})
         if not create:
             _require_existing(metastore)
         return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
