@@ -23,6 +23,7 @@ import pytest
 
 from acidstream import Metastore
 from acidstream.mutate import BucketIdResolver, MutatorClient, MutatorCoordinator, RecordIdentifier
+from support.deps import import_or_skip
 from support.s3server import BUCKETS
 
 AWS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_REGION")
@@ -40,17 +41,30 @@ class Store:
         return Metastore.connect(self.metastore, warehouse=self.warehouse)
 
 
-@pytest.fixture(params=["s3", "hdfs"])
+@pytest.fixture(params=["s3", "hdfs", "hdfs-kerberos"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    """A SQLite metastore with a new warehouse directory on the session's S3 server or HDFS."""
+    """A SQLite metastore with a new warehouse directory on the session's S3 server, HDFS, or kerberized HDFS
+    (WebHDFS behind SPNEGO: a ticket of alice's in a ticket cache of the test's own, which Spark's Python
+    workers are given too, as a local job's would have its user's)."""
     prefix = uuid.uuid4().hex[:12]
     if request.param == "s3":
         request.getfixturevalue("s3_endpoint")  # sets the AWS variables in this process
         env = {k: os.environ[k] for k in AWS}
         warehouse = f"s3://{BUCKETS[0]}/{prefix}/wh"
-    else:
+    elif request.param == "hdfs":
         namenode = request.getfixturevalue("hdfs_namenode")
         env = {"HADOOP_CONF_DIR": str(namenode.conf_dir)}
+        warehouse = f"{namenode.uri}/{prefix}/wh"
+    else:
+        import_or_skip("requests_gssapi")
+        namenode = request.getfixturevalue("hdfs_kerberos_namenode")
+        kdc = request.getfixturevalue("kdc")
+        kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "ccache")
+        env = {
+            "HADOOP_CONF_DIR": str(namenode.conf_dir),  # says Kerberos
+            "KRB5_CONFIG": str(kdc.krb5_conf),
+            "KRB5CCNAME": f"FILE:{tmp_path / 'ccache'}",
+        }
         warehouse = f"{namenode.uri}/{prefix}/wh"
     for key, value in env.items():
         monkeypatch.setenv(key, value)
