@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob, BucketResult, run_bucket_job
 from acidstream.compactor.plan import PartitionPlan
 from acidstream.compactor.worker import Claimed, JobRunner, Outcome, Worker
-from acidstream.spark.options import client, metastore_location
+from acidstream.spark.options import JobSettings, client, metastore_location, session_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,14 +25,28 @@ if TYPE_CHECKING:
     from acidstream.catalog import Metastore
 
 
+@dataclass(frozen=True)
+class ExecutorBucketJob:
+    """A bucket job as a Spark task runs it: in a Python worker that knows only what the job carries, so the
+    job's store settings are set first (picklable: Spark ships it to the executors)."""
+
+    job: JobSettings
+
+    def __call__(self, bucket_job: BucketJob) -> BucketResult:
+        self.job.in_worker()
+        return run_bucket_job(bucket_job)
+
+
 def spark_runner(spark: SparkSession) -> JobRunner:
-    """Run bucket jobs as the tasks of one Spark job (one partition of the RDD per job)."""
+    """Run bucket jobs as the tasks of one Spark job (one partition of the RDD per job), with the session's
+    store settings (:func:`session_job`, read now)."""
+    task = ExecutorBucketJob(session_job(spark))
 
     def run(jobs: Sequence[BucketJob]) -> list[BucketResult]:
         if not jobs:
             return []
         rdd = spark.sparkContext.parallelize(list(jobs), len(jobs))
-        results: list[BucketResult] = rdd.map(run_bucket_job).collect()
+        results: list[BucketResult] = rdd.map(task).collect()
         return results
 
     return run

@@ -16,10 +16,10 @@ from acidstream.spark.options import (
     ResolvedTable,
     client,
     flag,
-    job_settings,
     location_options,
     metastore_location,
     resolve,
+    session_job,
 )
 from acidstream.spark.read import (
     PARTITION_NAME,
@@ -113,9 +113,8 @@ def register(spark: SparkSession) -> SparkSession:
     relies on. The format carries the job's settings as this process reads them now (:func:`job_settings` of the
     session's configuration and of ``configure_stores``): register after configuring the stores."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    conf = dict(spark.sparkContext.getConf().getAll())
     # a class made here is pickled whole, with its settings (AcidDataSource itself is pickled by name)
-    source = type("AcidJobDataSource", (AcidDataSource,), {"job": job_settings(conf)})
+    source = type("AcidJobDataSource", (AcidDataSource,), {"job": session_job(spark)})
     spark.dataSource.register(source)
     return spark
 

@@ -3,8 +3,14 @@ configures itself as a user's job would (the Spark configuration it is given, ``
 process), runs the job on the cluster and prints what it saw as JSON on stdout.
 
 Job keys: ``conf`` (Spark settings), ``stores`` (``configure_stores``'s arguments), ``options`` (the data
-source's), ``table``, ``append`` (rows of the table's columns, written in ``slices`` tasks), ``read`` (read the
-table back), ``explain`` (the read's and the write's plan strings), ``probe`` (each task's process facts).
+source's), ``table``, ``append`` (rows of the table's columns, written in ``slices`` tasks), ``steps`` (Spark
+merges, updates, deletes and compactions, in order, each answering its result), ``read`` (read the table
+back), ``explain`` (the read's and the write's plan strings), ``probe`` (each task's process facts), ``stream``
+(``{"input": dir, "checkpoint": dir}``: the JSON files in ``input``, one micro-batch per file, through the
+exactly-once sink, until none is left).
+
+A step is ``{"merge": rows, "on": [...], ...merge's keyword arguments}``, ``{"update": condition, "set":
+{...}}``, ``{"delete": condition}`` or ``{"compact": kind}``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,23 @@ def task_facts(_: Any) -> Any:
 
     leaked = sorted(k for k in os.environ if k.startswith(("AWS_", "ACIDSTREAM_")))
     yield (os.getpid(), os.getcwd(), ",".join(leaked))
+
+
+def run_step(spark: Any, job: dict[str, Any], step: dict[str, Any]) -> Any:
+    """One mutation or compaction of the job's table, through acidstream's Spark entry points."""
+    from acidstream.spark import compact, delete, merge, update
+
+    location = {k: v for k, v in job.get("options", {}).items() if k in ("metastore", "warehouse")}
+    step = dict(step)
+    if "merge" in step:
+        source = spark.createDataFrame(step.pop("merge"), job["schema"]).repartition(2)
+        return merge(spark, job["table"], source, step.pop("on"), **step, **location)
+    if "update" in step:
+        return update(spark, job["table"], step["update"], step["set"], **location)
+    if "delete" in step:
+        return delete(spark, job["table"], step["delete"], **location)
+    outcomes = compact(spark, job["table"], step["compact"], **location)
+    return [o.info.state for o in outcomes]
 
 
 def main() -> None:
@@ -43,6 +66,15 @@ def main() -> None:
             df = spark.createDataFrame(job["append"], job["schema"]).repartition(job.get("slices", 2))
             writer = df.write.format("acidstream").options(**options).mode("append")
             writer.save(job["table"])
+        if job.get("stream"):
+            stream = job["stream"]
+            source = spark.readStream.schema(job["schema"]).option("maxFilesPerTrigger", 1)
+            frame = source.json(stream["input"])
+            writer = frame.writeStream.format("acidstream").options(**options)
+            query = writer.option("checkpointLocation", stream["checkpoint"]).trigger(availableNow=True)
+            query.start(job["table"]).awaitTermination()
+        for step in job.get("steps", []):
+            out.setdefault("steps", []).append(run_step(spark, job, step))
         if job.get("read"):
             df = spark.read.format("acidstream").options(**options).load(job["table"])
             if job.get("explain"):

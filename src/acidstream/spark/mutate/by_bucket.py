@@ -21,6 +21,7 @@ from acidstream.spark.mutate.stages import (
     SourceBuckets,
     source_ddl,
 )
+from acidstream.spark.options import JobSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,6 +33,7 @@ def merge_by_bucket(
     spark: SparkSession,
     m: TableMutation,
     location: dict[str, str],
+    job: JobSettings,
     scan: TableScan,
     source: DataFrame,
     names: Sequence[str],
@@ -48,7 +50,7 @@ def merge_by_bucket(
     task_of = bucket_tasks(split.bucket_bytes(), m.table.num_buckets, spark.sparkContext.defaultParallelism)
     tasks = max(task_of) + 1
     shipped = _shipped_source(spark, source, split, names, task_of)
-    stage = BucketMergeStage(split, m.acid_table, location["metastore"], location["warehouse"], shipped)
+    stage = BucketMergeStage(split, m.acid_table, location["metastore"], location["warehouse"], job, shipped)
     if shipped is not None:
         return spark.range(0, tasks, 1, tasks).mapInArrow(stage, SUMMARY_DDL)
     bucketed = source.mapInArrow(

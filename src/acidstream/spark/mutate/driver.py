@@ -21,7 +21,7 @@ from acidstream.spark.errors import driver_errors
 from acidstream.spark.mutate.by_bucket import merge_by_bucket
 from acidstream.spark.mutate.join import join_source, scan_target, source_keys
 from acidstream.spark.mutate.stages import BUCKET, SUMMARY_DDL, MergeStage, WriteStage, mutation_ddl
-from acidstream.spark.options import client, metastore_location
+from acidstream.spark.options import JobSettings, client, metastore_location, session_job
 from acidstream.spark.read import PARTITION_NAME, PARTITION_NAME_OPTION
 from acidstream.storage import table_filesystem
 
@@ -54,6 +54,7 @@ def merge(
     Spark. The source is then evaluated twice (``cache()`` an expensive one), as it is when unmatched target
     rows are deleted (its keys are counted first, to refuse a key held twice)."""
     actions = MergeActions(when_matched, when_not_matched, when_not_matched_by_source)
+    job = session_job(spark)
     with _mutation(metastore, warehouse, table) as (m, location):
         changes = m.changes
         names = changes.source_columns(source.columns, on)
@@ -61,13 +62,15 @@ def merge(
         target_columns = changes.target_columns(names, keys, actions)
         if splits_by_bucket(changes.table, keys, actions):
             with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
-                job = merge_by_bucket(spark, m, location, scan, source, names, keys, target_columns, actions)
-                return _commit(m, job)
+                reports = merge_by_bucket(
+                    spark, m, location, job, scan, source, names, keys, target_columns, actions
+                )
+                return _commit(m, reports)
         known = m.inserted_partitions(actions)
         push = actions.when_not_matched_by_source is None
         pushed = source_keys(source, names, keys, changes.table, push=push)
         with m.scan(target_columns) as scan:  # registered as a reader until the tasks have read
-            target = scan_target(spark, m, location, scan, pushed)
+            target = scan_target(spark, m, location, job, scan, pushed)
             joined = join_source(target, source, names, keys, target_columns, actions, changes.table, pushed)
             stage = MergeStage(
                 changes,
@@ -78,7 +81,7 @@ def merge(
                 known,
             )
             mutations = joined.mapInArrow(stage, mutation_ddl(changes.table))
-            return _write(m, location, mutations, keys)
+            return _write(m, location, job, mutations, keys)
 
 
 def delete(
@@ -99,7 +102,7 @@ def delete(
         mutations = rows.select(
             ROW_ID, PARTITION_NAME, _bucket_of_row_id().alias(BUCKET), F.lit(DELETE).cast("tinyint").alias(OP)
         )
-        return _write(m, location, mutations, [])
+        return _write(m, location, session_job(spark), mutations, [])
 
 
 def update(
@@ -135,7 +138,7 @@ def update(
             _bucket_of_row_id().alias(BUCKET),
             F.lit(UPDATE).cast("tinyint").alias(OP),
         )
-        return _write(m, location, mutations, [])
+        return _write(m, location, session_job(spark), mutations, [])
 
 
 @contextlib.contextmanager
@@ -183,7 +186,7 @@ def _bucket_of_row_id() -> SparkColumn:
 
 
 def _write(
-    m: TableMutation, location: dict[str, str], mutations: DataFrame, keys: Sequence[str]
+    m: TableMutation, location: dict[str, str], job: JobSettings, mutations: DataFrame, keys: Sequence[str]
 ) -> dict[str, int]:
     """Group and order the mutations as Hive's API requires, write them in tasks, commit their summaries."""
     from pyspark.sql import functions as F
@@ -196,7 +199,7 @@ def _write(
         F.col(f"{ROW_ID}.bucketid"),
         F.col(f"{ROW_ID}.rowid"),
     )
-    stage = WriteStage(m.acid_table, location["metastore"], location["warehouse"], tuple(keys))
+    stage = WriteStage(m.acid_table, location["metastore"], location["warehouse"], tuple(keys), job)
     return _commit(m, ordered.mapInArrow(stage, SUMMARY_DDL))
 
 

@@ -15,7 +15,7 @@ from acidstream.mutate.changes import MergeActions, duplicate_key
 from acidstream.mutate.merge import TableMutation
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.spark.mutate.stages import SOURCE_PREFIX, SOURCE_PRESENT, TARGET_PREFIX, ReadStage
-from acidstream.spark.options import ResolvedTable
+from acidstream.spark.options import JobSettings, ResolvedTable
 from acidstream.spark.read import PARTITION_NAME, pack_tasks, selected_columns
 from acidstream.spark.types import schema_ddl
 
@@ -35,7 +35,12 @@ _ROWS = "__rows"
 
 
 def scan_target(
-    spark: SparkSession, m: TableMutation, location: dict[str, str], scan: TableScan, keys: pa.Table | None
+    spark: SparkSession,
+    m: TableMutation,
+    location: dict[str, str],
+    job: JobSettings,
+    scan: TableScan,
+    keys: pa.Table | None,
 ) -> DataFrame:
     """ROW__ID, the scan's columns and the partition name of the rows ``scan`` (planned here, at the txn's
     snapshot) sees, read by Spark tasks; with ``keys``, only rows whose key columns hold values among those.
@@ -44,7 +49,7 @@ def scan_target(
     runs in Python workers of its own, which cost more than this whole read of a change set's rows."""
     plan = scan.plan_files()
     columns = tuple(selected_columns(m.table, scan.columns))
-    target = ResolvedTable(location["metastore"], location["warehouse"], m.table.definition())
+    target = ResolvedTable(location["metastore"], location["warehouse"], m.table.definition(), job)
     parallelism = spark.sparkContext.defaultParallelism
     groups = pack_tasks(plan.tasks, READ_TASK_BYTES, min_groups=parallelism) or [()]
     stage = ReadStage(target, columns, plan.write_ids, tuple(groups), keys)

@@ -4,7 +4,8 @@ helpers they call and the Spark schemas of the rows they yield (which the driver
 
 They must stay picklable (frozen dataclasses of picklable fields: no open connection, lock or Spark object)
 and this module must import nothing driver-only (no SparkSession, DataFrame or txn of the driver's): a task
-opens what it needs itself, its metastore client from the URL and warehouse it carries.
+opens what it needs itself, its metastore client from the URL and warehouse it carries, after setting the
+job's store settings it carries (an executor's Python worker knows nothing of the driver's process).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from acidstream.mutate.coordinator import MutatorCoordinator
 from acidstream.mutate.record_id import ROW_ID, row_id_arrays
 from acidstream.mutate.table import AcidTable, MutationSummary
 from acidstream.spark.errors import task_errors
-from acidstream.spark.options import ResolvedTable, client
+from acidstream.spark.options import JobSettings, ResolvedTable, client
 from acidstream.spark.read import PARTITION_NAME, read_tasks
 from acidstream.spark.task_write import statement_id_for
 from acidstream.spark.types import schema_ddl, spark_arrow_schema, to_spark_batch
@@ -110,10 +111,12 @@ class BucketMergeStage:
     table: AcidTable
     url: str
     warehouse: str
+    job: JobSettings
     shipped: tuple[pa.Table, ...] | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, attempt = _task_attempt()
+        self.job.in_worker()
         with task_errors():
             if self.shipped is None:
                 received = [b for b in batches if b.num_rows]
@@ -157,6 +160,7 @@ class ReadStage:
     batch_rows: int = 65536
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        self.target.in_worker()
         with task_errors():
             for batch in batches:
                 for i in batch.column(0).to_pylist():
@@ -295,9 +299,11 @@ class WriteStage:
     url: str
     warehouse: str
     keys: tuple[str, ...]
+    job: JobSettings
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, attempt = _task_attempt()
+        self.job.in_worker()
         with task_errors():
             summary = write_mutations(
                 self.table,
