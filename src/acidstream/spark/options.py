@@ -13,6 +13,7 @@ each worker before it touches a store (:meth:`ResolvedTable.in_worker`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 
 from acidstream import runtime, storage
 from acidstream.errors import InvalidTable, StreamingConnectionError
+from acidstream.metastore.hive_settings import hive_settings_of
 from acidstream.metastore.location import (
     DEFAULT_WAREHOUSE,
     ENV_METASTORE,
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from acidstream.catalog import Metastore
     from acidstream.metastore.models import TableDefinition
 
-_clients: dict[tuple[str, str], Metastore] = {}
+_clients: dict[tuple[str, str, tuple[tuple[str, Any], ...]], Metastore] = {}
 _clients_lock = threading.Lock()
 
 
@@ -61,17 +63,39 @@ def location_options(metastore: str | None, warehouse: str | None) -> dict[str, 
     return options
 
 
-def client(url: str, warehouse: str) -> Metastore:
-    """This process's metastore client for ``url`` (connecting checks the schema: do it once per worker)."""
+def client(url: str, warehouse: str, hive: tuple[tuple[str, Any], ...] | None = None) -> Metastore:
+    """This process's metastore client for ``url`` (connecting checks the schema: do it once per worker), a
+    Hive Metastore's reached with the ``hive`` settings (Kerberos), by default the job's
+    (:func:`process_hive_settings`)."""
     from acidstream.catalog import Metastore
 
-    key = (url, warehouse)
+    if not is_hive(url):
+        hive = ()
+    elif hive is None:
+        hive = process_hive_settings()
+    key = (url, warehouse, hive)
     with _clients_lock:
         ms = _clients.get(key)
         if ms is None:
             # a Hive Metastore knows where its tables live
-            ms = _clients[key] = Metastore.connect(url, warehouse=None if is_hive(url) else warehouse)
+            warehouse_or_none = None if is_hive(url) else warehouse
+            ms = _clients[key] = Metastore.connect(url, warehouse=warehouse_or_none, **dict(hive))
         return ms
+
+
+#: The Hive settings a job set in this worker (:meth:`JobSettings.apply`); None until one did.
+_applied_hive: tuple[tuple[str, Any], ...] | None = None
+
+
+def process_hive_settings() -> tuple[tuple[str, Any], ...]:
+    """The Hive settings of this process's job: those a job set in this worker, else on a driver its active
+    session's ``spark.acidstream.hive.*`` configuration."""
+    if _applied_hive is not None:
+        return _applied_hive
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    return job_settings(dict(active.sparkContext.getConf().getAll())).hive if active is not None else ()
 
 
 def table_name(options: Mapping[str, str]) -> str:
@@ -98,6 +122,8 @@ S3A_SETTINGS = {
 HDFS_CONF = {"user": "user", "webhdfs_port": "webhdfs_port"}
 #: The Spark configuration's defaults for the data source's options (``spark.acidstream.metastore``...).
 DEFAULTED_OPTIONS = ("metastore", "warehouse")
+#: The prefix of the Spark configuration's Hive settings (``spark.acidstream.hive.kerberos_principal``...).
+HIVE_CONF = "spark.acidstream.hive."
 
 
 @dataclass(frozen=True, repr=False)
@@ -109,14 +135,27 @@ class JobSettings:
     s3: tuple[tuple[str, Any], ...] = ()
     hdfs: tuple[tuple[str, Any], ...] = ()
     defaults: tuple[tuple[str, str], ...] = ()
+    #: ``Metastore.connect``'s options for a Hive Metastore (Kerberos), as sorted pairs
+    hive: tuple[tuple[str, Any], ...] = ()
 
     def __repr__(self) -> str:
-        return f"JobSettings(s3={[k for k, _ in self.s3]}, hdfs={[k for k, _ in self.hdfs]})"
+        s3, hdfs, hive = ([k for k, _ in pairs] for pairs in (self.s3, self.hdfs, self.hive))
+        return f"JobSettings(s3={s3}, hdfs={hdfs}, hive={hive})"
 
     def apply(self) -> None:
-        """Set this job's store settings in this process; a job that names none leaves the process's own."""
+        """Set this job's store and Hive settings in this process; a job that names no stores leaves the
+        process's own."""
+        global _applied_hive
+        _applied_hive = self.hive
         if self.s3 or self.hdfs:
             storage.configure_stores(s3=dict(self.s3), hdfs=dict(self.hdfs))
+
+    def with_options(self, options: Mapping[str, str]) -> JobSettings:
+        """These settings with the Hive settings among a read's or write's ``options`` over the job's."""
+        given = hive_settings_of(options, "the acidstream option ")
+        if not given:
+            return self
+        return dataclasses.replace(self, hive=tuple(sorted({**dict(self.hive), **given}.items())))
 
     def in_worker(self) -> None:
         """Ready a Spark Python worker (a task's, a planner's or a committer's) for this job: acidstream's
@@ -152,10 +191,14 @@ def job_settings(conf: Mapping[str, str]) -> JobSettings:
     defaults = {
         k: conf[f"spark.acidstream.{k}"] for k in DEFAULTED_OPTIONS if conf.get(f"spark.acidstream.{k}")
     }
+    hive = hive_settings_of(
+        {k[len(HIVE_CONF) :]: v for k, v in conf.items() if k.startswith(HIVE_CONF)}, HIVE_CONF
+    )
     return JobSettings(
         tuple(sorted(checked["s3"].items())),
         tuple(sorted(checked["hdfs"].items())),
         tuple(sorted(defaults.items())),
+        tuple(sorted(hive.items())),
     )
 
 
@@ -183,17 +226,17 @@ class ResolvedTable:
         return self.table.full_name
 
     def metastore(self) -> Metastore:
-        return client(self.url, self.warehouse)
+        return client(self.url, self.warehouse, self.job.hive)
 
 
 def resolve(
     options: Mapping[str, str], *, writable: bool = False, job: JobSettings | None = None
 ) -> ResolvedTable:
     """The table ``options`` name, read in a planner worker after the job's settings are set in it."""
-    job = job or JobSettings()
+    job = (job or JobSettings()).with_options(options)
     job.apply()
     url, warehouse = metastore_location({**dict(job.defaults), **options})
-    ms = client(url, warehouse)
+    ms = client(url, warehouse, job.hive)
     table = ms.table(table_name(options))
     if writable and not table.is_transactional:
         raise InvalidTable(table.db, table.name, f"{table.full_name} is not an Acid table")
