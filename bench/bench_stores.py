@@ -19,13 +19,15 @@ a CREATE, APPEND or OPEN is redirected to (``DN``), and deltalake's Hadoop RPC c
 to its end, so a request per commit costs the peer as much as acidstream (about a millisecond: both are timed
 with it). The goal: a commit costs O(files it writes) requests, never O(files in the table),
 shown by the streaming commits' requests early (the first tenth of the txns) against late (the last tenth),
-when the table holds ten times the files. Times are one run each (``--rounds`` for medians); the ratio is the
-peer's time over acidstream's (above 1: acidstream faster). Prints a markdown table; ``--json`` writes the
-figures too.
+when the table holds ten times the files. Each job runs ``--rounds`` times (3) on fresh tables, acidstream's
+side first in even rounds and the peer's in odd ones; the table gives each side's median seconds with their
+min-max, the median ratio (the peer's time over acidstream's, per round; above 1: acidstream faster) with its
+min-max, the load average before and after the rounds, and the last round's requests by kind for both sides
+(counts do not depend on the load). Prints a markdown table; ``--json`` writes the figures too.
 
-    python bench/bench_stores.py [--records 1000000] [--txns 100] [--merge-rows 2000000] [--rounds 1]
+    python bench/bench_stores.py [--records 1000000] [--txns 100] [--merge-rows 2000000] [--rounds 3]
                                  [--stores local,s3,hdfs]
-    python bench/bench_stores.py --records 100000 --merge-rows 200000        # a quick run at a tenth
+    python bench/bench_stores.py --records 100000 --merge-rows 200000 --rounds 1   # a quick run at a tenth
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -123,7 +125,7 @@ def _connect(ms: Any, table: str) -> Any:
     )
 
 
-def streaming(store: Store, n: int, txns: int) -> dict[str, Any]:
+def streaming(store: Store, n: int, txns: int, acid_first: bool) -> dict[str, Any]:
     """Both libraries' T commits (after one untimed warm-up commit each): seconds and requests per commit."""
     from deltalake import write_deltalake
 
@@ -137,28 +139,33 @@ def streaming(store: Store, n: int, txns: int) -> dict[str, Any]:
         )
     with _connect(ms, "bench.warmup") as warm, warm.transaction():
         warm.write_batch(batch(0))
-    acid: list[Counter[str]] = []
-    conn = _connect(ms, STREAMED)
-    start = time.perf_counter()
-    for t in range(txns):
-        with store.counted() as spent:
-            conn.begin_transaction()
-            conn.write_batch(batch(t))
-            conn.commit_transaction()
-        acid.append(spent)
-    conn.close()
-    acid_s = time.perf_counter() - start
-    ms.close()
-
     write_deltalake(store.location("delta-warmup"), batch(0), storage_options=store.delta_options)
-    delta: list[Counter[str]] = []
     target = store.location("delta-streamed")
-    start = time.perf_counter()
-    for t in range(txns):
-        with store.counted() as spent:
-            write_deltalake(target, batch(t), mode="append", storage_options=store.delta_options)
-        delta.append(spent)
-    delta_s = time.perf_counter() - start
+
+    def ours() -> tuple[float, list[Counter[str]]]:
+        acid: list[Counter[str]] = []
+        conn = _connect(ms, STREAMED)
+        start = time.perf_counter()
+        for t in range(txns):
+            with store.counted() as spent:
+                conn.begin_transaction()
+                conn.write_batch(batch(t))
+                conn.commit_transaction()
+            acid.append(spent)
+        conn.close()
+        return time.perf_counter() - start, acid
+
+    def theirs() -> tuple[float, list[Counter[str]]]:
+        delta: list[Counter[str]] = []
+        start = time.perf_counter()
+        for t in range(txns):
+            with store.counted() as spent:
+                write_deltalake(target, batch(t), mode="append", storage_options=store.delta_options)
+            delta.append(spent)
+        return time.perf_counter() - start, delta
+
+    (acid_s, acid), (delta_s, delta) = _in_order(ours, theirs, acid_first)
+    ms.close()
     return {
         "acidstream_s": acid_s,
         "peer_s": delta_s,
@@ -167,6 +174,20 @@ def streaming(store: Store, n: int, txns: int) -> dict[str, Any]:
         "acidstream_files": store.objects(_table_location(store, STREAMED)),
         "peer_files": store.objects(target),
     }
+
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def _in_order(ours: Callable[[], T], theirs: Callable[[], U], acid_first: bool) -> tuple[T, U]:
+    """Both sides' timed parts, acidstream's first or the peer's (rounds alternate: neither side always meets
+    the store, the page cache or the machine's load first)."""
+    if acid_first:
+        mine = ours()
+        return mine, theirs()
+    other = theirs()
+    return ours(), other
 
 
 def _early_late(per_commit: list[Counter[str]]) -> dict[str, dict[str, float]]:
@@ -188,7 +209,7 @@ def _table_location(store: Store, table: str) -> str:
         ms.close()
 
 
-def merge(store: Store, rows: int) -> dict[str, Any]:
+def merge(store: Store, rows: int, acid_first: bool) -> dict[str, Any]:
     """Load both tables (untimed), then each library's upsert of 1% updated and 1% new rows."""
     from deltalake import DeltaTable, write_deltalake
 
@@ -212,24 +233,31 @@ def merge(store: Store, rows: int) -> dict[str, Any]:
     source = pa.concat_tables([rows_for(updated, 1000), rows_for(np.arange(loaded, loaded + changed), 1001)])
 
     fork_server().ready(wait=True)  # a process that merges starts its workers' server once
-    start = time.perf_counter()
-    with store.counted() as acid:
-        counts = ms.table(MERGED).merge(source, on=["id"])
-    acid_s = time.perf_counter() - start
-    ms.close()
-    assert (counts["inserted"], counts["updated"]) == (changed, changed), counts
 
-    start = time.perf_counter()
-    with store.counted() as delta:
-        metrics = (
-            DeltaTable(target, storage_options=store.delta_options)
-            .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-    delta_s = time.perf_counter() - start
-    assert metrics["num_target_rows_updated"] == changed, metrics
+    def ours() -> tuple[float, Counter[str]]:
+        start = time.perf_counter()
+        with store.counted() as acid:
+            counts = ms.table(MERGED).merge(source, on=["id"])
+        took = time.perf_counter() - start
+        assert (counts["inserted"], counts["updated"]) == (changed, changed), counts
+        return took, acid
+
+    def theirs() -> tuple[float, Counter[str]]:
+        start = time.perf_counter()
+        with store.counted() as delta:
+            metrics = (
+                DeltaTable(target, storage_options=store.delta_options)
+                .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+        took = time.perf_counter() - start
+        assert metrics["num_target_rows_updated"] == changed, metrics
+        return took, delta
+
+    (acid_s, acid), (delta_s, delta) = _in_order(ours, theirs, acid_first)
+    ms.close()
     return {
         "acidstream_s": acid_s,
         "peer_s": delta_s,
@@ -240,7 +268,7 @@ def merge(store: Store, rows: int) -> dict[str, Any]:
     }
 
 
-def compaction(store: Store) -> dict[str, Any]:
+def compaction(store: Store, acid_first: bool) -> dict[str, Any]:
     """pyarrow's plain copy of the streamed table's insert files, then the major compaction of that table."""
     import pyarrow.orc as po
 
@@ -267,15 +295,20 @@ def compaction(store: Store) -> dict[str, Any]:
 
     if store.server is None:
         Path(out).mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with store.counted() as raw, ThreadPoolExecutor(config.parallelism) as pool:
-        raw_rows = sum(pool.map(copy, plan.tasks))
-    raw_s = time.perf_counter() - start
 
-    start = time.perf_counter()
-    with store.counted() as acid:
-        outcome = Compactor(ms, config).compact(STREAMED, kind="major")
-    acid_s = time.perf_counter() - start
+    def theirs() -> tuple[float, int, Counter[str]]:
+        start = time.perf_counter()
+        with store.counted() as raw, ThreadPoolExecutor(config.parallelism) as pool:
+            raw_rows = sum(pool.map(copy, plan.tasks))
+        return time.perf_counter() - start, raw_rows, raw
+
+    def ours() -> tuple[float, Any, Counter[str]]:
+        start = time.perf_counter()
+        with store.counted() as acid:
+            outcome = Compactor(ms, config).compact(STREAMED, kind="major")
+        return time.perf_counter() - start, outcome, acid
+
+    (acid_s, outcome, acid), (raw_s, raw_rows, raw) = _in_order(ours, theirs, acid_first)
     assert outcome.info.state == "ready for cleaning", outcome.info
     rows = sum(r.events_read for r in outcome.results)
     ms.close()
@@ -293,12 +326,17 @@ def compaction(store: Store) -> dict[str, Any]:
 JOBS = ("streaming", "merge", "compaction")
 
 
-def run(store: Store, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    return {
-        "streaming": streaming(store, args.records, args.txns),
-        "merge": merge(store, args.merge_rows),
-        "compaction": compaction(store),
+def run(store: Store, args: argparse.Namespace, acid_first: bool) -> dict[str, Any]:
+    """One round of every job on ``store``, with the load average before and after it."""
+    before = os.getloadavg()[0]
+    out: dict[str, Any] = {
+        "streaming": streaming(store, args.records, args.txns, acid_first),
+        "merge": merge(store, args.merge_rows, acid_first),
+        "compaction": compaction(store, acid_first),
     }
+    out["load"] = (before, os.getloadavg()[0])
+    out["acidstream_first"] = acid_first
+    return out
 
 
 def _requests(counts: dict[str, float]) -> str:
@@ -307,14 +345,25 @@ def _requests(counts: dict[str, float]) -> str:
     return f"{total:g} ({parts})" if total else ""
 
 
-def report(results: dict[str, list[dict[str, dict[str, Any]]]]) -> None:
+def _spread(values: list[float], fmt: str) -> str:
+    """Median, then min-max when there is more than one value."""
+    med = format(statistics.median(values), fmt)
+    return med if len(values) == 1 else f"{med} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
+def report(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Per job and store: median (min-max) seconds of each side over the rounds, the ratio's, the load, and
+    the requests by kind of the last round (a count does not depend on the machine's load)."""
     peers = {"streaming": "deltalake append", "merge": "deltalake merge", "compaction": "pyarrow ORC copy"}
-    print("| job | store | acidstream s | peer | peer s | ratio | acidstream requests | peer requests |")
-    print("|---|---|---:|---|---:|---:|---|---|")
+    print(
+        "| job | store | acidstream s | peer | peer s | ratio | load | acidstream requests | peer requests |"
+    )
+    print("|---|---|---:|---|---:|---:|---:|---|---|")
     for job in JOBS:
         for store, rounds in results.items():
             runs = [r[job] for r in rounds]
             ratios = [r["peer_s"] / r["acidstream_s"] for r in runs]
+            loads = [x for r in rounds for x in r["load"]]
             last = runs[-1]
             if job == "streaming":
                 ours = "per commit, early → late: " + " → ".join(
@@ -324,9 +373,9 @@ def report(results: dict[str, list[dict[str, dict[str, Any]]]]) -> None:
             else:
                 ours, theirs = _requests(last["acidstream_requests"]), _requests(last["peer_requests"])
             print(
-                f"| {job} | {store} | {statistics.median(r['acidstream_s'] for r in runs):.2f} | {peers[job]} | "
-                f"{statistics.median(r['peer_s'] for r in runs):.2f} | {statistics.median(ratios):.2f}x | "
-                f"{ours} | {theirs} |"
+                f"| {job} | {store} | {_spread([r['acidstream_s'] for r in runs], '.2f')} | {peers[job]} | "
+                f"{_spread([r['peer_s'] for r in runs], '.2f')} | {_spread(ratios, '.2f')}x | "
+                f"{min(loads):.1f}-{max(loads):.1f} | {ours} | {theirs} |"
             )
     for store, rounds in results.items():
         last = rounds[-1]
@@ -347,24 +396,24 @@ def main() -> None:
     parser.add_argument("--txns", type=int, default=100, help="streaming txns (and deltalake commits)")
     parser.add_argument("--merge-rows", type=int, default=2_000_000)
     parser.add_argument("--stores", default="local,s3", help="comma list of local, s3, hdfs")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, acidstream first in even ones")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     stores = args.stores.split(",")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    results: dict[str, list[dict[str, dict[str, Any]]]] = {s: [] for s in stores}
+    results: dict[str, list[dict[str, Any]]] = {s: [] for s in stores}
     with ExitStack() as started_stores:  # first: merge workers fork from a server that inherits the settings
         servers: dict[str, S3Server | None] = {
             "local": None,
             **({"s3": started_stores.enter_context(s3_server(BUCKET))} if "s3" in stores else {}),
             **({"hdfs": started_stores.enter_context(hdfs_cluster())} if "hdfs" in stores else {}),
         }
-        for _ in range(args.rounds):
+        for i in range(args.rounds):
             for name in stores:
                 root = Path(tempfile.mkdtemp(prefix=f"bench_stores_{name}_"))
                 try:
                     store = Store(name, root, servers[name])
-                    results[name].append(run(store, args))
+                    results[name].append(run(store, args, acid_first=i % 2 == 0))
                 finally:
                     shutil.rmtree(root, ignore_errors=True)
     import deltalake
@@ -374,7 +423,7 @@ def main() -> None:
         f"\n{args.records:,} records in {args.txns} txns; merge into {args.merge_rows:,} rows; "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, pyarrow "
         f"{pyarrow.__version__}, deltalake {deltalake.__version__}, started {started}, load average "
-        f"{os.getloadavg()[0]:.1f} at the end; {args.rounds} round(s); S3: moto on loopback; HDFS: MiniDFSCluster "
+        f"{os.getloadavg()[0]:.1f} at the end; {args.rounds} round(s), peer order alternated; S3: moto on loopback; HDFS: MiniDFSCluster "
         "on loopback, acidstream and pyarrow through WebHDFS, deltalake through its native client\n"
     )
     report(results)

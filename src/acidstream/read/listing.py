@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
+from acidstream.read.delegating import DelegatingHandler
 from acidstream.storage import is_object_store
 
 
@@ -26,11 +25,11 @@ def listed_once(fs: pafs.FileSystem, roots: Sequence[str]) -> pafs.FileSystem:
     return pafs.PyFileSystem(ListedTree(fs, roots))
 
 
-class ListedTree(pafs.FileSystemHandler):
+class ListedTree(DelegatingHandler):
     """The handler of :func:`listed_once`'s filesystem."""
 
     def __init__(self, base: pafs.FileSystem, roots: Sequence[str]) -> None:
-        self._base = base
+        super().__init__(base)
         self._roots = [r.rstrip("/") for r in roots]
         #: per listed root: each directory's children, and each path's info
         self._listed: dict[str, tuple[dict[str, list[pafs.FileInfo]], dict[str, pafs.FileInfo]]] = {}
@@ -49,12 +48,6 @@ class ListedTree(pafs.FileSystemHandler):
                 children[info.path.rsplit("/", 1)[0]].append(info)
             self._listed[root] = (dict(children), infos)
         return (root, *self._listed[root])
-
-    def get_type_name(self) -> str:
-        return str(self._base.type_name).rsplit("::", 1)[-1]
-
-    def normalize_path(self, path: str) -> str:
-        return str(self._base.normalize_path(path))
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         return [self._info(p.rstrip("/")) for p in paths]
@@ -82,38 +75,3 @@ class ListedTree(pafs.FileSystemHandler):
         if selector.allow_not_found:
             return []
         raise FileNotFoundError(f"{directory}: no such directory")
-
-    # everything else: the store itself
-
-    def create_dir(self, path: str, recursive: bool) -> None:
-        self._base.create_dir(path, recursive=recursive)
-
-    def delete_dir(self, path: str) -> None:
-        self._base.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self._base.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self) -> None:
-        raise OSError("a planning filesystem deletes nothing at its root")
-
-    def delete_file(self, path: str) -> None:
-        self._base.delete_file(path)
-
-    def move(self, src: str, dest: str) -> None:
-        self._base.move(src, dest)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self._base.copy_file(src, dest)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        return self._base.open_input_stream(path)
-
-    def open_input_file(self, path: str) -> pa.NativeFile:
-        return self._base.open_input_file(path)
-
-    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return self._base.open_output_stream(path, metadata=metadata)
-
-    def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return self._base.open_append_stream(path, metadata=metadata)
