@@ -162,11 +162,13 @@ def test_bad_definitions(metastore: MetastoreFacade, db: str) -> None:
         ms.execute(f"CREATE TABLE {db}.x (a int) CLUSTERED BY (zz) INTO 2 BUCKETS")
     with pytest.raises(InvalidObjectException, match="primitive"):
         ms.execute(f"CREATE TABLE {db}.x (a int) PARTITIONED BY (p array<int>)")
-    if is_hive(ms):  # (our Hive backend does not check bucketing_version: Hive's metastore keeps any value)
+    # Hive's metastore keeps any value: every backend refuses one Hive's readers do not know
+    with pytest.raises(InvalidObjectException, match="bucketing_version must be 1 or 2, not '3'"):
         ms.execute(f"CREATE TABLE {db}.x (a int) TBLPROPERTIES ('bucketing_version'='3')")
-        return
-    with pytest.raises(InvalidObjectException, match="bucketing_version"):
-        ms.execute(f"CREATE TABLE {db}.x (a int) TBLPROPERTIES ('bucketing_version'='3')")
+    with pytest.raises(InvalidObjectException, match="bucketing_version must be 1 or 2, not '3'"):
+        ms.alter_table_properties(f"{db}.u", {"bucketing_version": "3"})
+    assert f"{db}.x" not in [f"{db}.{t}" for t in ms.list_tables(db)]
+    assert ms.table(f"{db}.u").bucketing_version == 2
 
 
 LONG = 129  # one more character than Hive's metastore keeps in a name
@@ -229,19 +231,18 @@ def test_partitions(metastore: MetastoreFacade, db: str) -> None:
         ("ds=__HIVE_DEFAULT_PARTITION__",),
     ]
     assert ms.get_partition(f"{db}.t", ["2024/01:x"]) == p
-    # (our Hive backend does not check the values against the keys: Hive's metastore refuses them, untyped)
-    untyped = MetaException if is_hive(ms) else InvalidObjectException
-    with pytest.raises(untyped, match=r"1 partition keys|Invalid partition key"):
-        ms.add_partition(f"{db}.t", ["a", "b"])
-    with pytest.raises(untyped, match=r"not partitioned|Invalid partition key"):
-        ms.add_partition(f"{db}.u", ["a"])
+    # values checked against the keys before the metastore is asked (Hive's refuses them untyped)
+    for call in (ms.add_partition, ms.get_partition, ms.drop_partition):
+        with pytest.raises(
+            InvalidObjectException, match=rf"Table {db}\.t has 1 partition keys \['ds'\], got 2 values"
+        ):
+            call(f"{db}.t", ["a", "b"])
+        with pytest.raises(InvalidObjectException, match=rf"Table {db}\.u is not partitioned"):
+            call(f"{db}.u", ["a"])
     ms.drop_partition(f"{db}.t", ["2024/01:x"])
     assert ms.get_partition(f"{db}.t", ["2024/01:x"]) is None
-    if is_hive(ms):  # (our Hive backend drops a missing partition silently)
+    with pytest.raises(NoSuchObjectException, match=rf"Partition ds=2024%2F01%3Ax of {db}\.t does not exist"):
         ms.drop_partition(f"{db}.t", ["2024/01:x"])
-    else:
-        with pytest.raises(NoSuchObjectException):
-            ms.drop_partition(f"{db}.t", ["2024/01:x"])
 
 
 def test_add_partition_is_race_safe(metastore: MetastoreFacade, db: str) -> None:
@@ -255,15 +256,33 @@ def test_add_partition_is_race_safe(metastore: MetastoreFacade, db: str) -> None
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
-    # (our Hive backend's add_partition is not race-safe: two threads adding one partition at once make Hive's
-    # metastore fail with "could not be made persistent"; on Hive one thread adds each partition repeatedly)
-    threads = [threading.Thread(target=add) for _ in range(1 if is_hive(ms) else 6)]
+    # (two adding one partition at once make Hive's metastore refuse all but one, some with "could not be
+    # made persistent")
+    threads = [threading.Thread(target=add) for _ in range(6)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert errors == []
     assert len(ms.list_partitions(f"{db}.t")) == 10
+
+    outcomes: list[str] = []
+
+    def add_new() -> None:  # one caller adds it, the others are told it exists
+        try:
+            ms.add_partition(f"{db}.t", ["new"], if_not_exists=False)
+            outcomes.append("added")
+        except AlreadyExistsException:
+            outcomes.append("exists")
+        except BaseException as exc:  # collected and asserted below
+            outcomes.append(repr(exc))
+
+    threads = [threading.Thread(target=add_new) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(outcomes) == ["added"] + ["exists"] * 5
 
 
 class TestSqlBackendOnly:

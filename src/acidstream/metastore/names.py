@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.errors import InvalidObjectException
 
@@ -86,3 +87,26 @@ def validate_table(
             raise InvalidObjectException(f"bucket column '{col}' is not a column of the table")
     if num_buckets < 0 or (bucket_columns and num_buckets == 0) or (num_buckets and not bucket_columns):
         raise InvalidObjectException("CLUSTERED BY needs bucket columns and a positive number of buckets")
+
+
+#: The bucketing versions Hive's readers and writers know (``bucketing_version``: 1, Hive 2's hash; 2, Hive 3's).
+BUCKETING_VERSIONS = ("1", "2")
+
+
+def check_bucketing_version(properties: Mapping[str, str]) -> None:
+    """A table's ``bucketing_version`` property, if set, must be one Hive's readers know."""
+    version = properties.get("bucketing_version")
+    if version is not None and version not in BUCKETING_VERSIONS:
+        raise InvalidObjectException(f"bucketing_version must be 1 or 2, not {version!r}")
+
+
+def checked_partition_name(table: str, keys: Sequence[str], values: Sequence[str | None]) -> str:
+    """Hive's name of the partition of ``table`` (``db.t``, partitioned by ``keys``) with ``values``; the values
+    checked against the keys first."""
+    if not keys:
+        raise InvalidObjectException(f"Table {table} is not partitioned")
+    if len(values) != len(keys):
+        raise InvalidObjectException(
+            f"Table {table} has {len(keys)} partition keys {list(keys)}, got {len(values)} values {list(values)}"
+        )
+    return make_part_name(keys, [None if v is None else str(v) for v in values])

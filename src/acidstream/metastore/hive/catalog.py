@@ -7,7 +7,6 @@ database's, and drops delete the data of managed tables themselves (``deleteData
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,12 @@ from hive_metastore import ttypes
 
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
-from acidstream.errors import AlreadyExistsException, NoSuchObjectException
+from acidstream.errors import (
+    AlreadyExistsException,
+    MetaException,
+    MetastoreUnavailable,
+    NoSuchObjectException,
+)
 from acidstream.metastore.hive.host import HiveHost
 from acidstream.metastore.hive.tables import (
     CLIENT_CAPABILITIES,
@@ -25,7 +29,13 @@ from acidstream.metastore.hive.tables import (
     file_uri,
 )
 from acidstream.metastore.models import Partition
-from acidstream.metastore.names import split_name, valid_name, validate_table
+from acidstream.metastore.names import (
+    check_bucketing_version,
+    checked_partition_name,
+    split_name,
+    valid_name,
+    validate_table,
+)
 
 if TYPE_CHECKING:
     from acidstream.metastore.models import TableDefinition
@@ -72,6 +82,8 @@ class HiveCatalogCalls(HiveHost):
     ) -> TableDefinition:
         valid_name("table", name)
         validate_table(columns, partition_keys, bucket_columns, num_buckets)
+        parameters = {**ACID_PARAMETERS, **(properties or {})}
+        check_bucketing_version(parameters)  # Hive's metastore keeps any value; its readers know 1 and 2
         sd = ttypes.StorageDescriptor(
             cols=[_field(c) for c in columns],
             inputFormat=ORC_INPUT_FORMAT,
@@ -88,7 +100,7 @@ class HiveCatalogCalls(HiveHost):
             tableType="MANAGED_TABLE",
             sd=sd,
             partitionKeys=[_field(c) for c in partition_keys],
-            parameters={**ACID_PARAMETERS, **(properties or {})},
+            parameters=parameters,
         )
         try:
             self._call("create_table", table, idempotent=False)
@@ -112,6 +124,7 @@ class HiveCatalogCalls(HiveHost):
         return []
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None:
+        check_bucketing_version(properties)
         db, name = split_name(table_name)
         request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=CLIENT_CAPABILITIES)
         table = self._call("get_table_req", request).table
@@ -130,25 +143,40 @@ class HiveCatalogCalls(HiveHost):
     def add_partition(
         self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True
     ) -> Partition:
-        """Create a partition (``append_partition``, with the table's location scheme); an existing one is
-        returned when ``if_not_exists``, as Hive's streaming client swallows ``AlreadyExistsException``."""
+        """Create a partition (``append_partition``, with the table's location scheme), its values checked
+        against the table's keys first; an existing one is returned when ``if_not_exists``, as Hive's streaming
+        client swallows ``AlreadyExistsException``. Clients adding one partition at once race in Hive's
+        metastore, which refuses all but one (``AlreadyExistsException``, or a ``MetaException`` that the row
+        "could not be made persistent"): a partition that exists after such a refusal is the one added."""
         db, name = split_name(table_name)
+        keys = self._keys(table_name)
+        part_name = checked_partition_name(f"{db}.{name}", keys, values)
         vals = ["" if v is None else v for v in values]
         try:
             part = self._call("append_partition", db, name, vals, idempotent=False)
-        except AlreadyExistsException:
-            if not if_not_exists:
+        except MetastoreUnavailable:
+            raise
+        except MetaException:
+            existing = self._existing_partition(db, name, vals)
+            if existing is None:
                 raise
-            part = self._call("get_partition", db, name, vals)
-        return self._partition(table_name, part)
+            if not if_not_exists:
+                raise AlreadyExistsException(f"Partition {part_name} of {db}.{name} already exists") from None
+            part = existing
+        return self._partition(table_name, part, keys)
+
+    def _existing_partition(self, db: str, name: str, vals: list[str]) -> ttypes.Partition | None:
+        try:
+            return self._call("get_partition", db, name, vals)
+        except NoSuchObjectException:
+            return None
 
     def get_partition(self, table_name: str, values: Sequence[str | None]) -> Partition | None:
         db, name = split_name(table_name)
-        vals = ["" if v is None else v for v in values]
-        try:
-            return self._partition(table_name, self._call("get_partition", db, name, vals))
-        except NoSuchObjectException:
-            return None
+        keys = self._keys(table_name)
+        checked_partition_name(f"{db}.{name}", keys, values)
+        part = self._existing_partition(db, name, ["" if v is None else v for v in values])
+        return None if part is None else self._partition(table_name, part, keys)
 
     def list_partitions(self, table_name: str) -> list[Partition]:
         db, name = split_name(table_name)
@@ -157,9 +185,14 @@ class HiveCatalogCalls(HiveHost):
         return sorted((self._partition(table_name, p, keys) for p in parts), key=lambda p: p.name)
 
     def drop_partition(self, table_name: str, values: Sequence[str]) -> None:
+        """Drop the partition (and, the table being managed, its data); :class:`NoSuchObjectException` naming it
+        if there is none."""
         db, name = split_name(table_name)
-        with contextlib.suppress(NoSuchObjectException):  # as our own catalog: dropping a missing one is fine
+        part_name = checked_partition_name(f"{db}.{name}", self._keys(table_name), values)
+        try:
             self._call("drop_partition", db, name, list(values), True, idempotent=False)
+        except NoSuchObjectException:
+            raise NoSuchObjectException(f"Partition {part_name} of {db}.{name} does not exist") from None
 
     def _keys(self, table_name: str) -> list[str]:
         return [k.name for k in self.get_table(table_name).partition_keys]

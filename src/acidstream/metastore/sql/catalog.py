@@ -12,18 +12,18 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from acidstream.acid import evolution
-from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column, parse_type
 from acidstream.errors import (
     AlreadyExistsException,
-    InvalidObjectException,
     InvalidOperationException,
     NoSuchObjectException,
 )
 from acidstream.metastore.models import Partition
 from acidstream.metastore.names import (
     DEFAULT_DB,
+    check_bucketing_version,
     check_ident,
+    checked_partition_name,
     db_location,
     table_location,
     valid_name,
@@ -114,8 +114,7 @@ def create_table(
     validate_table(columns, partition_keys, bucket_columns, num_buckets)
     props = dict(properties or {})
     props.setdefault("bucketing_version", DEFAULT_BUCKETING_VERSION)
-    if props["bucketing_version"] not in ("1", "2"):
-        raise InvalidObjectException(f"bucketing_version must be 1 or 2, not {props['bucketing_version']!r}")
+    check_bucketing_version(props)
     location = location or table_location(warehouse, db, name)
     key = conn.execute(
         insert(s.tbls).values(
@@ -312,8 +311,7 @@ def drop_table(conn: Connection, db: str, name: str, *, if_exists: bool = False)
 
 def alter_table_properties(conn: Connection, db: str, name: str, props: Mapping[str, str]) -> None:
     tbl_id = require_table_id(conn, db, name)
-    if "bucketing_version" in props and props["bucketing_version"] not in ("1", "2"):
-        raise InvalidObjectException(f"bucketing_version must be 1 or 2, not {props['bucketing_version']!r}")
+    check_bucketing_version(props)
     set_properties(conn, tbl_id, props)
     notifications.emit(conn, "ALTER_TABLE", db=db, table=name, message={"properties": dict(props)})
 
@@ -356,14 +354,7 @@ def _partition_keys(conn: Connection, tbl_id: int) -> list[str]:
 def partition_name(conn: Connection, db: str, table: str, values: Sequence[str | None]) -> tuple[int, str]:
     """(table id, Hive partition name) for partition values, checked against the table's keys."""
     tbl_id = require_table_id(conn, db, table)
-    keys = _partition_keys(conn, tbl_id)
-    if not keys:
-        raise InvalidObjectException(f"Table {db}.{table} is not partitioned")
-    if len(values) != len(keys):
-        raise InvalidObjectException(
-            f"Table {db}.{table} has {len(keys)} partition keys {keys}, got {len(values)} values {list(values)}"
-        )
-    return tbl_id, make_part_name(keys, [None if v is None else str(v) for v in values])
+    return tbl_id, checked_partition_name(f"{db}.{table}", _partition_keys(conn, tbl_id), values)
 
 
 def _partition(row: Any, full_name: str) -> Partition:
