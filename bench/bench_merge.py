@@ -47,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from _busy import add_busy_option, busy, load_note
 from _memory import peak_rss_mib, process_cpu_seconds, tree_cpu_seconds, tree_peak_rss_mib
 from _subprocess import run_script
 from _tuning import tuned
@@ -297,6 +298,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds")
     parser.add_argument("--cases", help="comma list of cases to run (default: all)")
     parser.add_argument("--dir", type=Path, help="work directory (kept; default: a temporary one)")
+    add_busy_option(parser)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -314,11 +316,14 @@ def main() -> None:
     )
     names = args.cases.split(",") if args.cases else list(CASES)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    runs = run_rounds(root, names, args.repeat)
+    load0 = load_note(args.busy)
+    with busy(args.busy):
+        runs = run_rounds(root, names, args.repeat)
+        load1 = load_note(args.busy)
     print(
         f"\n{args.rows:,} rows in {args.txns} txns, {args.percent:g}% changes; {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, started {started}, load average "
-        f"{os.getloadavg()[0]:.1f} at the end; medians of {args.repeat} rounds\n"
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, started {started}; at the start "
+        f"{load0}; at the end {load1}; medians of {args.repeat} rounds\n"
     )
     print("| case | rows (ins/upd/del or scanned) | wall s | CPU s | peak RSS MiB | compared with | ratio |")
     print("|---|---|---:|---:|---:|---|---:|")

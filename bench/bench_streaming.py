@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from _busy import add_busy_option, busy, load_note
 from _memory import peak_rss_mib
 from _subprocess import run_script
 from _tuning import tuned
@@ -36,10 +37,12 @@ def make_records(n: int) -> list[bytes]:
     return [f"{i},message number {i:08d}".encode() for i in range(n)]
 
 
-def _table(root: Path):  # type: ignore[no-untyped-def]
+def _table(root: Path, db_dir: Path | None = None):  # type: ignore[no-untyped-def]
+    """The ``alerts`` and ``warmup`` tables in a SQLite metastore under ``db_dir`` (default: ``root``), their
+    files under ``root``."""
     from acidstream import Metastore
 
-    ms = Metastore.connect(f"sqlite:///{root / 'metastore.db'}", warehouse=str(root / "wh"))
+    ms = Metastore.connect(f"sqlite:///{(db_dir or root) / 'metastore.db'}", warehouse=str(root / "wh"))
     ms.execute("CREATE DATABASE testing")
     for name in ("alerts", "warmup"):
         ms.execute(
@@ -249,6 +252,7 @@ def main() -> None:
     parser.add_argument(
         "--match", action="append", help="run only the cases whose name contains this (and the first case)"
     )
+    add_busy_option(parser)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -259,16 +263,23 @@ def main() -> None:
     names = [n for n in CASES if n == base_name or not args.match or any(m in n for m in args.match)]
     # This machine's speed drifts by tens of percent within minutes: every round runs each case once, so
     # the cases of one round share the machine's state, and ratios are medians of per-round ratios.
+    # The order of the cases alternates from round to round (the first after a pause runs on a cooler machine).
     rounds: list[dict[str, dict[str, float]]] = []
-    for r in range(args.rounds):
-        rounds.append({name: run_case(name, args.records, args.txns, args.dir) for name in names})
-        print(
-            f"round {r + 1}: " + ", ".join(f"{n} {v['records_per_s']:,.0f}/s" for n, v in rounds[-1].items()),
-            file=sys.stderr,
-        )
+    started, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_note(args.busy)
+    with busy(args.busy):
+        for r in range(args.rounds):
+            order = names if r % 2 == 0 else names[::-1]
+            rounds.append({name: run_case(name, args.records, args.txns, args.dir) for name in order})
+            print(
+                f"round {r + 1}: "
+                + ", ".join(f"{n} {v['records_per_s']:,.0f}/s" for n, v in rounds[-1].items()),
+                file=sys.stderr,
+            )
+        load1 = load_note(args.busy)
     print(
-        f"\n{args.records:,} records, {args.txns} txns, median of {args.rounds} interleaved rounds; "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n"
+        f"\n{args.records:,} records, {args.txns} txns, median (min-max) of {args.rounds} interleaved rounds; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {started}; at the start {load0}; "
+        f"at the end {load1}\n"
     )
     print(
         "| case | records/s (steady) | acidstream write() vs it | seconds | first txn s | peak RSS MiB "
@@ -282,8 +293,10 @@ def main() -> None:
             np.median([rnd[base_name]["records_per_s"] / rnd[name]["records_per_s"] for rnd in rounds])
         )
         commit = f"{med['commit_p50_ms']:.1f} / {med['commit_p99_ms']:.1f}" if "commit_p50_ms" in med else ""
+        rates = [run["records_per_s"] for run in runs]
         print(
-            f"| {name} | {med['records_per_s']:,.0f} | {ratio:.2f}x | {med['seconds']:.2f} | "
+            f"| {name} | {med['records_per_s']:,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | {ratio:.2f}x | "
+            f"{med['seconds']:.2f} | "
             f"{med['first_txn_s']:.2f} | {med['peak_rss_mib']:.0f} | {commit} |"
         )
 

@@ -3,9 +3,27 @@
 Each record ``id,msg,continent,country`` names its partition (``country`` takes P values, round robin); the table
 is clustered by id into 5 buckets, so a transaction writes P x 5 bucket files (Hive's layout: one delta directory
 per partition). deltalake appends the same rows partitioned by (continent, country): one file per partition.
-Per-record ``write()``, records made before the clock, each case in its own subprocess, rounds interleaved.
+
+Like for like, row by row:
+
+* **per record**: the records as bytes, handed over one at a time: acidstream's ``write()``; for deltalake each
+  is appended to the transaction's list, which is parsed by pyarrow's CSV reader and appended at its end.
+* **bulk**: one Arrow table per transaction (parsed before the clock): acidstream's ``write_batch()`` against
+  ``write_deltalake``.
+* **durability** ``none``: neither side syncs anything (deltalake's commit is a rename of an unsynced log file):
+  acidstream without ``fsync`` and with its SQLite metastore on a tmpfs (``/dev/shm``), where its commit's log
+  fsync costs nothing. ``full``: both sides sync what a commit names before it returns: acidstream with
+  ``fsync`` on and its metastore on disk; deltalake's files, its log entry and their directories are fsync'd
+  by the benchmark after each append (timed).
+
+Partitions exist before the clock on both sides: each side first appends one untimed transaction to the timed
+table (on acidstream's timed connection, which then knows them) and one to a warm-up table. Records and tables
+are made before the clock. Every case runs in its own process; rounds interleave the cases, their order
+alternating from round to round; each row gives the median and the range over rounds, each ratio the median of
+per-round ratios. ``--busy N`` runs N CPU-bound processes beside every case.
 
     python bench/bench_streaming_partitions.py [--records 200000] [--txns 20] [--partitions 1,10,50]
+        [--durability none,full] [--rounds 3] [--busy N]
 """
 
 from __future__ import annotations
@@ -18,129 +36,207 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from _busy import add_busy_option, busy, load_note
 from _subprocess import run_script
 from _tuning import tuned
 from bench_streaming import _table, _timed
+
+NAMES = ["id", "msg", "continent", "country"]
+#: A tmpfs for the metastore when neither side syncs (see the module's docstring).
+TMPFS = Path("/dev/shm")
 
 
 def make_records(n: int, partitions: int) -> list[bytes]:
     return [f"{i},message number {i:08d},Asia,country{i % partitions:03d}".encode() for i in range(n)]
 
 
-def case_acidstream(root: Path, n: int, txns: int, partitions: int) -> dict[str, float]:
-    from acidstream import StreamingConnection, StrictDelimitedInputWriter
-
-    records = make_records(n, partitions)
-    ms = _table(root)  # the same tables as bench_streaming's, written without static partition values
-    per = n // txns
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-
-    def connect(table: str) -> StreamingConnection:
-        builder = StreamingConnection.builder().with_metastore(ms).with_database("testing").with_table(table)
-        return builder.with_record_writer(writer).connect()
-
-    def txn(conn: StreamingConnection, batch: list[bytes]) -> None:
-        conn.begin_transaction()
-        write = conn.write
-        for rec in batch:
-            write(rec)
-        conn.commit_transaction()
-
-    def warm_up() -> None:  # and the partitions' creation, which the steady state does not repeat
-        with connect("warmup") as warm:
-            txn(warm, records[:per])
-        with connect("alerts") as first:
-            txn(first, records[:per])
-
-    first = _timed(warm_up)
-    conn = connect("alerts")
-    start = time.perf_counter()
-    for t in range(txns):
-        txn(conn, records[t * per : (t + 1) * per])
-    conn.close()
-    elapsed = time.perf_counter() - start
-    assert ms.table("testing.alerts").scan(columns=["id"]).count() == per * (txns + 1)
-    return {"records_per_s": per * txns / elapsed, "ms_per_txn": elapsed / txns * 1000, "first_s": first}
-
-
-def case_deltalake(root: Path, n: int, txns: int, partitions: int) -> dict[str, float]:
+def parse(records: list[bytes]) -> Any:
+    """The records as one Arrow table, by pyarrow's CSV reader."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
-    from deltalake import write_deltalake
 
-    records = make_records(n, partitions)
-    per = n // txns
-    names = ["id", "msg", "continent", "country"]
-    opts = pcsv.ReadOptions(column_names=names)
-    conv = pcsv.ConvertOptions(column_types={"id": pa.int32(), **{c: pa.string() for c in names[1:]}})
+    opts = pcsv.ReadOptions(column_names=NAMES)
+    conv = pcsv.ConvertOptions(column_types={"id": pa.int32(), **{c: pa.string() for c in NAMES[1:]}})
+    return pcsv.read_csv(io.BytesIO(b"\n".join(records)), read_options=opts, convert_options=conv)
 
-    def append(target: str, batch: list[bytes]) -> None:
-        table = pcsv.read_csv(io.BytesIO(b"\n".join(batch)), read_options=opts, convert_options=conv)
-        write_deltalake(target, table, mode="append", partition_by=["continent", "country"])
 
-    first = _timed(
-        lambda: (append(str(root / "warmup"), records[:per]), append(str(root / "delta"), records[:per]))
-    )
+def _steady(
+    txn: Callable[[int], None], first: Callable[[], None], txns: int, records: int
+) -> dict[str, float]:
+    """Time ``txns`` calls of ``txn`` after the untimed ``first``."""
+    first_s = _timed(first)
     start = time.perf_counter()
     for t in range(txns):
-        append(str(root / "delta"), records[t * per : (t + 1) * per])
+        txn(t)
     elapsed = time.perf_counter() - start
-    return {"records_per_s": per * txns / elapsed, "ms_per_txn": elapsed / txns * 1000, "first_s": first}
+    return {"records_per_s": records / elapsed, "ms_per_txn": elapsed / txns * 1000, "first_s": first_s}
 
 
-CASES = {"acidstream write() per record": case_acidstream, "deltalake append": case_deltalake}
+def case_acidstream(
+    root: Path, n: int, txns: int, partitions: int, bulk: bool, durable: bool
+) -> dict[str, float]:
+    from acidstream import StreamingConnection, StrictDelimitedInputWriter
+
+    records = make_records(n + n // txns, partitions)  # one txn's worth more: the untimed first txn
+    per = n // txns
+    tables = [parse(records[t * per : (t + 1) * per]) for t in range(txns + 1)] if bulk else []
+    with tempfile.TemporaryDirectory(dir=None if durable else TMPFS) as db_dir:
+        ms = _table(root, Path(db_dir))
+        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+
+        def connect(table: str) -> StreamingConnection:
+            builder = (
+                StreamingConnection.builder().with_metastore(ms).with_database("testing").with_table(table)
+            )
+            return builder.with_record_writer(writer).with_configuration({"fsync": durable}).connect()
+
+        def txn(conn: StreamingConnection, t: int) -> None:
+            conn.begin_transaction()
+            if bulk:
+                conn.write_batch(tables[t])
+            else:
+                write = conn.write
+                for rec in records[t * per : (t + 1) * per]:
+                    write(rec)
+            conn.commit_transaction()
+
+        conn = connect("alerts")
+
+        def first() -> None:  # the partitions' creation, on the timed connection, and a warm-up table's
+            with connect("warmup") as warm:
+                txn(warm, 0)
+            txn(conn, txns)
+
+        result = _steady(lambda t: txn(conn, t), first, txns, per * txns)
+        conn.close()
+        assert ms.table("testing.alerts").scan(columns=["id"]).count() == per * (txns + 1)
+        ms.close()
+    return result
 
 
-def run_case(name: str, records: int, txns: int, partitions: int) -> dict[str, float]:
-    args = ["--case", name, "--records", str(records), "--txns", str(txns), "--partitions", str(partitions)]
-    return run_script(__file__, args)
+def case_deltalake(
+    root: Path, n: int, txns: int, partitions: int, bulk: bool, durable: bool
+) -> dict[str, float]:
+    from deltalake import DeltaTable, write_deltalake
+
+    records = make_records(n + n // txns, partitions)
+    per = n // txns
+    tables = [parse(records[t * per : (t + 1) * per]) for t in range(txns + 1)] if bulk else []
+
+    def append(target: Path, t: int) -> None:
+        if bulk:
+            table = tables[t]
+        else:
+            rows: list[bytes] = []
+            add = rows.append
+            for rec in records[t * per : (t + 1) * per]:
+                add(rec)
+            table = parse(rows)
+        write_deltalake(str(target), table, mode="append", partition_by=["continent", "country"])
+        if durable:
+            sync_delta_commit(target, DeltaTable(str(target)).version())
+
+    timed = root / "delta"
+    return _steady(
+        lambda t: append(timed, t),
+        lambda: (append(root / "warmup", 0), append(timed, txns)),
+        txns,
+        per * txns,
+    )
+
+
+def sync_delta_commit(table: Path, version: int) -> None:
+    """fsync what deltalake's commit ``version`` names: its added files, its log entry, their directories."""
+    log = table / "_delta_log" / f"{version:020d}.json"
+    paths = {log, log.parent, table}
+    for line in log.read_text().splitlines():
+        add = json.loads(line).get("add")
+        if add is not None:
+            path = table / add["path"]
+            paths.add(path)
+            paths.update(p for p in path.parents if table in p.parents)
+    for path in sorted(paths):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+CASES = {"acidstream": case_acidstream, "deltalake": case_deltalake}
+MODES = {"per record": False, "bulk": True}
+LABELS = {
+    ("acidstream", False): "acidstream write() per record",
+    ("acidstream", True): "acidstream write_batch() (Arrow)",
+    ("deltalake", False): "deltalake, records to CSV per txn",
+    ("deltalake", True): "deltalake write_deltalake (Arrow)",
+}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--txns", type=int, default=20)
     parser.add_argument("--partitions", default="1,10,50", help="comma-separated partitions per transaction")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
+    parser.add_argument("--modes", default="per record,bulk", help="comma-separated: per record, bulk")
+    parser.add_argument("--durability", default="none,full", help="comma-separated: none, full")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, case order alternating")
+    add_busy_option(parser)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
+        name, p, bulk, durable = json.loads(args.case)
         with tempfile.TemporaryDirectory() as tmp:
-            result = CASES[args.case](Path(tmp), args.records, args.txns, int(args.partitions))
-            print(json.dumps(result))
+            print(json.dumps(CASES[name](Path(tmp), args.records, args.txns, p, bulk, durable)))
         return
     counts = [int(p) for p in args.partitions.split(",")]
-    runs: dict[tuple[str, int], list[dict[str, float]]] = {(c, p): [] for p in counts for c in CASES}
-    for r in range(args.rounds):
-        for p in counts:
-            for name in CASES:
-                runs[(name, p)].append(run_case(name, args.records, args.txns, p))
-        print(f"round {r + 1} done", file=sys.stderr)
+    modes = [MODES[m.strip()] for m in args.modes.split(",")]
+    durabilities = [d.strip() == "full" for d in args.durability.split(",")]
+    keys = [(p, bulk, durable) for p in counts for bulk in modes for durable in durabilities]
+    runs: dict[tuple[str, int, bool, bool], list[dict[str, float]]] = {}
+    started, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_note(args.busy)
+    with busy(args.busy):
+        for r in range(args.rounds):
+            for p, bulk, durable in keys:
+                order = list(CASES) if r % 2 == 0 else list(reversed(CASES))
+                for name in order:
+                    case = json.dumps([name, p, bulk, durable])
+                    common = ["--records", str(args.records), "--txns", str(args.txns)]
+                    runs.setdefault((name, p, bulk, durable), []).append(
+                        run_script(__file__, [*common, "--case", case])
+                    )
+            print(f"round {r + 1} done, {load_note(args.busy)}", file=sys.stderr)
+        load1 = load_note(args.busy)
     print(
-        f"\n{args.records:,} records in {args.txns} txns after a warm-up txn, median of {args.rounds} interleaved "
-        f"rounds; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n"
+        f"\n{args.records:,} records in {args.txns} txns after an untimed one, {args.rounds} rounds (order "
+        f"alternating); {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {started}; "
+        f"at the start {load0}; at the end {load1}\n"
     )
-    print("| partitions per txn | files per txn | case | records/s | ms per txn | acidstream vs it |")
-    print("|---:|---:|---|---:|---:|---:|")
-    ours = "acidstream write() per record"
-    for p in counts:
+    print(
+        "| partitions per txn | durability | case | records/s median (min–max) | ms per txn | acidstream vs it |"
+    )
+    print("|---:|---|---|---:|---:|---:|")
+    for p, bulk, durable in keys:
+        ours = runs[("acidstream", p, bulk, durable)]
         for name in CASES:
-            rate = float(np.median([run["records_per_s"] for run in runs[(name, p)]]))
-            ms = float(np.median([run["ms_per_txn"] for run in runs[(name, p)]]))
+            mine = runs[(name, p, bulk, durable)]
+            rates = [run["records_per_s"] for run in mine]
+            ms = float(np.median([run["ms_per_txn"] for run in mine]))
             ratio = float(
-                np.median(
-                    [
-                        a["records_per_s"] / b["records_per_s"]
-                        for a, b in zip(runs[(ours, p)], runs[(name, p)], strict=True)
-                    ]
-                )
+                np.median([a["records_per_s"] / b["records_per_s"] for a, b in zip(ours, mine, strict=True)])
             )
-            files = p * 5 if name == ours else p
-            print(f"| {p} | {files} | {name} | {rate:,.0f} | {ms:.1f} | {ratio:.2f}x |")
+            print(
+                f"| {p} | {'full' if durable else 'none'} | {LABELS[(name, bulk)]} | {np.median(rates):,.0f} "
+                f"({min(rates):,.0f}–{max(rates):,.0f}) | {ms:.1f} | {ratio:.2f}x |"
+            )
 
 
 if __name__ == "__main__":
