@@ -207,3 +207,47 @@ def test_a_token_cancelled_mid_stream_fails_the_batch_with_nothing_half_committe
         assert not [t for t in ms.show_txns() if t.state.name == "OPEN"]
         configure_stores(hdfs={})
         assert _ids(ms) == [10, 11, 12]
+
+
+def test_spark_executors_without_a_ticket_write_with_the_jobs_delegation_token(
+    spark: Any, secured: MiniHdfs, kdc: Any, tmp_path: Path
+) -> None:
+    """The driver has a ticket, Spark's Python workers none (an empty ticket cache): a job registered without a
+    token fails in its tasks with the AuthenticationError; registered after ``configure_stores`` set the
+    driver's token, the job carries it (``JobSettings``) and its workers write and read with it."""
+    from acidstream.spark import register
+
+    _kinit(kdc, tmp_path)
+    warehouse = _warehouse(secured)
+    options = {"metastore": f"sqlite:///{tmp_path / 'm.db'}", "warehouse": warehouse}
+    with Metastore.connect(options["metastore"], warehouse=warehouse) as ms:
+        ms.execute(DDL)
+    environment = spark.sparkContext.environment
+    saved = dict(environment)
+    environment.update(
+        {
+            "HADOOP_CONF_DIR": str(secured.conf_dir),
+            "KRB5_CONFIG": str(kdc.krb5_conf),
+            "KRB5CCNAME": f"FILE:{tmp_path / 'executor-ccache'}",  # no ticket there
+        }
+    )
+    frame = spark.range(0, 40, numPartitions=2).selectExpr(
+        "cast(id as int) id", "id * 100 amount", "if(id % 2 = 0, 'us', 'eu') region"
+    )
+    owner = hdfs_client(warehouse)
+    token = owner.get_delegation_token()
+    try:
+        register(spark)
+        with pytest.raises(Exception, match="AuthenticationError"):
+            frame.write.format("acidstream").options(**options).mode("append").save("sales")
+        configure_stores(hdfs={"delegation_token": token})
+        job = register(spark)
+        frame.write.format("acidstream").options(**options).mode("append").save("sales")
+        read = job.read.format("acidstream").options(**options).load("sales")
+        assert sorted(r.id for r in read.collect()) == list(range(40))
+    finally:
+        environment.clear()
+        environment.update(saved)
+        configure_stores(hdfs={})
+        register(spark)
+        owner.cancel_delegation_token(token)
