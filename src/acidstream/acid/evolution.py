@@ -65,34 +65,47 @@ def add_columns(
     return _unique([*old, *added], partition_keys)
 
 
-def replace_columns(new: Sequence[Column], partition_keys: Sequence[Column]) -> list[Column]:
-    """``REPLACE COLUMNS``: ``new`` as the whole list (old positions keep compatible types: :func:`check_change`)."""
+def replace_columns(
+    table: str, old: Sequence[Column], new: Sequence[Column], partition_keys: Sequence[Column]
+) -> list[Column]:
+    """``REPLACE COLUMNS``: ``new`` as the whole list (old positions keep compatible types: :func:`check_change`).
+    Fewer columns than ``old`` is refused, as Hive refuses it for a transactional table (whose files ORC's
+    schema evolution reads)."""
+    if len(new) < len(old):
+        raise InvalidOperationException(
+            f"Replacing columns cannot drop columns for table {table}. SerDe may be incompatible"
+        )
     return _unique(list(new), partition_keys)
 
 
 def change_column(
+    table: str,
     old: Sequence[Column],
     name: str,
     column: Column,
     partition_keys: Sequence[Column],
     *,
-    first: bool = False,
-    after: str | None = None,
+    move: bool = False,
 ) -> list[Column]:
-    """``CHANGE [COLUMN] name column [FIRST | AFTER other]``: rename, retype or move one column."""
+    """``CHANGE [COLUMN] name column``: rename or retype one column in place. ``move`` (``FIRST`` or ``AFTER
+    other``) is refused, as Hive refuses to reorder the columns of a transactional table."""
+    if move:
+        raise InvalidOperationException(
+            f"Reordering columns is not supported for table {table}. SerDe may be incompatible"
+        )
     names = [c.name for c in old]
+    _unique([*(c for c in old if c.name != name), column], partition_keys)  # Hive names a duplicate first
     if name not in names:
         raise InvalidOperationException(f"Invalid column reference {name}")
-    rest = [c for c in old if c.name != name]
     at = names.index(name)
-    if first:
-        at = 0
-    elif after is not None:
-        others = [c.name for c in rest]
-        if after not in others:
-            raise InvalidOperationException(f"Invalid column reference {after}")
-        at = others.index(after) + 1
-    return _unique([*rest[:at], column, *rest[at:]], partition_keys)
+    return [*old[:at], column, *old[at + 1 :]]
+
+
+def check_cascade(partitioned: bool) -> None:
+    """``CASCADE`` (an ALTER of the partitions' columns too) is refused on a table without partitions, as Hive
+    refuses it."""
+    if not partitioned:
+        raise InvalidOperationException("Alter table with non-partitioned table does not support cascade")
 
 
 def _unique(columns: list[Column], partition_keys: Sequence[Column]) -> list[Column]:

@@ -7,6 +7,7 @@ at a glance; column types are parsed by the shared Hive type parser.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -416,21 +417,27 @@ def _alter_columns(ms: DdlTarget, p: Parser, name: str) -> Result:
     keys = table.partition_keys
     if p.accept("add"):
         p.expect("columns")
-        columns = evolution.add_columns(table.columns, p.columns(), keys)
+        added = p.columns()
+        change = functools.partial(evolution.add_columns, table.columns, added, keys)
     elif p.accept("replace"):
         p.expect("columns")
-        columns = evolution.replace_columns(p.columns(), keys)
+        new = p.columns()
+        change = functools.partial(evolution.replace_columns, table.full_name, table.columns, new, keys)
     else:
         p.expect("change")
         p.accept("column")
         old = p.ident("a column name")
         column = p.column()
-        first = p.accept("first")
-        after = p.ident("a column name") if not first and p.accept("after") else None
-        columns = evolution.change_column(table.columns, old, column, keys, first=first, after=after)
-    if not p.accept("cascade"):
+        move = p.accept("first") or (p.accept("after") and bool(p.ident("a column name")))
+        change = functools.partial(
+            evolution.change_column, table.full_name, table.columns, old, column, keys, move=move
+        )
+    if p.accept("cascade"):
+        evolution.check_cascade(table.is_partitioned)
+    else:
         p.accept("restrict")
     p.finish()
+    columns = change()
     evolution.check_change(table.columns, columns)
     ms.alter_table_columns(name, columns)
     return None
