@@ -368,6 +368,15 @@ def file_exists(fs: pafs.FileSystem, path: str) -> bool:
     return True
 
 
+def read_prefix(fs: pafs.FileSystem, path: str, length: int) -> pa.Buffer:
+    """The first ``length`` bytes of a file known to hold them (its size from a listing). On WebHDFS one
+    ``OPEN`` (the filesystem's own open asks for the file's status first); elsewhere the filesystem's open."""
+    if isinstance(fs, pafs.PyFileSystem) and fs.type_name == "py::webhdfs":
+        return pa.py_buffer(fs.handler.read_prefix(path, length))
+    with fs.open_input_file(path) as source:
+        return source.read_buffer(length)
+
+
 def flush(fs: pafs.FileSystem, path: str, stream: pa.NativeFile) -> None:
     """Flush ``stream`` (opened on ``fs`` for ``path``) so that other readers see what was written to it.
 

@@ -558,6 +558,11 @@ class WebHdfsHandler(pafs.FileSystemHandler):
             raise IsADirectoryError(f"{path}: a directory (WebHDFS at {self.client.url})")
         return _Reader(self.client, path, int(status["length"]))
 
+    def read_prefix(self, path: str, length: int) -> bytes:
+        """The first ``length`` bytes of ``path``, known to hold them (a listing gave its size): ``OPEN``
+        without asking for the file's status first. A file shorter than that fails the read."""
+        return _Reader(self.client, path, length).read()
+
     def open_input_stream(self, path: str) -> pa.NativeFile:
         return pa.PythonFile(self._reader(path), mode="r")
 

@@ -1,9 +1,10 @@
-"""Reading a plan's files from an object store ahead of their reader, several at a time.
+"""Reading a plan's files from a remote store (S3, HDFS) ahead of their reader, several at a time.
 
-A reader opens its files one after another, and on an object store each costs two round trips before its
-bytes arrive (pyarrow's client asks for the object's size, then gets it): a merge's worker reading 160 small
-delta files spent most of its time waiting on them. The files a plan names are known before the first is
-opened, so they are fetched side by side, a bounded window ahead of the one being read.
+A reader opens its files one after another, and on a remote store each costs two or three round trips before
+its bytes arrive (pyarrow's S3 client asks for the object's size, then gets it; WebHDFS asks for the file's
+status, then opens it at the namenode, which sends the reader to a DataNode): a merge reading 320 small delta
+files spent most of its time waiting on them. The files a plan names, and their lengths, are known before the
+first is opened, so they are fetched side by side, a bounded window ahead of the one being read.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.orc.reader import WHOLE_READ_BYTES
 from acidstream.read.delegating import DelegatingHandler
 from acidstream.read.planning import BucketTask
-from acidstream.storage import is_object_store
+from acidstream.storage import local_path, read_prefix
 
 #: Requests in flight at once, per process.
 FETCH_THREADS = 8
@@ -35,28 +36,31 @@ def _fetch_pool(pid: int) -> ThreadPoolExecutor:
 
 
 def prefetching(fs: pafs.FileSystem, tasks: Sequence[BucketTask]) -> pafs.FileSystem:
-    """``fs``, or on an object store a filesystem whose ``open_input_file`` of each whole-read file of
+    """``fs``, or on a remote store a filesystem whose ``open_input_file`` of each whole-read file of
     ``tasks`` (delete files, then insert files, task by task: the order a reader opens them) answers with its
-    bytes fetched ahead; every other call goes to ``fs``."""
-    if not is_object_store(fs):
+    bytes fetched ahead; every other call goes to ``fs``. A file of an open streaming batch (read up to its
+    side file's length, with the checks of a prefix) is left to ``fs``."""
+    if local_path(fs, "/") is not None:
         return fs
-    order: list[str] = []
+    order: dict[str, int] = {}
     for task in tasks:
         for piece in (*task.delete_files, *task.insert_files):
-            if piece.part is None and piece.length <= WHOLE_READ_BYTES and piece.path not in order:
-                order.append(piece.path)
+            if piece.part is None and not piece.open_batch and piece.length <= WHOLE_READ_BYTES:
+                order.setdefault(piece.path, piece.length)
     if len(order) < 2:
         return fs
     return pafs.PyFileSystem(Prefetcher(fs, order))
 
 
 class Prefetcher(DelegatingHandler):
-    """The handler of :func:`prefetching`'s filesystem. A fetch that failed raises at the file's open, as the
-    store's own open would (a missing file: ``FileNotFoundError``)."""
+    """The handler of :func:`prefetching`'s filesystem (``lengths``: each file's, in the order it is read). A
+    fetch that failed leaves the file's open to the store's own, which fails as it always did (a missing file:
+    ``FileNotFoundError``; a file shorter than planned: a length beyond its end)."""
 
-    def __init__(self, base: pafs.FileSystem, order: Sequence[str]) -> None:
+    def __init__(self, base: pafs.FileSystem, lengths: Mapping[str, int]) -> None:
         super().__init__(base)
-        self._order = list(order)
+        self._lengths = dict(lengths)
+        self._order = list(lengths)
         self._index = {path: i for i, path in enumerate(self._order)}
         self._fetches: dict[str, Future[pa.Buffer]] = {}
         self._submitted = 0
@@ -73,8 +77,7 @@ class Prefetcher(DelegatingHandler):
                 self._submitted += 1
 
     def _fetch(self, path: str) -> pa.Buffer:
-        with self._base.open_input_file(path) as source:
-            return source.read_buffer()
+        return read_prefix(self._base, path, self._lengths[path])
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         position = self._index.get(path)
@@ -83,6 +86,6 @@ class Prefetcher(DelegatingHandler):
         self._ahead(position + 1)
         with self._lock:
             fetch = self._fetches.pop(path, None)
-        if fetch is None:  # opened a second time: its bytes were handed over already
+        if fetch is None or fetch.exception() is not None:  # opened again, or the fetch failed
             return self._base.open_input_file(path)
         return pa.BufferReader(fetch.result())
