@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,7 @@ from acidstream.acid.sidefile import read_flush_lengths
 from acidstream.compactor import Cleaner, CompactorConfig
 from acidstream.errors import AcidStreamError, StorageLocationError
 from acidstream.storage import WEBHDFS_PORT_ENV, capabilities, hdfs_filesystem, table_filesystem
+from support.deps import import_or_skip
 from support.hdfscluster import MiniHdfs
 
 DDL = (
@@ -33,9 +35,33 @@ DDL = (
 def hdfs_ms(hdfs_namenode: MiniHdfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Metastore]:
     """A SQLite metastore whose warehouse is a new directory of the session's HDFS, whose WebHDFS port the
     Hadoop client configuration says."""
-    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
-    warehouse = f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}/wh"
+    with _metastore_on(hdfs_namenode, tmp_path, monkeypatch) as ms:
+        yield ms
+
+
+@contextmanager
+def _metastore_on(cluster: MiniHdfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Metastore]:
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(cluster.conf_dir))
+    warehouse = f"{cluster.uri}/{uuid.uuid4().hex[:12]}/wh"
     with Metastore.connect(f"sqlite:///{tmp_path / 'hdfs.db'}", warehouse=warehouse) as ms:
+        yield ms
+
+
+@pytest.fixture(params=["open", "kerberos"])
+def any_hdfs_ms(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Metastore]:
+    """:func:`hdfs_ms` on the session's open HDFS, and on its kerberized one (WebHDFS behind SPNEGO, with a
+    ticket of alice's in a ticket cache of the test's own): streaming, compaction and mutations hold alike."""
+    if request.param == "open":
+        cluster: MiniHdfs = request.getfixturevalue("hdfs_namenode")
+    else:
+        import_or_skip("requests_gssapi")
+        cluster = request.getfixturevalue("hdfs_kerberos_namenode")
+        kdc = request.getfixturevalue("kdc")
+        monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache'}")
+        kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "ccache")
+    with _metastore_on(cluster, tmp_path, monkeypatch) as ms:
         yield ms
 
 
@@ -87,8 +113,8 @@ def test_hdfs_renames_directories_and_flushes_readable_prefixes(hdfs_namenode: M
     assert capabilities(fs).can_flush_and_append and capabilities(fs).can_rename_directories
 
 
-def test_stream_mutate_and_read(hdfs_ms: Metastore) -> None:
-    ms = hdfs_ms
+def test_stream_mutate_and_read(any_hdfs_ms: Metastore) -> None:
+    ms = any_hdfs_ms
     ms.execute(DDL)
     _stream(ms, 1, 3)
     assert len(_rows(ms)) == 9
@@ -103,10 +129,10 @@ def test_stream_mutate_and_read(hdfs_ms: Metastore) -> None:
     assert rows[99][2] == "eu" and rows[20][1] == 7
 
 
-def test_an_open_batch_shows_readers_exactly_its_committed_prefix(hdfs_ms: Metastore) -> None:
+def test_an_open_batch_shows_readers_exactly_its_committed_prefix(any_hdfs_ms: Metastore) -> None:
     """One file per bucket stays open across the batch's commits; after each, a new reader sees the committed
     transactions and nothing of the one being written or the aborted one, through the side file's length."""
-    ms = hdfs_ms
+    ms = any_hdfs_ms
     ms.execute(DDL)
     with _connect(ms, batch=4) as conn:
         conn.begin_transaction()
@@ -136,8 +162,8 @@ def test_an_open_batch_shows_readers_exactly_its_committed_prefix(hdfs_ms: Metas
     assert read_flush_lengths(fs, f"{bucket}_flush_length") is None  # closed: the side file is gone
 
 
-def test_compaction_renames_its_output_into_place_and_cleans(hdfs_ms: Metastore) -> None:
-    ms = hdfs_ms
+def test_compaction_renames_its_output_into_place_and_cleans(any_hdfs_ms: Metastore) -> None:
+    ms = any_hdfs_ms
     ms.execute(DDL)
     _stream(ms, 1, 4)
     ms.execute("DELETE FROM sales WHERE id = 11")
