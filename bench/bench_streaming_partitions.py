@@ -20,7 +20,9 @@ Partitions exist before the clock on both sides: each side first appends one unt
 table (on acidstream's timed connection, which then knows them) and one to a warm-up table. Records and tables
 are made before the clock. Every case runs in its own process; rounds interleave the cases, their order
 alternating from round to round; each row gives the median and the range over rounds, each ratio the median of
-per-round ratios. ``--busy N`` runs N CPU-bound processes beside every case.
+per-round ratios. ``--busy N`` runs N CPU-bound processes beside every case. Each case reports the CPU
+seconds of its process (all threads) and the seconds its threads waited runnable for a core (the run queue) in
+the timed part: on a busy machine the wall time is mostly the latter.
 
     python bench/bench_streaming_partitions.py [--records 200000] [--txns 20] [--partitions 1,10,50]
         [--durability none,full] [--rounds 3] [--busy N]
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from _busy import add_busy_option, busy, load_note
+from _busy import Clocks, add_busy_option, busy, load_note
 from _subprocess import run_script
 from _tuning import tuned
 from bench_streaming import _table, _timed
@@ -71,11 +73,17 @@ def _steady(
 ) -> dict[str, float]:
     """Time ``txns`` calls of ``txn`` after the untimed ``first``."""
     first_s = _timed(first)
-    start = time.perf_counter()
+    clocks = Clocks()
     for t in range(txns):
         txn(t)
-    elapsed = time.perf_counter() - start
-    return {"records_per_s": records / elapsed, "ms_per_txn": elapsed / txns * 1000, "first_s": first_s}
+    spent = clocks.read()
+    elapsed = spent["wall_s"]
+    return {
+        "records_per_s": records / elapsed,
+        "ms_per_txn": elapsed / txns * 1000,
+        "first_s": first_s,
+        **spent,
+    }
 
 
 def case_acidstream(
@@ -221,21 +229,26 @@ def main() -> None:
         f"at the start {load0}; at the end {load1}\n"
     )
     print(
-        "| partitions per txn | durability | case | records/s median (min–max) | ms per txn | acidstream vs it |"
+        "| partitions per txn | durability | case | records/s median (min–max) | ms per txn | CPU / run-queue ms "
+        "per txn | acidstream vs it |"
     )
-    print("|---:|---|---|---:|---:|---:|")
+    print("|---:|---|---|---:|---:|---|---:|")
     for p, bulk, durable in keys:
         ours = runs[("acidstream", p, bulk, durable)]
         for name in CASES:
             mine = runs[(name, p, bulk, durable)]
             rates = [run["records_per_s"] for run in mine]
             ms = float(np.median([run["ms_per_txn"] for run in mine]))
+            cpu, queue = (
+                float(np.median([run[k] for run in mine])) * 1000 / args.txns
+                for k in ("cpu_s", "run_queue_s")
+            )
             ratio = float(
                 np.median([a["records_per_s"] / b["records_per_s"] for a, b in zip(ours, mine, strict=True)])
             )
             print(
                 f"| {p} | {'full' if durable else 'none'} | {LABELS[(name, bulk)]} | {np.median(rates):,.0f} "
-                f"({min(rates):,.0f}–{max(rates):,.0f}) | {ms:.1f} | {ratio:.2f}x |"
+                f"({min(rates):,.0f}–{max(rates):,.0f}) | {ms:.1f} | {cpu:.1f} / {queue:.1f} | {ratio:.2f}x |"
             )
 
 
