@@ -24,7 +24,7 @@ import click
 from click.core import ParameterSource
 
 from acidstream.errors import MetaException
-from acidstream.metastore.hive_settings import HIVE_SETTINGS
+from acidstream.metastore.hive_settings import HIVE_SETTINGS, SECRET_SETTINGS
 from acidstream.metastore.location import (
     DEFAULT_WAREHOUSE,
     ENV_METASTORE,
@@ -262,7 +262,7 @@ def root_options(func: F) -> F:
     def kept(*args: Any, metastore: str | None, warehouse: str | None, **kwargs: Any) -> Any:
         meta = click.get_current_context().meta
         meta[_BEFORE_KEY] = {"metastore": metastore, "warehouse": warehouse}
-        meta[_HIVE_KEY] = {key: kwargs.pop(key) for key in _HIVE_KEYS}
+        meta[_HIVE_KEY] = {key: kwargs.pop(key) for key in _HIVE_KEYS if key not in SECRET_SETTINGS}
         return func(*args, **kwargs)
 
     return _hive_options(_location_options(kept, envvars=False))  # type: ignore[return-value]
@@ -271,6 +271,8 @@ def root_options(func: F) -> F:
 def _hive_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``func`` with an option per ``[hive]`` key (``--kerberos/--no-kerberos``, ``--kerberos-principal``...)."""
     for key, kind in reversed(_HIVE_KEYS.items()):
+        if key in SECRET_SETTINGS:  # a file's [hive] only: other users see a process's arguments
+            continue
         flag = "--" + key.replace("_", "-")
         declaration = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
         func = click.option(declaration, key, default=None, help=_HIVE_HELP[key])(func)

@@ -21,7 +21,11 @@ HIVE_SETTINGS: dict[str, type] = {
     "kerberos_keytab": str,
     "kerberos_qop": str,
     "uri_selection": str,
+    "delegation_token": str,
 }
+#: The settings that are secrets: never a command-line option (other users see a process's arguments), never
+#: shown in a repr or a message.
+SECRET_SETTINGS = frozenset({"delegation_token"})
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 

@@ -34,10 +34,12 @@ from acidstream.errors import (
 from acidstream.metastore.backend import Capability, unsupported
 from acidstream.metastore.hive.catalog import HiveCatalogCalls
 from acidstream.metastore.hive.compactions import HiveCompactionQueue
+from acidstream.metastore.hive.digest import DelegationToken
 from acidstream.metastore.hive.readers import HiveReaderTxns
 from acidstream.metastore.hive.sasl import KerberosSettings
 from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_list, valid_write_id_list
 from acidstream.metastore.hive.tables import CLIENT_CAPABILITIES, file_uri, table_from_thrift
+from acidstream.metastore.hive.tokens import HiveDelegationTokens
 from acidstream.metastore.hive.transport import MetastoreUnreachable, ThriftConnection
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.lockwait import wait_for_lock
@@ -108,7 +110,7 @@ DEFAULT_MAX_OPEN_BATCH = 1000
 DEFAULT_SETTLE_TIMEOUT = 60.0
 
 
-class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue):
+class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue, HiveDelegationTokens):
     """Catalog, transactions, write ids, locks, heartbeats, snapshots, readers and the compaction queue on a
     Hive Metastore (``thrift://host:port``); what Hive's metastore has no calls for is in :attr:`missing`.
 
@@ -140,6 +142,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         kerberos: KerberosSettings | None = None,
         uri_selection: str = "random",
+        token: DelegationToken | None = None,
     ) -> None:
         self.connection = ThriftConnection(
             url,
@@ -147,6 +150,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
             socket_timeout=socket_timeout,
             kerberos=kerberos,
             uri_selection=uri_selection,
+            token=token,
         )
         self.lock_wait_timeout = lock_wait_timeout
         self.settle_timeout = settle_timeout
@@ -169,9 +173,12 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
         refused credentials raise :class:`~acidstream.errors.AuthenticationError` here."""
         try:
             kerberos = KerberosSettings.from_options(options)
+            token = options.pop("delegation_token", None)
+            if isinstance(token, str):
+                token = DelegationToken(token)
         except ValueError as exc:
             raise MetastoreUrlError(f"Kerberos settings for the Hive Metastore at {url}: {exc}") from None
-        client = cls(url, warehouse=warehouse, kerberos=kerberos, **options)
+        client = cls(url, warehouse=warehouse, kerberos=kerberos, token=token, **options)
         connection = client.connection
         try:
             # within the connect timeout: a port that accepts and never answers is no metastore to wait for
@@ -669,7 +676,21 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue)
             first_pause=0.05,
             max_pause=1.0,
             where=f" at {self.url}",
+            blocker=lambda: self._blocker(answer.lockid),
         )
+
+    def _blocker(self, lock_id: int) -> str | None:
+        """What keeps waiting lock ``lock_id`` from being granted, from ``show_locks`` (Hive's ``check_lock`` does
+        not say): the lock its components are blocked by (``HL_BLOCKEDBY_EXT_ID``), described."""
+        try:
+            shown = [_lock_info(e) for e in self._call("show_locks", ttypes.ShowLocksRequest()).locks or ()]
+        except MetastoreUnavailable:
+            return None  # the timeout is the error to see
+        blocked_by = next((li.blocked_by for li in shown if li.lock_id == lock_id and li.blocked_by), None)
+        if blocked_by is None:
+            return None
+        blocking = [li for li in shown if li.lock_id == blocked_by]
+        return blocking[0].describe() if blocking else f"lock {blocked_by}"
 
     def _partitioned(self, component: LockComponent) -> bool:
         """Whether the component's table is partitioned (asked once per table and client)."""

@@ -22,6 +22,7 @@ from typing import Any
 from thrift.transport.TTransport import TTransportBase, TTransportException
 
 from acidstream.errors import AuthenticationError
+from acidstream.metastore.hive.digest import MECHANISM, DelegationToken, DigestMd5
 
 #: The security layers of RFC 4752 by the name SASL gives their QOP, as the bit the server offers.
 QOP_BITS = {"auth": 1, "auth-int": 2, "auth-conf": 4}
@@ -86,23 +87,75 @@ class NoCredentials(AuthenticationError):
     any metastore is asked, so no other metastore of a list is tried."""
 
 
-class GssapiSaslTransport(TTransportBase):
-    """A thrift transport over ``inner`` (an open socket) that authenticates with SASL GSSAPI on :meth:`open`,
-    then frames (and wraps, per QOP) every message."""
+class SaslTransport(TTransportBase):
+    """A thrift transport over ``inner`` (an open socket) that authenticates on :meth:`open` (a mechanism's
+    subclass), then frames every message, wrapped by :meth:`_wrap` (signed or sealed) where the QOP asks."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._write_buffer = bytearray()
+        self._read_buffer = memoryview(b"")
+
+    def isOpen(self) -> bool:
+        return bool(self._inner.isOpen())
+
+    def _wrap(self, data: bytes) -> bytes:
+        return data
+
+    def _unwrap(self, data: bytes) -> bytes:
+        return data
+
+    def _send(self, status: int, payload: bytes) -> None:
+        self._inner.write(struct.pack("!BI", status, len(payload)) + payload)
+        self._inner.flush()
+
+    def _receive(self) -> tuple[int, bytes]:
+        status, length = struct.unpack("!BI", self._inner.readAll(5))
+        if length >= _FRAME_LIMIT:
+            raise TTransportException(TTransportException.INVALID_FRAME_SIZE, "SASL frame too large")
+        return status, self._inner.readAll(length)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def write(self, buf: bytes) -> None:
+        self._write_buffer += buf
+
+    def flush(self) -> None:
+        data = self._wrap(bytes(self._write_buffer))
+        self._write_buffer = bytearray()
+        self._inner.write(struct.pack("!I", len(data)) + data)
+        self._inner.flush()
+
+    def read(self, sz: int) -> bytes:
+        if not self._read_buffer:
+            (length,) = struct.unpack("!I", self._inner.readAll(4))
+            if length >= _FRAME_LIMIT:
+                raise TTransportException(TTransportException.INVALID_FRAME_SIZE, "thrift frame too large")
+            self._read_buffer = memoryview(self._unwrap(self._inner.readAll(length)))
+        data, self._read_buffer = self._read_buffer[:sz], self._read_buffer[sz:]
+        return bytes(data)
+
+
+class GssapiSaslTransport(SaslTransport):
+    """SASL GSSAPI (Kerberos) on :meth:`open`, then every message wrapped per the QOP agreed."""
 
     def __init__(self, inner: Any, settings: KerberosSettings, credentials: Any, host: str, url: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._settings = settings
         self._credentials = credentials
         self._service = settings.service_for(host)
         self._url = url
         self._context: Any = None
         self._qop = "auth"
-        self._write_buffer = bytearray()
-        self._read_buffer = memoryview(b"")
 
-    def isOpen(self) -> bool:
-        return bool(self._inner.isOpen())
+    def _wrap(self, data: bytes) -> bytes:
+        return (
+            data if self._qop == "auth" else bytes(self._context.wrap(data, self._qop == "auth-conf").message)
+        )
+
+    def _unwrap(self, data: bytes) -> bytes:
+        return data if self._qop == "auth" else bytes(self._context.unwrap(data).message)
 
     def open(self) -> None:
         import gssapi
@@ -161,41 +214,37 @@ class GssapiSaslTransport(TTransportBase):
             f"for the service {self._service} failed: {why}. {advice(self._settings)}"
         )
 
-    def _send(self, status: int, payload: bytes) -> None:
-        self._inner.write(struct.pack("!BI", status, len(payload)) + payload)
-        self._inner.flush()
 
-    def _receive(self) -> tuple[int, bytes]:
-        status, length = struct.unpack("!BI", self._inner.readAll(5))
-        if length >= _FRAME_LIMIT:
-            raise TTransportException(TTransportException.INVALID_FRAME_SIZE, "SASL frame too large")
-        return status, self._inner.readAll(length)
+class DigestSaslTransport(SaslTransport):
+    """SASL DIGEST-MD5 with a delegation token on :meth:`open` (:mod:`.digest`), QOP ``auth``: messages framed,
+    not wrapped."""
 
-    def close(self) -> None:
-        self._inner.close()
+    def __init__(self, inner: Any, token: DelegationToken, url: str) -> None:
+        super().__init__(inner)
+        self._token = token
+        self._url = url
 
-    def write(self, buf: bytes) -> None:
-        self._write_buffer += buf
-
-    def flush(self) -> None:
-        data = bytes(self._write_buffer)
-        self._write_buffer = bytearray()
-        if self._qop != "auth":
-            data = self._context.wrap(data, self._qop == "auth-conf").message
-        self._inner.write(struct.pack("!I", len(data)) + data)
-        self._inner.flush()
-
-    def read(self, sz: int) -> bytes:
-        if not self._read_buffer:
-            (length,) = struct.unpack("!I", self._inner.readAll(4))
-            if length >= _FRAME_LIMIT:
-                raise TTransportException(TTransportException.INVALID_FRAME_SIZE, "thrift frame too large")
-            frame = self._inner.readAll(length)
-            if self._qop != "auth":
-                frame = self._context.unwrap(frame).message
-            self._read_buffer = memoryview(frame)
-        data, self._read_buffer = self._read_buffer[:sz], self._read_buffer[sz:]
-        return bytes(data)
+    def open(self) -> None:
+        mechanism = DigestMd5(self._token)
+        self._send(_START, MECHANISM)
+        self._send(_OK, b"")
+        try:
+            status, challenge = self._receive()
+            if status == _OK:
+                self._send(_OK, mechanism.respond(challenge))
+                status, challenge = self._receive()
+            if status != _COMPLETE:
+                text = challenge.decode("utf-8", "replace")
+                raise ValueError(f"the metastore ended the SASL negotiation: status {status} ({text})")
+            mechanism.verify(challenge)
+        except ValueError as exc:
+            self._inner.close()
+            raise AuthenticationError(
+                f"delegation token authentication (DIGEST-MD5) to the Hive Metastore at {self._url} with "
+                f"{self._token} failed: {exc}. The token may have expired or been cancelled: get a new one "
+                "(Metastore.get_delegation_token, from a process with Kerberos credentials) or connect with "
+                "Kerberos settings"
+            ) from None
 
 
 class KerberosLogin:

@@ -38,8 +38,16 @@ from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport, TTransportBase, TTransportException
 
 from acidstream.errors import AuthenticationError, MetaException, MetastoreUnavailable, MetastoreUrlError
+from acidstream.metastore.hive.digest import DelegationToken
 from acidstream.metastore.hive.errors import translate
-from acidstream.metastore.hive.sasl import GssapiSaslTransport, KerberosLogin, KerberosSettings, NoCredentials
+from acidstream.metastore.hive.sasl import (
+    DigestSaslTransport,
+    GssapiSaslTransport,
+    KerberosLogin,
+    KerberosSettings,
+    NoCredentials,
+    SaslTransport,
+)
 
 T = TypeVar("T")
 
@@ -138,6 +146,7 @@ class ThriftConnection:
         socket_timeout: float = 600.0,
         kerberos: KerberosSettings | None = None,
         uri_selection: str = "random",
+        token: DelegationToken | None = None,
     ) -> None:
         if uri_selection not in URI_SELECTIONS:
             raise MetastoreUrlError(
@@ -151,6 +160,7 @@ class ThriftConnection:
         if uri_selection == "random":
             random.shuffle(self._order)
         self.login = None if kerberos is None else KerberosLogin(kerberos)
+        self.token = token
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()
@@ -163,6 +173,7 @@ class ThriftConnection:
         return {
             "kerberos": None if self.login is None else self.login.settings,
             "uri_selection": self.uri_selection,
+            "token": self.token,
         }
 
     def _open(self) -> tuple[_Socket, Client]:
@@ -197,18 +208,23 @@ class ThriftConnection:
                 f"cannot reach the Hive Metastore at {endpoint.url} within {self.connect_timeout:g}s: "
                 f"{_cause(exc)}"
             ) from exc
-        if self.login is None:
-            transport: TTransportBase = TBufferedTransport(sock)
+        if self.token is not None:  # as Hive's clients: a token, where there is one, before Kerberos
+            transport: TTransportBase = self._authenticated(
+                sock, DigestSaslTransport(sock, self.token, endpoint.url)
+            )
+        elif self.login is not None:
+            credentials = self.login.credentials(endpoint.url)
+            sasl = GssapiSaslTransport(sock, self.login.settings, credentials, endpoint.host, endpoint.url)
+            transport = self._authenticated(sock, sasl)
         else:
-            transport = self._authenticated(sock, self.login)
+            transport = TBufferedTransport(sock)
         sock.setTimeout(self.socket_timeout * 1000)
         return sock, Client(TBinaryProtocol(transport))
 
-    def _authenticated(self, sock: _Socket, login: KerberosLogin) -> GssapiSaslTransport:
-        """``sock`` after SASL/GSSAPI (within the connect timeout): :class:`AuthenticationError` if refused."""
+    def _authenticated(self, sock: _Socket, transport: SaslTransport) -> SaslTransport:
+        """``transport`` over ``sock`` opened (SASL, within the connect timeout): :class:`AuthenticationError` if
+        refused."""
         url = sock.endpoint.url
-        credentials = login.credentials(url)
-        transport = GssapiSaslTransport(sock, login.settings, credentials, sock.endpoint.host, url)
         try:
             transport.open()
         except DROPPED as exc:
