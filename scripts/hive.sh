@@ -121,6 +121,7 @@ site_xml() { # dir port [kdc_dir]
         metastore.housekeeping.threads.on true
         metastore.task.threads.remote "$housekeepers"
         metastore.acid.housekeeper.interval "${ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL:-10s}"
+        metastore.acid.txn.cleaner.interval "${ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL:-10s}"
         metastore.compactor.initiator.on false
         metastore.compactor.cleaner.on false
         metastore.compactor.worker.threads 0

@@ -4,7 +4,8 @@ Spark calls ``DataSource.writer()`` once, in a planner worker on the driver host
 the tasks and to the commit worker. So the writer opens the transaction and allocates
 the write id in ``__init__``; every task writes under it with its partition id as statement id and heartbeats
 the txn while it runs (with the job's store settings, which the target carries); ``commit`` registers partitions and commits, ``abort`` aborts. A job killed outright
-leaves an open txn that the metastore's housekeeping aborts after ``txn_timeout``: nothing becomes visible.
+leaves an open txn that the metastore's housekeeping aborts after ``txn_timeout``: nothing becomes visible (the
+txn locks the table before any task writes, which records its write: see :mod:`acidstream.spark.writelock`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from acidstream.errors import TransactionError
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import ResolvedTable
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
+from acidstream.spark.writelock import lock_for_write
 
 OVERWRITE_REFUSED = (
     'acidstream cannot overwrite yet: mode("overwrite") needs a base_N directory writer, which acidstream does '
@@ -41,6 +43,7 @@ class AcidBatchWriter(DataSourceArrowWriter):
         (self.txn_id,) = ms.open_txns(1, agent_info=agent_info)
         try:
             ((_, self.write_id),) = ms.allocate_table_write_ids([self.txn_id], target.name)
+            lock_for_write(ms, target.table, self.txn_id, agent_info)  # before any task writes
         except BaseException:
             ms.abort_txn(self.txn_id)
             raise

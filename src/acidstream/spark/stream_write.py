@@ -7,7 +7,8 @@ files. Each task with rows therefore *elects* the batch's transaction through th
 a txn tagged ``acidstream-spark-sink/<sink>/<batch>/<run>`` in the txn's agent info, lists the open txns
 with that tag, and uses the lowest (aborting its own if it lost). Txn ids are handed out in commit order, so
 every task sees at least the lowest txn opened before its own and all tasks agree; write-id allocation is
-idempotent, so they all get the same write id. No new table, lock or shared file system is needed, a crashed
+idempotent, so they all get the same write id. Each task then takes Hive's writer lock for the txn before it
+writes (:mod:`acidstream.spark.writelock`). No new table or shared file system is needed, a crashed
 task leaves nothing to clean up, and a retried task finds the same txn. The run id (Spark's job group of the
 run) is in the tag so that a restarted query never reuses a txn whose tasks were killed mid-write: their
 files stay under a write id that is aborted (by this sink's next commit, or by txn timeout).
@@ -38,10 +39,11 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from acidstream.errors import StreamingConnectionError, TransactionError
-from acidstream.metastore.models import TxnStatus
+from acidstream.metastore.models import TableDefinition, TxnStatus
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import ResolvedTable, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
+from acidstream.spark.writelock import lock_for_write
 
 if TYPE_CHECKING:
     from acidstream.metastore import MetastoreFacade
@@ -119,14 +121,16 @@ def batch_tag(sink_id: str, batch_id: int, run_id: str) -> str:
     return f"{TAG_PREFIX}{sink_id}/{batch_id}/{run_id}"
 
 
-def elect_batch_txn(ms: MetastoreFacade, table: str, tag: str) -> tuple[int, int]:
-    """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn with ``tag``."""
+def elect_batch_txn(ms: MetastoreFacade, table: TableDefinition, tag: str) -> tuple[int, int]:
+    """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn with ``tag``,
+    locked by this task before it writes (:func:`~acidstream.spark.writelock.lock_for_write`)."""
     (mine,) = ms.open_txns(1, user=getpass.getuser(), host=socket.gethostname(), agent_info=tag)
     candidates = [t.txn_id for t in ms.show_txns() if t.agent_info == tag and t.state is TxnStatus.OPEN]
     leader = min([*candidates, mine])
     if leader != mine:
         ms.abort_txn(mine)
-    ((_, write_id),) = ms.allocate_table_write_ids([leader], table)
+    ((_, write_id),) = ms.allocate_table_write_ids([leader], table.full_name)
+    lock_for_write(ms, table, leader, tag)
     return leader, write_id
 
 
@@ -175,7 +179,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
                 pass
             return StreamMessage(query_id, None, None, None)
         statement_id = statement_id_for(context.partitionId())
-        txn_id, write_id = elect_batch_txn(ms, self.target.name, batch_tag(self.sink_id, batch_id, run_id))
+        txn_id, write_id = elect_batch_txn(ms, self.target.table, batch_tag(self.sink_id, batch_id, run_id))
 
         def batches() -> Iterator[pa.RecordBatch]:
             yield first
