@@ -117,9 +117,7 @@ def test_waiting_lock_times_out_naming_the_blocker(metastore: MetastoreFacade, d
     held = ms.lock([LockComponent(X, LockLevel.TABLE, db, "t")], txn_id=txn, agent_info="blocker-agent")
     start = time.monotonic()
     blocker = rf": waiting for lock {held.lock_id} \(EXCLUSIVE on {db}\.t, txnid:{txn}, agent 'blocker-agent'"
-    if is_hive(ms):
-        blocker = r" at thrift://"  # Hive's check_lock names no blocker (its SHOW LOCKS does: not asked yet)
-    with pytest.raises(LockTimeoutException, match=r"not acquired within 0\.3s" + blocker):
+    with pytest.raises(LockTimeoutException, match=r"not acquired within 0\.3s( at thrift://\S+)?" + blocker):
         ms.lock([LockComponent(R, LockLevel.PARTITION, db, "t", "ds=1")], timeout=0.3)
     assert time.monotonic() - start >= 0.3  # it waited its timeout (how much longer depends on the machine)
     assert [li.lock_id for li in mine(ms, db)] == [held.lock_id]  # the timed-out request was withdrawn

@@ -25,18 +25,22 @@ def wait_for_lock(
     first_pause: float,
     max_pause: float,
     where: str = "",
+    blocker: Callable[[], str | None] | None = None,
 ) -> LockResponse:
     """Poll ``check`` until the lock leaves WAITING (its response) or ``limit`` seconds pass; then ``withdraw``
-    the request, which says whether it turned out granted after all (the response), else raise."""
+    the request, which says whether it turned out granted after all (the response), else raise, naming what
+    blocks it: what ``check`` said, else what ``blocker`` says (asked once, before the request is withdrawn)."""
     deadline = time.monotonic() + limit
-    pause, blocker = first_pause, None
+    pause, waiting_for = first_pause, None
     while time.monotonic() < deadline:
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 2, max_pause)
-        state, blocker = check()
+        state, waiting_for = check()
         if state is not LockState.WAITING:
             return LockResponse(lock_id, state)
+    if blocker is not None and not waiting_for:
+        waiting_for = blocker()
     if withdraw():
         return LockResponse(lock_id, LockState.ACQUIRED)
-    waiting = f": waiting for {blocker}" if blocker else ""
+    waiting = f": waiting for {waiting_for}" if waiting_for else ""
     raise LockTimeoutException(f"lock {lock_id} not acquired within {limit:g}s{where}{waiting}")

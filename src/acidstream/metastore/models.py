@@ -96,6 +96,17 @@ class LockInfo:
     agent_info: str | None
     blocked_by: int | None
 
+    def describe(self) -> str:
+        """The lock as a lock wait's timeout names its blocker: id, type, object, txn, agent and state."""
+        where = (
+            self.db
+            + (f".{self.table}" if self.table else "")
+            + (f"/{self.partition}" if self.partition else "")
+        )
+        owner = f", txnid:{self.txn_id}" if self.txn_id else ""
+        agent = f", agent {self.agent_info!r}" if self.agent_info else ""
+        return f"lock {self.lock_id} ({self.type.name} on {where}{owner}{agent}, {self.state.name.lower()})"
+
 
 @dataclass(frozen=True)
 class TxnInfo:

@@ -130,15 +130,7 @@ def request(
 
 
 def describe(row: Any) -> str:
-    where = (
-        row.hl_db
-        + (f".{row.hl_table}" if row.hl_table else "")
-        + (f"/{row.hl_partition}" if row.hl_partition else "")
-    )
-    owner = f", {txns.txn_str(row.hl_txnid)}" if row.hl_txnid else ""
-    agent = f", agent {row.hl_agent_info!r}" if row.hl_agent_info else ""
-    state = LockState(row.hl_lock_state).name.lower()
-    return f"lock {row.hl_lock_ext_id} ({LockType(row.hl_lock_type).name} on {where}{owner}{agent}, {state})"
+    return _info(row).describe()
 
 
 def _first_conflict(
@@ -241,22 +233,24 @@ def show_locks(conn: Connection, db: str | None = None, table: str | None = None
         query = query.where(HL.hl_db == db)
     if table is not None:
         query = query.where(HL.hl_table == table)
-    return [
-        LockInfo(
-            lock_id=r.hl_lock_ext_id,
-            component_id=r.hl_lock_int_id,
-            txn_id=r.hl_txnid or None,
-            db=r.hl_db,
-            table=r.hl_table,
-            partition=r.hl_partition,
-            state=LockState(r.hl_lock_state),
-            type=LockType(r.hl_lock_type),
-            last_heartbeat=r.hl_last_heartbeat,
-            acquired_at=r.hl_acquired_at,
-            user=r.hl_user,
-            host=r.hl_host,
-            agent_info=r.hl_agent_info,
-            blocked_by=r.hl_blockedby_ext_id,
-        )
-        for r in conn.execute(query)
-    ]
+    return [_info(r) for r in conn.execute(query)]
+
+
+def _info(r: Any) -> LockInfo:
+    """A HIVE_LOCKS row as SHOW LOCKS shows it."""
+    return LockInfo(
+        lock_id=r.hl_lock_ext_id,
+        component_id=r.hl_lock_int_id,
+        txn_id=r.hl_txnid or None,
+        db=r.hl_db,
+        table=r.hl_table,
+        partition=r.hl_partition,
+        state=LockState(r.hl_lock_state),
+        type=LockType(r.hl_lock_type),
+        last_heartbeat=r.hl_last_heartbeat,
+        acquired_at=r.hl_acquired_at,
+        user=r.hl_user,
+        host=r.hl_host,
+        agent_info=r.hl_agent_info,
+        blocked_by=r.hl_blockedby_ext_id,
+    )
