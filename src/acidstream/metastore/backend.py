@@ -95,8 +95,11 @@ class Catalog(Protocol):
 
     def alter_table_properties(self, table_name: str, properties: Mapping[str, str]) -> None: ...
 
-    def alter_table_columns(self, table_name: str, columns: Sequence[Column]) -> None:
-        """Make ``columns`` the table's data columns, refused as Hive refuses an incompatible change."""
+    def alter_table_columns(
+        self, table_name: str, columns: Sequence[Column], *, cascade: bool = False
+    ) -> None:
+        """Make ``columns`` the table's data columns, refused as Hive refuses an incompatible change; with
+        ``cascade``, every partition's columns too where the metastore keeps them per partition (Hive's)."""
         ...
 
     def add_partition(

@@ -432,14 +432,15 @@ def _alter_columns(ms: DdlTarget, p: Parser, name: str) -> Result:
         change = functools.partial(
             evolution.change_column, table.full_name, table.columns, old, column, keys, move=move
         )
-    if p.accept("cascade"):
+    cascade = p.accept("cascade")
+    if cascade:
         evolution.check_cascade(table.is_partitioned)
     else:
         p.accept("restrict")
     p.finish()
     columns = change()
     evolution.check_change(table.columns, columns)
-    ms.alter_table_columns(name, columns)
+    ms.alter_table_columns(name, columns, cascade=cascade)
     return None
 
 

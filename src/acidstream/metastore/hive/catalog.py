@@ -131,14 +131,19 @@ class HiveCatalogCalls(HiveHost):
         table.parameters = {**(table.parameters or {}), **properties}
         self._call("alter_table", db, name, table, idempotent=False)
 
-    def alter_table_columns(self, table_name: str, columns: Sequence[Column]) -> None:
+    def alter_table_columns(
+        self, table_name: str, columns: Sequence[Column], *, cascade: bool = False
+    ) -> None:
         """As Hive's own ALTER: the table's ``sd.cols`` through ``alter_table``; the metastore refuses an
-        incompatible change itself (``hive.metastore.disallow.incompatible.col.type.changes``)."""
+        incompatible change itself (``hive.metastore.disallow.incompatible.col.type.changes``). ``cascade``:
+        the metastore changes every partition's ``sd.cols`` too (the ``CASCADE`` environment property Hive's
+        ALTER ... CASCADE sends); without it, partitions keep the columns they had."""
         db, name = split_name(table_name)
         request = ttypes.GetTableRequest(dbName=db, tblName=name, capabilities=CLIENT_CAPABILITIES)
         table = self._call("get_table_req", request).table
         table.sd.cols = [_field(c) for c in columns]
-        self._call("alter_table", db, name, table, idempotent=False)
+        context = ttypes.EnvironmentContext(properties={"CASCADE": "true"}) if cascade else None
+        self._call("alter_table_with_environment_context", db, name, table, context, idempotent=False)
 
     def add_partition(
         self, table_name: str, values: Sequence[str | None], *, if_not_exists: bool = True

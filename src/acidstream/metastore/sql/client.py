@@ -281,7 +281,10 @@ class MetastoreClient:
         db, name = split_name(table_name)
         self._write(lambda c: catalog.alter_table_properties(c, db, name, properties))
 
-    def alter_table_columns(self, table_name: str, columns: Sequence[Column]) -> None:
+    def alter_table_columns(
+        self, table_name: str, columns: Sequence[Column], *, cascade: bool = False
+    ) -> None:
+        """``cascade`` changes nothing more: this metastore keeps no columns per partition."""
         db, name = split_name(table_name)
         self._write(lambda c: catalog.alter_table_columns(c, db, name, columns))
 
