@@ -1,5 +1,6 @@
-"""A Spark standalone cluster on loopback for the tests: a master and two workers, each its own JVM, started from
-pyspark's own jars (``bin/spark-class``), and a driver run as a process of its own against it.
+"""A Spark standalone cluster on loopback for the tests: a master and two workers, each its own JVM on a loopback
+address of its own (Spark sees two hosts), started from pyspark's own jars (``bin/spark-class``), and a driver
+run as a process of its own against it.
 
 The workers' environment is written out, not inherited: no ``AWS_*`` or ``ACIDSTREAM_*`` variable, a home, a
 temporary directory and a work directory of each worker's own. So an executor (and the Python workers it starts)
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
@@ -63,8 +65,9 @@ def _spark_home() -> str:
     return os.path.dirname(pyspark.__file__)
 
 
-def daemon_env(home: Path) -> dict[str, str]:
-    """A daemon's whole environment: Java, Spark's home, this venv's Python, and directories of its own."""
+def daemon_env(home: Path, host: str = "127.0.0.1") -> dict[str, str]:
+    """A daemon's whole environment: Java, Spark's home, this venv's Python, and directories of its own; it
+    binds ``host``."""
     for folder in ("home", "tmp", "work", "local"):
         (home / folder).mkdir(parents=True, exist_ok=True)
     env = {
@@ -75,7 +78,7 @@ def daemon_env(home: Path) -> dict[str, str]:
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         "SPARK_LOCAL_DIRS": str(home / "local"),
         "SPARK_WORKER_DIR": str(home / "work"),
-        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_IP": host,
         "PYSPARK_PYTHON": sys.executable,
         "LANG": "C.UTF-8",
     }
@@ -101,10 +104,10 @@ def spark_cluster(root: Path, workers: int = 2) -> Iterator[SparkCluster]:
     processes: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
 
-    def start(name: str, args: list[str]) -> None:
+    def start(name: str, args: list[str], host: str = "127.0.0.1") -> None:
         home = root / name
         log = home / "daemon.log"
-        env = daemon_env(home)
+        env = daemon_env(home, host)
         with open(log, "ab") as out:
             processes.append(
                 subprocess.Popen(
@@ -122,10 +125,12 @@ def spark_cluster(root: Path, workers: int = 2) -> Iterator[SparkCluster]:
         start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                          "--webui-port", str(ui_port)])  # fmt: skip
         for n in range(workers):
-            home = root / f"worker{n}"
-            start(f"worker{n}", ["org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
+            # a host of its own (loopback's 127.0.0.2...): Spark runs a speculative copy of a task only on a
+            # host where no attempt of it runs
+            home, host = root / f"worker{n}", f"127.0.0.{n + 2}"
+            start(f"worker{n}", ["org.apache.spark.deploy.worker.Worker", master, "--host", host,
                                  "--cores", "1", "--memory", "1g", "--webui-port", "0",
-                                 "--work-dir", str(home / "work")])  # fmt: skip
+                                 "--work-dir", str(home / "work")], host)  # fmt: skip
         deadline = time.monotonic() + START_DEADLINE
         while True:
             alive = 0
@@ -165,3 +170,42 @@ def run_driver(
         env=dict(env),
         check=False,
     )
+
+
+#: The cluster tests' driver script (its docstring lists the job's keys).
+DRIVER = Path(__file__).parents[1] / "spark" / "cluster" / "cluster_driver.py"
+#: The cluster tests' table, and its rows' Spark schema.
+DDL = (
+    "CREATE TABLE {db}.events (id int, msg string) CLUSTERED BY (id) INTO 2 BUCKETS STORED AS ORC "
+    "TBLPROPERTIES ('transactional'='true')"
+)
+SCHEMA = "id int, msg string"
+
+
+def driver_env(tmp_path: Path) -> dict[str, str]:
+    """The driver's environment: this one without the AWS and acidstream variables (the job says it all)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ACIDSTREAM_"))}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["TMPDIR"] = str(tmp_path)
+    return env
+
+
+def start_job(
+    cluster: SparkCluster, tmp_path: Path, job: Mapping[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``job`` (:data:`DRIVER`'s keys) on ``cluster`` with a driver of its own, whatever its outcome."""
+    job = {**job, "conf": {**cluster.driver_conf(), **job.get("conf", {})}}
+    return run_driver(DRIVER, job, cwd=tmp_path, env=driver_env(tmp_path))
+
+
+def run_job(cluster: SparkCluster, tmp_path: Path, job: Mapping[str, Any]) -> dict[str, Any]:
+    """Run ``job`` on ``cluster``; its driver's answer (the job must succeed)."""
+    done = start_job(cluster, tmp_path, job)
+    assert done.returncode == 0, done.stderr[-4000:]
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def rows(first: int, count: int) -> list[list[Any]]:
+    """``count`` rows of the test table from id ``first``."""
+    return [[i, f"m{i}"] for i in range(first, first + count)]

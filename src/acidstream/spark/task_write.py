@@ -3,10 +3,18 @@
 The write id belongs to a transaction owned elsewhere (the batch job's driver, or the micro-batch's elected
 task); each task writes ``delta_w_w_<stmt>`` files under its own statement id, so tasks of one transaction
 never share a file, and reports what it wrote in a picklable :class:`TaskResult` for the committer.
+
+Each task *attempt* writes below a directory of its own, hidden from every reader (``_acidstream_attempts/``
+under the table's, as Hive's ``hiddenFileFilter`` hides it): two attempts of one task (a retry beside a lost
+executor's, or a speculative copy) never touch each other's files, and only the committer moves the files of
+the attempts Spark took into the table (:func:`acidstream.spark.commit.commit_write`). A losing attempt still
+writing after the commit writes only there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -25,14 +33,33 @@ DEFAULT_TXN_TIMEOUT = 300.0
 MAX_STATEMENT_ID = 4095
 
 
+#: The directory below a table's where task attempts write (hidden: its name starts with ``_``).
+ATTEMPTS_DIR = "_acidstream_attempts"
+
+
 @dataclass(frozen=True)
 class TaskResult:
-    """What one task wrote: rows, and per touched partition its values and files (for notifications)."""
+    """What one task attempt wrote: rows, and per touched partition its values and files (below ``staged``,
+    the attempt's own directory, until the committer moves them into the table)."""
 
     statement_id: int
-    attempt: int  # Spark's attempt number: > 0 means an earlier attempt may have left files
+    attempt: int  # Spark's attempt number
     rows: int
     partitions: tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...]  # (values, name, files)
+    staged: str = ""  # the attempt's directory, standing for the table's in the files' paths
+
+
+def attempts_prefix(table_dir: str, write_id: int) -> str:
+    """Where the attempts of ``write_id``'s tasks write: directories ``<this><stmt>_<attempt>``."""
+    return f"{table_dir}/{ATTEMPTS_DIR}/w{write_id}_s"
+
+
+def _attempt_name(attempt: int) -> str:
+    """This task attempt's name, unique in the application (Spark's task attempt id) where Spark runs it."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"t{context.taskAttemptId()}" if context is not None else f"a{attempt}"
 
 
 def statement_id_for(partition_id: int) -> int:
@@ -83,30 +110,24 @@ def write_task(
     batches: Iterable[pa.RecordBatch],
     attempt: int = 0,
 ) -> TaskResult:
-    """Write every batch (table columns, then partition columns when dynamic) under ``write_id``.
-
-    A retry (``attempt > 0``) first deletes what an earlier, killed attempt of this task may have left
-    under its statement id; a failing attempt deletes its own files. (Speculative execution would run two
-    attempts of one statement at once: keep ``spark.speculation`` off, its default.)
-    """
+    """Write every batch (table columns, then partition columns when dynamic) under ``write_id``, below this
+    attempt's own directory (module docstring); a failing attempt deletes it."""
     from acidstream.streaming.connection import StreamingConnection
     from acidstream.streaming.writers import StrictDelimitedInputWriter
 
+    location = target.table.location.rstrip("/")
+    own = f"{statement_id}_{_attempt_name(attempt)}"
+    staged = dataclasses.replace(target.table, location=f"{location}/{ATTEMPTS_DIR}/w{write_id}_s{own}")
     writer = StrictDelimitedInputWriter.builder().build()  # unused: write_batch bypasses parsing
     conn = (
         StreamingConnection.builder()
-        .with_table_object(target.table)
+        .with_table_object(staged)
         .with_write_id(write_id)
         .with_statement_id(statement_id)
         .with_record_writer(writer)
         .with_agent_info(f"acidstream-spark-task:{statement_id}")
         .connect()
     )
-    if attempt > 0:
-        depth = len(target.table.partition_keys)
-        for _, stmt, path in statement_dirs(conn.fs, conn.table_dir, depth, write_id):
-            if stmt == statement_id:
-                conn.fs.delete_dir(path)
     rows = 0
     try:
         conn.begin_transaction()
@@ -119,15 +140,12 @@ def write_task(
             conn.abort_transaction()
         finally:
             conn.close()
-            _remove_files(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target)
+            with contextlib.suppress(FileNotFoundError, OSError):
+                conn.fs.delete_dir(conn.table_dir)
         raise
     conn.close()
-    return TaskResult(
-        statement_id,
-        attempt,
-        rows,
-        _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target),
-    )
+    written = _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target)
+    return TaskResult(statement_id, attempt, rows, written, conn.table_dir)
 
 
 #: Spark hands Python 10,000-row Arrow batches; routing and buffering cost per call, so tasks route larger chunks.
@@ -205,19 +223,3 @@ def _written(
         if files:
             out.append((values, name, files))
     return tuple(out)
-
-
-def _remove_files(
-    fs: pafs.FileSystem,
-    table_dir: str,
-    names: list[str],
-    write_id: int,
-    statement_id: int,
-    target: ResolvedTable,
-) -> None:
-    """A failed attempt deletes its own delta dirs, so a retry of the task cannot leave a stray file behind."""
-    for _, _, directory in _partition_dirs(table_dir, names, target):
-        try:
-            fs.delete_dir(f"{directory}/{delta_dir(write_id, write_id, statement_id)}")
-        except (FileNotFoundError, OSError):
-            continue

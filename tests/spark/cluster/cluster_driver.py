@@ -29,6 +29,44 @@ def task_facts(_: Any) -> Any:
     yield (os.getpid(), os.getcwd(), ",".join(leaked))
 
 
+def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
+    """``frame`` whose task of Spark partition 0 stalls on its first attempt (``slow``: ``{"marker": dir,
+    "rows": n}``): after ``n`` rows it waits until a later attempt of that task has passed the same row (a file
+    in ``marker``), then goes on, a losing attempt still writing; bounded, should Spark never start one."""
+    if not slow:
+        return frame
+    from pyspark.sql import functions as F
+
+    marker, stall_at = slow["marker"], slow["rows"]
+    seen: dict[int, int] = {}
+
+    def pass_through(value: Any) -> Any:
+        import os
+        import time
+
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None or context.partitionId() != 0:
+            return value
+        attempt = context.taskAttemptId()
+        seen[attempt] = seen.get(attempt, 0) + 1
+        if seen[attempt] == stall_at:
+            if context.attemptNumber() > 0:
+                open(os.path.join(marker, f"passed-{context.stageId()}"), "w").close()
+            else:
+                deadline = time.monotonic() + 120
+                while not os.path.exists(os.path.join(marker, f"passed-{context.stageId()}")):
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.2)
+        return value
+
+    first = frame.columns[0]
+    udf = F.udf(pass_through, frame.schema[first].dataType)
+    return frame.withColumn(first, udf(F.col(first)))
+
+
 def run_step(spark: Any, job: dict[str, Any], step: dict[str, Any]) -> Any:
     """One mutation or compaction of the job's table, through acidstream's Spark entry points."""
     from acidstream.spark import compact, delete, merge, update
@@ -36,7 +74,9 @@ def run_step(spark: Any, job: dict[str, Any], step: dict[str, Any]) -> Any:
     location = {k: v for k, v in job.get("options", {}).items() if k in ("metastore", "warehouse")}
     step = dict(step)
     if "merge" in step:
-        source = spark.createDataFrame(step.pop("merge"), job["schema"]).repartition(2)
+        source = slowed(
+            spark.createDataFrame(step.pop("merge"), job["schema"]).repartition(2), job.get("slow")
+        )
         return merge(spark, job["table"], source, step.pop("on"), **step, **location)
     if "update" in step:
         return update(spark, job["table"], step["update"], step["set"], **location)
@@ -64,6 +104,7 @@ def main() -> None:
         options = job.get("options", {})
         if job.get("append") is not None:
             df = spark.createDataFrame(job["append"], job["schema"]).repartition(job.get("slices", 2))
+            df = slowed(df, job.get("slow"))
             writer = df.write.format("acidstream").options(**options).mode("append")
             writer.save(job["table"])
         if job.get("stream"):

@@ -5,8 +5,6 @@ process, and tasks run in processes that share neither the driver's environment 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,36 +14,9 @@ import pytest
 from acidstream.catalog import Metastore
 from acidstream.spark.stream_write import PROPERTY_PREFIX
 from support.backends import sql_metastore_url
-from support.sparkcluster import SparkCluster, run_driver
+from support.sparkcluster import DDL, SCHEMA, SparkCluster, rows, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-DRIVER = Path(__file__).with_name("cluster_driver.py")
-DDL = (
-    "CREATE TABLE {db}.events (id int, msg string) CLUSTERED BY (id) INTO 2 BUCKETS STORED AS ORC "
-    "TBLPROPERTIES ('transactional'='true')"
-)
-SCHEMA = "id int, msg string"
-
-
-def driver_env(tmp_path: Path) -> dict[str, str]:
-    """The driver's environment: this one without the AWS and acidstream variables (the job says it all)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ACIDSTREAM_"))}
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["TMPDIR"] = str(tmp_path)
-    return env
-
-
-def run_job(cluster: SparkCluster, tmp_path: Path, job: dict[str, Any]) -> dict[str, Any]:
-    job = {**job, "conf": {**cluster.driver_conf(), **job.get("conf", {})}}
-    done = run_driver(DRIVER, job, cwd=tmp_path, env=driver_env(tmp_path))
-    assert done.returncode == 0, done.stderr[-4000:]
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
-
-
-def rows(first: int, count: int) -> list[list[Any]]:
-    return [[i, f"m{i}"] for i in range(first, first + count)]
 
 
 def test_append_stream_and_read_on_a_local_warehouse_shared_by_the_workers(
