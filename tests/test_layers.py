@@ -60,6 +60,11 @@ PROCESS_WIDE_ELSEWHERE = {
         "os.environ",
     ): "Spark's Python workers must run this interpreter: PYSPARK_PYTHON and "
     "PYSPARK_DRIVER_PYTHON are set (if unset) in the environment the JVM and its workers inherit",
+    (
+        "metastore/probe.py",
+        "os.environ",
+    ): "a forked merge worker takes its merging process's KRB5CCNAME and KRB5_CONFIG (the fork server's, "
+    "set when it started, may name no ticket): Kerberos reads them from the environment only",
 }
 #: What forks the calling process: os.fork and multiprocessing's processes (which fork by default on Linux).
 FORKS = {"fork", "forkpty", "Process", "Pool", "ProcessPoolExecutor"}
