@@ -6,6 +6,7 @@ requests and reader registrations behave alike; what a backend lacks raises ``Un
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -79,6 +80,21 @@ def test_connect_returns_the_facade_and_declares_what_the_backend_lacks(
             ms.replace_txn(1, "default.x")
     else:
         assert isinstance(ms.notifications(), list)  # no error
+
+
+def test_connect_can_ask_for_an_existing_metastore_only(
+    metastore: Metastore, db: str, tmp_path: Path
+) -> None:
+    """``create=False`` (the command line's reading commands): an existing metastore opens on every backend (a
+    Hive Metastore that answers exists); a missing one is an error naming it, and nothing is created."""
+    with Metastore.connect(metastore.url, warehouse=metastore.warehouse, create=False) as again:
+        assert db in again.list_databases()
+    missing = tmp_path / "none.db"
+    with pytest.raises(
+        NoSuchObjectException, match=rf"no metastore at sqlite:///{missing}: the file does not"
+    ):
+        Metastore.connect(f"sqlite:///{missing}", warehouse=tmp_path / "wh", create=False)
+    assert not missing.exists() and not (tmp_path / "wh").exists()
 
 
 def test_ddl_round_trips(metastore: Metastore, db: str) -> None:

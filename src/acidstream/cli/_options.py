@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from acidstream.errors import MetaException
+from acidstream.errors import NoSuchObjectException
 from acidstream.metastore.hive_settings import HIVE_SETTINGS, SECRET_SETTINGS
 from acidstream.metastore.location import (
     DEFAULT_WAREHOUSE,
@@ -31,7 +31,6 @@ from acidstream.metastore.location import (
     ENV_WAREHOUSE,
     backend_kind,
     default_metastore_url,
-    is_hive,
     scheme,
 )
 
@@ -325,20 +324,28 @@ def metastore_options(func: F) -> F:
 
 
 def open_metastore(metastore: str, warehouse: str, *, create: bool = False, **kwargs: Any) -> Metastore:
-    """Connect to the metastore; unless ``create``, only to an existing one, so reading leaves nothing behind.
-    A Hive Metastore (``thrift://``) always exists and knows where its tables live: ``warehouse`` is not used.
+    """Connect to the metastore; unless ``create``, only to an existing one, so reading leaves nothing behind
+    (``Metastore.connect(create=False)``). A Hive Metastore (``thrift://``) always exists and knows where its
+    tables live: ``warehouse`` is not used, and :func:`hive_settings` are.
 
     The database layer loads here, not at import: ``acidstream --help`` stays quick.
     """
     from acidstream.catalog import Metastore
 
-    backend_kind(metastore).opener(metastore)  # a URL naming no metastore fails here; the backend loads now
+    kind = backend_kind(metastore)
+    kind.opener(metastore)  # a URL naming no metastore fails here; the backend loads now
+    options = hive_settings() if kind.knows_locations else {"warehouse": warehouse}
     with _said_when_slow(metastore):
-        if is_hive(metastore):
-            return Metastore.connect(metastore, **{**hive_settings(), **kwargs})
-        if not create:
-            _require_existing(metastore)
-        return Metastore.connect(metastore, warehouse=warehouse, **kwargs)
+        try:
+            return Metastore.connect(metastore, create=create, **{**options, **kwargs})
+        except NoSuchObjectException as exc:
+            if create:
+                raise
+            exc.add_note(
+                "create one with `acidstream metastore init`, or point at another with --metastore/--warehouse, "
+                f"{ENV_METASTORE}/{ENV_WAREHOUSE} or an {CONFIG_FILE} (`acidstream --help`)"
+            )
+            raise
 
 
 @contextlib.contextmanager
@@ -359,30 +366,3 @@ def _said_when_slow(url: str) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
-
-
-def _require_existing(url: str) -> None:
-    from sqlalchemy import inspect
-
-    from acidstream.metastore.sql.engine import Database
-    from acidstream.metastore.sql.schema import schema_version
-
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not os.path.isfile(url[len(prefix) :].split("?", 1)[0]):
-        raise _not_found(f"no metastore at {url}: the file does not exist")
-    db = Database(url)
-    try:
-        found = db.read(lambda conn: inspect(conn).has_table(schema_version.name))
-    finally:
-        db.dispose()
-    if not found:
-        raise _not_found(f"no metastore at {url}: the database has no acidstream schema")
-
-
-def _not_found(message: str) -> MetaException:
-    exc = MetaException(message)
-    exc.add_note(
-        "create one with `acidstream metastore init`, or point at another with --metastore/--warehouse, "
-        f"{ENV_METASTORE}/{ENV_WAREHOUSE} or an {CONFIG_FILE} (`acidstream --help`)"
-    )
-    return exc

@@ -100,7 +100,9 @@ class MetastoreFacade:
         (default 300 s); for Hive's, the server's ``metastore.txn.timeout`` unless given. ``options`` go to the
         backend: ``db_wait_timeout`` (acidstream's: how long a call waits for its database in all);
         ``connect_timeout`` (connecting and the version check, 10 s), ``socket_timeout`` (any other call, 600 s)
-        and ``settle_timeout`` (how long a commit whose answer was lost is asked again, 60 s) for Hive's.
+        and ``settle_timeout`` (how long a commit whose answer was lost is asked again, 60 s) for Hive's;
+        ``create=False`` to open an existing metastore only (acidstream's: ``NoSuchObjectException`` naming ``url``
+        when there is none, nothing created; a Hive Metastore that answers exists).
         """
         return cls(
             open_backend(

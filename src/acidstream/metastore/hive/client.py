@@ -165,9 +165,10 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue,
         self._guard = threading.Lock()
 
     @classmethod
-    def open(cls, url: str, *, warehouse: str | None = None, **options: Any) -> Self:
+    def open(cls, url: str, *, warehouse: str | None = None, create: bool = True, **options: Any) -> Self:
         """Connect and check that a metastore answers (``MetastoreUnavailable`` naming ``url`` otherwise) and
         that it is a Hive release acidstream runs on (:data:`MIN_HIVE_VERSION`), before anything is written.
+        (``create`` is the same either way: a Hive Metastore that answers exists, and is never created here.)
         Kerberos (SASL/GSSAPI) when ``kerberos=True`` or a ``kerberos_*`` option is given (see
         :meth:`KerberosSettings.from_options <acidstream.metastore.hive.sasl.KerberosSettings.from_options>`):
         refused credentials raise :class:`~acidstream.errors.AuthenticationError` here."""

@@ -16,13 +16,19 @@ from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
 import pyarrow.fs as pafs
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, inspect, select
 from sqlalchemy.engine import make_url
 
 from acidstream.acid.partitions import make_part_name
 from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
-from acidstream.errors import AlreadyExistsException, CommitOutcomeUnknown, MetastoreUrlError, reading_from
+from acidstream.errors import (
+    AlreadyExistsException,
+    CommitOutcomeUnknown,
+    MetastoreUrlError,
+    NoSuchObjectException,
+    reading_from,
+)
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.lockwait import wait_for_lock
@@ -113,10 +119,12 @@ class MetastoreClient:
         txn_timeout: float | None = None,
         lock_wait_timeout: float = 10.0,
         db_wait_timeout: float | None = None,
+        create: bool = True,
     ) -> Self:
         """Open (creating or checking the schema version of) the metastore database at ``url``; new tables'
         files go under ``warehouse``. ``txn_timeout``: how long this client's txns live without a heartbeat
-        (default 300 s).
+        (default 300 s). ``create=False`` opens an existing metastore only: :class:`NoSuchObjectException`
+        naming ``url`` (nothing created) when the database has no acidstream schema or its SQLite file is missing.
 
         ``db_wait_timeout``: the longest one call waits for the database in all (another process's write lock
         on SQLite, retries after lost connections) before failing with ``MetastoreUnavailable``; by default a
@@ -130,12 +138,16 @@ class MetastoreClient:
             txn_timeout = DEFAULT_TXN_TIMEOUT
         if db_wait_timeout is None:
             db_wait_timeout = min(DEFAULT_WAIT_TIMEOUT, max(1.0, txn_timeout / 10))
+        if not create and not _sqlite_file_exists(url):
+            raise NoSuchObjectException(f"no metastore at {url}: the file does not exist")
         db = Database(url, db_wait_timeout)
         wh = os.fspath(warehouse)
         if "://" not in wh:  # locations are stored: relative ones would resolve against each reader's cwd
             wh = os.path.abspath(wh)
 
         def init(conn: Connection) -> None:
+            if not create and not inspect(conn).has_table(s.schema_version.name):
+                raise NoSuchObjectException(f"no metastore at {url}: the database has no acidstream schema")
             s.ensure_schema(conn, now_ms())
             catalog.create_database(conn, wh, catalog.DEFAULT_DB, if_not_exists=True)
 
@@ -866,3 +878,9 @@ def _identify(user: str | None, host: str | None) -> tuple[str | None, str]:
 def _pairs(_conn: Connection, value: Any) -> list[tuple[int, int]]:
     """(txn id, write id) pairs back from JSON."""
     return [(t, w) for t, w in value]
+
+
+def _sqlite_file_exists(url: str) -> bool:
+    """False for a ``sqlite:///path`` URL whose file is missing (opening it would create it); True otherwise."""
+    prefix = "sqlite:///"
+    return not url.startswith(prefix) or os.path.isfile(url[len(prefix) :].split("?", 1)[0])
