@@ -32,7 +32,7 @@ def test_files_are_fetched_ahead_in_a_window_and_read_as_they_are(
             out.write(data)
     fs.delete_file(paths[4])  # gone after planning: its open fails as the store's own would
 
-    ahead = prefetch.prefetching(fs, _tasks(paths, [len(c) for c in contents]))
+    ahead = prefetch.prefetching(fs, prefetch.task_files(_tasks(paths, [len(c) for c in contents])))
     handler = ahead.handler
     assert isinstance(handler, prefetch.Prefetcher) and handler._submitted == 3  # the first window only
     with ahead.open_input_file(paths[0]) as f:
@@ -49,4 +49,4 @@ def test_files_are_fetched_ahead_in_a_window_and_read_as_they_are(
 
 def test_a_local_filesystem_is_read_as_it_is(tmp_path: object) -> None:
     fs = pafs.LocalFileSystem()
-    assert prefetch.prefetching(fs, _tasks(["/a", "/b"], [1, 1])) is fs
+    assert prefetch.prefetching(fs, prefetch.task_files(_tasks(["/a", "/b"], [1, 1]))) is fs

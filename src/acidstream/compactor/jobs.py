@@ -29,6 +29,7 @@ from acidstream.compactor.output import Written, write_output
 from acidstream.read.deletes import DeleteSet, check_bucket_ids, key_arrays, valid_mask
 from acidstream.read.originals import original_events
 from acidstream.read.planning import FileSlice
+from acidstream.read.prefetch import prefetching
 from acidstream.storage import table_filesystem
 
 
@@ -67,15 +68,16 @@ def run_bucket_job(job: BucketJob, encoder: Executor | None = None) -> BucketRes
     schema = event_schema(pa.struct([c.to_arrow() for c in job.columns]))
     options = WriterOptions(compression=job.compression, is_base=job.major, streaming_optimizations=False)
     reads = _Counter()
-    deletes = DeleteSet.load(fs, job.deletes, job.write_ids) if job.major else None
-    sources = _insert_sources(fs, job, schema, deletes, reads)
+    reading = prefetching(fs, [*job.deletes, *job.inserts])  # on a remote store, fetched side by side
+    deletes = DeleteSet.load(reading, job.deletes, job.write_ids) if job.major else None
+    sources = _insert_sources(reading, job, schema, deletes, reads)
     inserted = write_output(
         fs, job.insert_path, job.columns, options, merge_sorted(sources), job.stripe_bytes, encoder
     )
     deleted = Written(0, 0, None)
     if not job.major and job.deletes:
         assert job.delete_path is not None
-        delete_sources = [_delete_source(fs, piece, job, schema) for piece in job.deletes]
+        delete_sources = [_delete_source(reading, piece, job, schema) for piece in job.deletes]
         deleted = write_output(
             fs, job.delete_path, job.columns, options, merge_sorted(delete_sources), job.stripe_bytes, encoder
         )

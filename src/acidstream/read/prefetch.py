@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from acidstream.acid.orc.reader import WHOLE_READ_BYTES
 from acidstream.read.delegating import DelegatingHandler
-from acidstream.read.planning import BucketTask
+from acidstream.read.planning import BucketTask, FileSlice
 from acidstream.storage import local_path, read_prefix
 
 #: Requests in flight at once, per process.
@@ -35,21 +35,28 @@ def _fetch_pool(pid: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="acidstream-fetch")
 
 
-def prefetching(fs: pafs.FileSystem, tasks: Sequence[BucketTask]) -> pafs.FileSystem:
+def prefetching(fs: pafs.FileSystem, pieces: Iterable[FileSlice]) -> pafs.FileSystem:
     """``fs``, or on a remote store a filesystem whose ``open_input_file`` of each whole-read file of
-    ``tasks`` (delete files, then insert files, task by task: the order a reader opens them) answers with its
-    bytes fetched ahead; every other call goes to ``fs``. A file of an open streaming batch (read up to its
-    side file's length, with the checks of a prefix) is left to ``fs``."""
+    ``pieces`` (in the order a reader opens them) answers with its bytes fetched ahead; every other call goes
+    to ``fs``. For reading only. A file of an open streaming batch (read up to its side file's length, with
+    the checks of a prefix) is left to ``fs``."""
     if local_path(fs, "/") is not None:
         return fs
     order: dict[str, int] = {}
-    for task in tasks:
-        for piece in (*task.delete_files, *task.insert_files):
-            if piece.part is None and not piece.open_batch and piece.length <= WHOLE_READ_BYTES:
-                order.setdefault(piece.path, piece.length)
+    for piece in pieces:
+        if piece.part is None and not piece.open_batch and piece.length <= WHOLE_READ_BYTES:
+            order.setdefault(piece.path, piece.length)
     if len(order) < 2:
         return fs
     return pafs.PyFileSystem(Prefetcher(fs, order))
+
+
+def task_files(tasks: Iterable[BucketTask]) -> Iterator[FileSlice]:
+    """The files of ``tasks`` in the order a bucket reader opens them: each task's delete files, then its
+    insert files."""
+    for task in tasks:
+        yield from task.delete_files
+        yield from task.insert_files
 
 
 class Prefetcher(DelegatingHandler):

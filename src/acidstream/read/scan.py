@@ -28,7 +28,7 @@ from acidstream.read.planning import (
     plan_partition,
     select_partitions,
 )
-from acidstream.read.prefetch import prefetching
+from acidstream.read.prefetch import prefetching, task_files
 from acidstream.read.registration import ScanRegistration
 from acidstream.read.threads import in_order
 from acidstream.runtime import ShortSwitchInterval, each_in, prepare_process
@@ -320,7 +320,7 @@ def bucket_readers(
     given some tasks of a plan made elsewhere (a bucket of a Spark merge). On an object store their files
     are fetched ahead, several at a time (:mod:`acidstream.read.prefetch`)."""
     tasks = list(tasks)
-    fs = prefetching(table_filesystem(table.location)[0], tasks)
+    fs = prefetching(table_filesystem(table.location)[0], task_files(tasks))
     data_fields = [c.name for c in table.columns]
     wanted = set(schema.names) | {f.name for f in filter_fields}
     part_names = [k.name for k in table.partition_keys if k.name in wanted]
