@@ -335,8 +335,8 @@ class HiveCompactionQueue(HiveHost):
         ``SHARED_READ`` on the target as Hive's ``CompactionTxn`` does; the caller heartbeats the txn.
 
         Hive claims in queue order only: with ``compaction_id``, None unless that request is the oldest
-        initiated one (the caller then waits for whichever worker takes it); if another worker claims it first,
-        the next one is this worker's to run.
+        initiated one (:meth:`Worker.claim <acidstream.compactor.worker.Worker.claim>` then runs the ones ahead
+        first); if another worker claims it first, the next one is this worker's to run.
         """
         if compaction_id is not None:
             initiated = self._show(ShowCompactRequest(state="i"))  # Hive filters by its state code
