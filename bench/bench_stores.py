@@ -345,6 +345,19 @@ def _requests(counts: dict[str, float]) -> str:
     return f"{total:g} ({parts})" if total else ""
 
 
+def _progress(store: str, i: int, result: dict[str, Any]) -> None:
+    """One line per job as each round ends (a long run's rounds so far survive its interruption)."""
+    first = "acidstream" if result["acidstream_first"] else "peer"
+    for job in JOBS:
+        r = result[job]
+        print(
+            f"round {i + 1} {store} {job} ({first} first, load {result['load'][0]:.1f}-{result['load'][1]:.1f}): "
+            f"acidstream {r['acidstream_s']:.2f} s, peer {r['peer_s']:.2f} s, "
+            f"ratio {r['peer_s'] / r['acidstream_s']:.2f}",
+            flush=True,
+        )
+
+
 def _spread(values: list[float], fmt: str) -> str:
     """Median, then min-max when there is more than one value."""
     med = format(statistics.median(values), fmt)
@@ -414,6 +427,7 @@ def main() -> None:
                 try:
                     store = Store(name, root, servers[name])
                     results[name].append(run(store, args, acid_first=i % 2 == 0))
+                    _progress(name, i, results[name][-1])
                 finally:
                     shutil.rmtree(root, ignore_errors=True)
     import deltalake
