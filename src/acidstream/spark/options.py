@@ -31,6 +31,7 @@ from acidstream.metastore.location import (
     default_metastore_url,
     is_hive,
 )
+from acidstream.spark.tokens import job_token
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -203,8 +204,14 @@ def job_settings(conf: Mapping[str, str]) -> JobSettings:
 
 
 def session_job(spark: SparkSession) -> JobSettings:
-    """The settings of the job ``spark`` runs, as :func:`job_settings` reads them from its configuration."""
-    return job_settings(dict(spark.sparkContext.getConf().getAll()))
+    """The settings of the job ``spark`` runs, as :func:`job_settings` reads them from its configuration, with a
+    delegation token of this driver's for its workers where its Hive settings authenticate by Kerberos
+    (:func:`acidstream.spark.tokens.job_token`: executors have no Kerberos tickets of their own)."""
+    job = job_settings(dict(spark.sparkContext.getConf().getAll()))
+    token = job_token(dict(job.defaults).get("metastore"), job.hive)
+    if token is None:
+        return job
+    return dataclasses.replace(job, hive=tuple(sorted({**dict(job.hive), "delegation_token": token}.items())))
 
 
 @dataclass(frozen=True)
