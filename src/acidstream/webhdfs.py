@@ -55,6 +55,8 @@ _ANSWERS: dict[str, type[OSError]] = {
 }
 #: The ``RemoteException`` names of a namenode or DataNode that did not accept who the caller is.
 _REFUSALS = frozenset({"SecurityException", "InvalidToken", "AuthenticationException"})
+#: Seconds before its end that a ticket from a keytab is replaced by a new one.
+RENEW_BEFORE = 60
 #: Hadoop's own service principal for WebHDFS's SPNEGO, ``_HOST`` being the namenode's host as the URL names it.
 DEFAULT_SERVICE_PRINCIPAL = "HTTP/_HOST"
 _TOKEN = re.compile(r"((?:delegation|token)=)[^&\s'\"]+")
@@ -120,7 +122,7 @@ class KerberosLogin:
         from requests_gssapi import DISABLED, HTTPSPNEGOAuth
 
         with self._lock:
-            if self._auth is not None:
+            if self._auth is not None and not self._expiring():
                 return self._auth
             settings = self.settings
             kerberos_name = gssapi.NameType.kerberos_principal
@@ -147,6 +149,19 @@ class KerberosLogin:
                 mutual_authentication=DISABLED,
             )
             return self._auth
+
+    def _expiring(self) -> bool:
+        """Whether the keytab's ticket ends within :data:`RENEW_BEFORE` seconds, or has (GSSAPI keeps the
+        credentials it acquired; acquiring them again from the keytab gets a new ticket). A ticket cache is
+        its user's to renew (``kinit``)."""
+        import gssapi
+
+        if self.settings.keytab is None:
+            return False
+        try:
+            return int(self._auth.creds.lifetime) < RENEW_BEFORE
+        except gssapi.exceptions.GSSError:
+            return True
 
     def diagnose(self) -> str:
         """Why a namenode's SPNEGO challenge (HTTP 401) went unanswered: requests-gssapi keeps GSSAPI's reason

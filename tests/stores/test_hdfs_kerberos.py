@@ -5,6 +5,7 @@ principal, the namenode's URL and what to do, raised before any transaction open
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from support.hdfscluster import MiniHdfs
 
 import_or_skip("requests_gssapi")
 
+#: Seconds the test cluster's signed SPNEGO cookie lasts (hadoop.http.authentication.token.validity).
+COOKIE_VALIDITY = 3
 DDL = (
     "CREATE TABLE sales (id int, amount bigint) PARTITIONED BY (region string) CLUSTERED BY (id) INTO 2 BUCKETS "
     "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
@@ -251,3 +254,62 @@ def test_spark_executors_without_a_ticket_write_with_the_jobs_delegation_token(
         configure_stores(hdfs={})
         register(spark)
         owner.cancel_delegation_token(token)
+
+
+def _wait_until_expired(kdc: Any, ccache: Path) -> None:
+    """Until ``klist -s`` says the ticket in ``ccache`` expired, and then until the namenode's signed cookie
+    (what spares a client SPNEGO for a while after it authenticated: 3 s on the test cluster) has too (lower
+    bounds on time, no upper one)."""
+    while kdc.has_ticket(ccache):
+        time.sleep(0.5)
+    time.sleep(COOKIE_VALIDITY + 1)
+
+
+def test_a_ticket_expiring_mid_batch_fails_the_next_commit_with_nothing_half_committed(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path
+) -> None:
+    """No keytab to renew from: the commit after the ticket's end is an AuthenticationError saying it
+    expired and to run kinit; the batch's txns abort and the first commit reads whole."""
+    kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "ccache", lifetime="20s")
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=_warehouse(secured)) as ms:
+        ms.execute(DDL)
+        conn = _connect(ms)
+        try:
+            _commit(conn, 1)
+            _wait_until_expired(kdc, tmp_path / "ccache")
+            with pytest.raises(AuthenticationError) as raised:
+                _commit(conn, 2)
+        finally:
+            conn.close()
+        assert "expired" in str(raised.value) and "kinit" in str(raised.value)
+        assert not [t for t in ms.show_txns() if t.state.name == "OPEN"]
+        kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "ccache")
+        assert _ids(ms) == [10, 11, 12]
+
+
+def test_a_ticket_from_a_keytab_is_renewed_from_it_mid_batch(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tickets of 6 s (a krb5.conf of the test's own): a keytab login outlives them, logging in again from
+    the keytab (a new AS exchange in the KDC's log) when its ticket has expired; the batch commits on."""
+    short = tmp_path / "krb5.conf"
+    short.write_text(kdc.krb5_conf.read_text().replace("ticket_lifetime = 24h", "ticket_lifetime = 6s"))
+    monkeypatch.setenv("KRB5_CONFIG", str(short))
+    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(kdc.dir / "alice.keytab")})
+    with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=_warehouse(secured)) as ms:
+        ms.execute(DDL)
+        with _connect(ms) as conn:
+            _commit(conn, 1)
+            logins = _logins(kdc)
+            # a ticket got now ends after the keytab login's
+            kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "probe", lifetime="6s")
+            _wait_until_expired(kdc, tmp_path / "probe")
+            _commit(conn, 2)
+            assert _logins(kdc) > logins + 1  # the probe's, and the keytab's again
+        assert _ids(ms) == [10, 11, 12, 20, 21, 22]
+
+
+def _logins(kdc: Any) -> int:
+    """alice's AS exchanges (logins) in the KDC's log."""
+    log = (kdc.dir / "kdc.log").read_text()
+    return sum(1 for line in log.splitlines() if "AS_REQ" in line and "alice@" in line and "ISSUE" in line)

@@ -42,6 +42,9 @@ public final class MiniHdfs {
     conf.set("hadoop.http.authentication.simple.anonymous.allowed", "false");
     conf.set("hadoop.http.authentication.kerberos.principal", "*");
     conf.set("hadoop.http.authentication.kerberos.keytab", keytab);
+    // the signed cookie that spares a client SPNEGO on its next requests lasts 3 s, not 10 h: tests see a
+    // ticket's expiry mid-batch
+    conf.set("hadoop.http.authentication.token.validity", "3");
     conf.setBoolean("dfs.block.access.token.enable", true);
     conf.setBoolean("ignore.secure.ports.for.testing", true);
     conf.set("dfs.data.transfer.protection", "authentication");
