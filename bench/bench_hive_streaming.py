@@ -225,22 +225,31 @@ def case_acidstream(
 def run_java(
     uri: str, table: str, warmup: str, n: int, txns: int, batch: int, warmup_txns: int, ms_pid: int, log: Path
 ) -> dict[str, float]:
-    """Hive's client in a JVM of its own (the JVM's defaults but the heap, full JIT); its stderr goes to ``log``."""
+    """Hive's client in a JVM of its own; its stderr goes to ``log``."""
     home = Path(hive_sh("fetch"))
+    command = java_command(
+        str(home / "streaming3" / "*"),
+        "acidstream.hive.streaming.StreamingBench",
+        *(uri, DB, table, warmup, n, txns, batch, warmup_txns, ms_pid, os.sysconf("SC_CLK_TCK")),
+    )
+    with log.open("ab") as err:
+        out = subprocess.run(command, check=True, stdout=subprocess.PIPE, stderr=err, text=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def java_command(classpath: str, main: str, *args: object) -> list[str]:
+    """A JVM for Hive's streaming client: the JVM's defaults but the heap, full JIT, Hive's module openings."""
     java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else "java"
-    command = [
+    return [
         java,
         "-Xmx2g",
         f"-Dlog4j.configurationFile={ROOT / 'interop' / 'hive' / 'log4j2.properties'}",
         *(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in ADD_OPENS),
         "-cp",
-        str(home / "streaming3" / "*"),
-        "acidstream.hive.streaming.StreamingBench",
-        *map(str, (uri, DB, table, warmup, n, txns, batch, warmup_txns, ms_pid, os.sysconf("SC_CLK_TCK"))),
+        classpath,
+        main,
+        *map(str, args),
     ]
-    with log.open("ab") as err:
-        out = subprocess.run(command, check=True, stdout=subprocess.PIPE, stderr=err, text=True)
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def run_ours(api: str) -> Callable[..., dict[str, float]]:

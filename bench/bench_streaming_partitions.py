@@ -35,6 +35,7 @@ import io
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -90,42 +91,51 @@ def _steady(
 def case_acidstream(
     root: Path, n: int, txns: int, partitions: int, bulk: bool, durable: bool
 ) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(dir=None if durable else TMPFS) as db_dir:
+        ms = _table(root, Path(db_dir))
+        try:
+            return stream(ms, "alerts", "warmup", n, txns, partitions, bulk, durable)
+        finally:
+            ms.close()
+
+
+def stream(
+    ms: Any, table: str, warmup: str | None, n: int, txns: int, partitions: int, bulk: bool, durable: bool
+) -> dict[str, float]:
+    """acidstream's side into ``testing.<table>`` of ``ms``: an untimed first txn on the timed connection (and
+    one on a connection to ``warmup``, if given), then ``txns`` timed ones."""
     from acidstream import StreamingConnection, StrictDelimitedInputWriter
 
     records = make_records(n + n // txns, partitions)  # one txn's worth more: the untimed first txn
     per = n // txns
     tables = [parse(records[t * per : (t + 1) * per]) for t in range(txns + 1)] if bulk else []
-    with tempfile.TemporaryDirectory(dir=None if durable else TMPFS) as db_dir:
-        ms = _table(root, Path(db_dir))
-        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
 
-        def connect(table: str) -> StreamingConnection:
-            builder = (
-                StreamingConnection.builder().with_metastore(ms).with_database("testing").with_table(table)
-            )
-            return builder.with_record_writer(writer).with_configuration({"fsync": durable}).connect()
+    def connect(name: str) -> StreamingConnection:
+        builder = StreamingConnection.builder().with_metastore(ms).with_database("testing").with_table(name)
+        return builder.with_record_writer(writer).with_configuration({"fsync": durable}).connect()
 
-        def txn(conn: StreamingConnection, t: int) -> None:
-            conn.begin_transaction()
-            if bulk:
-                conn.write_batch(tables[t])
-            else:
-                write = conn.write
-                for rec in records[t * per : (t + 1) * per]:
-                    write(rec)
-            conn.commit_transaction()
+    def txn(conn: StreamingConnection, t: int) -> None:
+        conn.begin_transaction()
+        if bulk:
+            conn.write_batch(tables[t])
+        else:
+            write = conn.write
+            for rec in records[t * per : (t + 1) * per]:
+                write(rec)
+        conn.commit_transaction()
 
-        conn = connect("alerts")
+    conn = connect(table)
 
-        def first() -> None:  # the partitions' creation, on the timed connection, and a warm-up table's
-            with connect("warmup") as warm:
+    def first() -> None:  # the partitions' creation, on the timed connection, and a warm-up table's
+        if warmup is not None:
+            with connect(warmup) as warm:
                 txn(warm, 0)
-            txn(conn, txns)
+        txn(conn, txns)
 
-        result = _steady(lambda t: txn(conn, t), first, txns, per * txns)
-        conn.close()
-        assert ms.table("testing.alerts").scan(columns=["id"]).count() == per * (txns + 1)
-        ms.close()
+    result = _steady(lambda t: txn(conn, t), first, txns, per * txns)
+    conn.close()
+    assert ms.table(f"testing.{table}").scan(columns=["id"]).count() == per * (txns + 1)
     return result
 
 
@@ -182,6 +192,83 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def case_acidstream_thrift(uri: str, table: str, n: int, txns: int, partitions: int) -> dict[str, float]:
+    """acidstream's ``write()`` per record into a Hive Metastore's table, as ``--hive`` runs it."""
+    from bench_hive_streaming import metastore
+
+    with metastore(uri) as ms:
+        return stream(ms, table, None, n, txns, partitions, bulk=False, durable=False)
+
+
+#: Untimed transactions Hive's client writes first (the JIT's warm-up; the first makes the partitions).
+HIVE_WARMUP_TXNS = 3
+
+
+def hive_rounds(args: argparse.Namespace, counts: list[int]) -> None:
+    """``--hive``: acidstream's ``write()`` per record against Hive's Java ``HiveStreamingConnection.write()``
+    (Hive 3.1.3's client, as ``bench_hive_streaming.py`` drives it), both into fresh tables of one standalone
+    Hive 4 metastore, the same layout (``alerts``: 5 buckets, partitioned by continent and country)."""
+    from bench_hive_streaming import create_table, hive_sh, java_command
+
+    home = Path(hive_sh("fetch"))
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    started, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_note(args.busy)
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-hive-") as tmp, busy(args.busy):
+        classes = Path(tmp) / "classes"
+        source = Path(__file__).with_name("HivePartitionsBench.java")
+        jars = str(home / "streaming3" / "*")
+        subprocess.run(["javac", "-nowarn", "-cp", jars, "-d", str(classes), str(source)], check=True)
+        state = Path(tmp) / "metastore"
+        uri = hive_sh("start", str(state))
+        try:
+            for r in range(args.rounds):
+                for p in counts:
+                    for side in ["hive", "acidstream"] if r % 2 == 0 else ["acidstream", "hive"]:
+                        table = f"alerts_r{r}_p{p}_{side}"
+                        create_table(uri, table)
+                        if side == "hive":
+                            command = java_command(
+                                f"{classes}:{jars}",
+                                "HivePartitionsBench",
+                                *(uri, "testing", table, args.records, args.txns, p, HIVE_WARMUP_TXNS),
+                            )
+                            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+                            result = dict(json.loads(out.strip().splitlines()[-1]))
+                        else:
+                            case = json.dumps(["thrift", uri, table, p])
+                            common = ["--records", str(args.records), "--txns", str(args.txns)]
+                            result = run_script(__file__, [*common, "--case", case])
+                        runs.setdefault((side, p), []).append(result)
+                print(f"round {r + 1} done, {load_note(args.busy)}", file=sys.stderr)
+        finally:
+            hive_sh("stop", str(state))
+        load1 = load_note(args.busy)
+    print(
+        f"\n{args.records:,} records in {args.txns} txns, per record, batches of one txn, one Hive 4.0.1 metastore "
+        f"(Derby); {args.rounds} rounds (order alternating); {os.cpu_count()} cores, {started}; at the start "
+        f"{load0}; at the end {load1}\n"
+    )
+    print(
+        "| partitions per txn | case | records/s median (min–max) | ms per txn | CPU ms per txn | acidstream vs it |"
+    )
+    print("|---:|---|---:|---:|---:|---:|")
+    labels = {"acidstream": "acidstream write()", "hive": "Hive's HiveStreamingConnection.write() (Java)"}
+    for p in counts:
+        ours = runs[("acidstream", p)]
+        for side in ("acidstream", "hive"):
+            mine = runs[(side, p)]
+            rates = [run["records_per_s"] for run in mine]
+            ms = float(np.median([run["ms_per_txn"] for run in mine]))
+            cpu = float(np.median([run["cpu_s"] for run in mine])) * 1000 / args.txns
+            ratio = float(
+                np.median([a["records_per_s"] / b["records_per_s"] for a, b in zip(ours, mine, strict=True)])
+            )
+            print(
+                f"| {p} | {labels[side]} | {np.median(rates):,.0f} ({min(rates):,.0f}–{max(rates):,.0f}) | "
+                f"{ms:.1f} | {cpu:.1f} | {ratio:.2f}x |"
+            )
+
+
 CASES = {"acidstream": case_acidstream, "deltalake": case_deltalake}
 MODES = {"per record": False, "bulk": True}
 LABELS = {
@@ -202,15 +289,26 @@ def main() -> None:
     parser.add_argument("--modes", default="per record,bulk", help="comma-separated: per record, bulk")
     parser.add_argument("--durability", default="none,full", help="comma-separated: none, full")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, case order alternating")
+    parser.add_argument(
+        "--hive", action="store_true", help="against Hive's Java client, over a Hive 4 metastore (per record)"
+    )
     add_busy_option(parser)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        name, p, bulk, durable = json.loads(args.case)
+        name, *rest = json.loads(args.case)
+        if name == "thrift":
+            uri, table, p = rest
+            print(json.dumps(case_acidstream_thrift(uri, table, args.records, args.txns, p)))
+            return
+        p, bulk, durable = rest
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(CASES[name](Path(tmp), args.records, args.txns, p, bulk, durable)))
         return
     counts = [int(p) for p in args.partitions.split(",")]
+    if args.hive:
+        hive_rounds(args, counts)
+        return
     modes = [MODES[m.strip()] for m in args.modes.split(",")]
     durabilities = [d.strip() == "full" for d in args.durability.split(",")]
     keys = [(p, bulk, durable) for p in counts for bulk in modes for durable in durabilities]
