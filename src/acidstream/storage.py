@@ -238,7 +238,7 @@ def hdfs_client(location: str) -> Any:
         ) from exc
     login = None
     if kerberos and not settings.get("delegation_token"):
-        login = webhdfs.KerberosSettings(
+        login = webhdfs.SpnegoSettings(
             settings.get("kerberos_principal"),
             settings.get("kerberos_keytab"),
             settings.get("kerberos_service_principal") or webhdfs.DEFAULT_SERVICE_PRINCIPAL,

@@ -8,7 +8,7 @@ request here has a connect and a read timeout, every answer's status is checked 
 ``OSError``, never data), and idempotent requests (reads, listings) are tried again a bounded number of times.
 
 On a kerberized cluster a client authenticates with SPNEGO (``requests-gssapi``, of the python-gssapi project)
-from the caller's ticket cache or a keytab (:class:`KerberosLogin`), or, in a process with no Kerberos
+from the caller's ticket cache or a keytab (:class:`SpnegoLogin`), or, in a process with no Kerberos
 credentials of its own (a Spark executor), with an HDFS delegation token sent as ``delegation=`` on every
 request. Either way the namenode hands its DataNodes' redirects a token of its own. A refusal of who the
 caller is (no ticket, a wrong service principal, a cancelled or expired token) is an
@@ -69,7 +69,7 @@ def hide_tokens(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class KerberosSettings:
+class SpnegoSettings:
     """How a client authenticates to a kerberized namenode with SPNEGO: as ``principal`` from ``keytab`` (read
     by GSSAPI into a ticket cache in memory, and renewed from it), else from the ticket cache
     (``$KRB5CCNAME``, filled by ``kinit``) for ``principal`` or its default one; to the namenode as
@@ -105,17 +105,17 @@ class KerberosSettings:
         )
 
 
-class KerberosLogin:
+class SpnegoLogin:
     """SPNEGO for one client: the caller's credentials, acquired once on first use (a missing or expired
     ticket, a missing keytab, fail there), as a ``requests`` auth. Holds no secret: a keytab stays a file name."""
 
-    def __init__(self, settings: KerberosSettings, url: str, host: str) -> None:
+    def __init__(self, settings: SpnegoSettings, url: str, host: str) -> None:
         self.settings, self.url, self.host = settings, url, host
         self._lock = threading.Lock()
         self._auth: Any = None
 
     def __repr__(self) -> str:
-        return f"KerberosLogin({self.settings.client()} to {self.settings.service_for(self.host)})"
+        return f"SpnegoLogin({self.settings.client()} to {self.settings.service_for(self.host)})"
 
     def auth(self) -> Any:
         import gssapi
@@ -202,7 +202,7 @@ class WebHdfsClient:
         port: int,
         user: str,
         *,
-        kerberos: KerberosSettings | None = None,
+        kerberos: SpnegoSettings | None = None,
         delegation: str | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
@@ -212,7 +212,7 @@ class WebHdfsClient:
         self.timeout = (connect_timeout, read_timeout)
         self.session = requests.Session()
         self._delegation = delegation
-        self.login = KerberosLogin(kerberos, self.url, host) if kerberos and not delegation else None
+        self.login = SpnegoLogin(kerberos, self.url, host) if kerberos and not delegation else None
 
     def __repr__(self) -> str:
         who = "a delegation token" if self._delegation else repr(self.login) if self.login else self.user
