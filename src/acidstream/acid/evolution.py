@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -198,3 +199,43 @@ def _to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
     )
     fits = pc.less(pc.abs(wide), bound)
     return pc.if_else(fits, wide, pa.nulls(len(wide), wide.type)).cast(target)
+
+
+class TableShape(Protocol):
+    """What of a table a writer's files and bucket routing depend on (a metastore's table definition)."""
+
+    @property
+    def columns(self) -> Sequence[Column]: ...
+    @property
+    def partition_keys(self) -> Sequence[Column]: ...
+    @property
+    def bucket_columns(self) -> Sequence[str]: ...
+    @property
+    def num_buckets(self) -> int: ...
+    @property
+    def bucketing_version(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+
+
+def write_shape_change(was: TableShape, now: TableShape) -> str | None:
+    """What changed between two reads of a table that a writer opened on ``was`` cannot follow (None: nothing):
+    its columns or partition keys (files of the old columns), its buckets (rows routed by the old count,
+    columns or ``bucketing_version``), or full ACID turned off. Other properties (``orc.compress``, compaction
+    settings) may change under it: a writer keeps the values it opened with, as Hive's do."""
+    changes = []
+    for what, before, after in (
+        ("columns", was.columns, now.columns),
+        ("partition keys", was.partition_keys, now.partition_keys),
+        ("bucket columns", was.bucket_columns, now.bucket_columns),
+    ):
+        if tuple(before) != tuple(after):
+            changes.append(f"{what} were ({', '.join(map(str, before))}), now ({', '.join(map(str, after))})")
+    for what, old, new in (
+        ("buckets", was.num_buckets, now.num_buckets),
+        ("bucketing_version", was.bucketing_version, now.bucketing_version),
+        ("full ACID", was.is_transactional, now.is_transactional),
+    ):
+        if old != new:
+            changes.append(f"{what} was {old}, now {new}")
+    return "; ".join(changes) or None

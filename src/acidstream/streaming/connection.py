@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from acidstream.acid.evolution import write_shape_change
 from acidstream.acid.orc import WriterOptions
 from acidstream.acid.partitions import make_part_name, partition_path
 from acidstream.errors import (
@@ -477,7 +478,7 @@ class StreamingConnection:
 
     def _open_batch(self) -> TxnBatch:
         """The next batch with its files; nothing of it stays open if the files cannot be made."""
-        self._check_columns()
+        self._check_table()
         batch = self._next_batch()
         try:
             files = BatchFiles(
@@ -496,17 +497,15 @@ class StreamingConnection:
         self._batch, self._files = batch, files
         return batch
 
-    def _check_columns(self) -> None:
-        """Refuse a batch when the table's columns are no longer those this connection writes (an ALTER since
-        it opened): its files would carry the old columns (:class:`TableChanged`)."""
+    def _check_table(self) -> None:
+        """Refuse a batch when the table no longer has the shape this connection writes (an ALTER since it
+        opened, by Hive or by us): its files would carry the old columns, or rows routed to buckets by the old
+        rule (:class:`TableChanged`, :func:`acidstream.acid.evolution.write_shape_change`)."""
         if self.metastore is None or not self.is_managed:
             return
-        now = self.metastore.table(self.table.full_name).columns
-        if tuple(now) != tuple(self.table.columns):
-            was = ", ".join(map(str, self.table.columns))
-            raise TableChanged(
-                self.table.full_name, f"columns were ({was}), now ({', '.join(map(str, now))})"
-            )
+        change = write_shape_change(self.table, self.metastore.table(self.table.full_name))
+        if change is not None:
+            raise TableChanged(self.table.full_name, change)
 
     def _close_batch(self, batch: TxnBatch) -> None:
         files = self._files
