@@ -41,8 +41,8 @@ class InvalidTable(StreamingConnectionError):
 
 
 class TableChanged(StreamingConnectionError):
-    """The table's columns changed (an ALTER, by Hive or by us) since the connection read them: its next
-    batch would write files of the old columns, so it opens none. Not retryable: connect again."""
+    """The table's columns or bucketing changed (an ALTER, by Hive or by us) since the connection read them: its
+    next batch would write files of the old shape, so it opens none. Not retryable: connect again."""
 
     def __init__(self, table: str, change: str) -> None:
         super().__init__(
