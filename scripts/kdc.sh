@@ -10,6 +10,8 @@
 #                                          left alone). Idempotent.
 #   bash scripts/kdc.sh keytab DIR NAME    (re)creates principal NAME with new random keys and writes them to
 #                                          DIR/NAME.keytab ('/' in NAME as '_'): an older keytab of it then fails
+#   bash scripts/kdc.sh maxlife DIR NAME S  tickets of principal NAME live at most S seconds from now on (tests of
+#                                          a ticket that expires mid-batch)
 #   bash scripts/kdc.sh stop DIR           stops the KDC started in DIR.
 set -euo pipefail
 realm="${ACIDSTREAM_KDC_REALM:-ACIDSTREAM.TEST}"
@@ -155,6 +157,8 @@ case "${1:-}" in
 install) install ;;
 start) start "${2:-}" ;;
 keytab) PATH="$PATH:/usr/sbin" keytab "${2:?usage: kdc.sh keytab DIR NAME}" "${3:?usage: kdc.sh keytab DIR NAME}" ;;
+maxlife) PATH="$PATH:/usr/sbin" kadmin "${2:?usage: kdc.sh maxlife DIR NAME SECONDS}" \
+    "modprinc -maxlife \"${4:?usage: kdc.sh maxlife DIR NAME SECONDS} seconds\" ${3:?usage: kdc.sh maxlife DIR NAME SECONDS}@$realm" ;;
 stop) stop "${2:-}" ;;
-*) die "usage: kdc.sh install | start DIR | keytab DIR NAME | stop DIR" ;;
+*) die "usage: kdc.sh install | start DIR | keytab DIR NAME | maxlife DIR NAME SECONDS | stop DIR" ;;
 esac

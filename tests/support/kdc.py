@@ -38,6 +38,10 @@ class Kdc:
         """A keytab for ``name`` with new keys (the principal is made if missing; older keytabs of it fail)."""
         return Path(_kdc_sh("keytab", str(self.dir), name))
 
+    def maxlife(self, name: str, seconds: int) -> None:
+        """Tickets of ``name`` live at most ``seconds`` from now on."""
+        _kdc_sh("maxlife", str(self.dir), name, str(seconds))
+
     def kinit(self, principal: str, keytab: Path, ccache: Path, *, lifetime: str = "1h") -> None:
         """A ticket for ``principal`` in the ticket cache ``ccache``, as a user's ``kinit`` leaves one."""
         subprocess.run(

@@ -247,15 +247,23 @@ class DigestSaslTransport(SaslTransport):
             ) from None
 
 
+#: Seconds of a ticket's life left below which a new connection does not rely on it: a keytab's holder logs in
+#: again, a ticket cache is read again (``kinit`` may have renewed it).
+EXPIRY_MARGIN = 30.0
+
+
 class KerberosLogin:
-    """The caller's Kerberos credentials for one metastore connection, acquired once, on first use: from the
-    keytab when one is set (into a ticket cache in memory, renewed from the keytab as tickets expire), else from
-    the ticket cache. Holds no secret of its own: the keytab stays a file name."""
+    """The caller's Kerberos credentials for one metastore connection, acquired on first use and again whenever
+    a new connection finds them expiring (:data:`EXPIRY_MARGIN`): from the keytab when one is set (into a
+    ticket cache in memory of this login's own), else from the ticket cache. A ticket expiring in the middle of
+    a batch is so renewed from the keytab; from a ticket cache that expired, the next connection fails before
+    its call is sent. Holds no secret of its own: the keytab stays a file name."""
 
     def __init__(self, settings: KerberosSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
         self._credentials: Any = None
+        self._logins = 0
 
     def __repr__(self) -> str:
         return f"KerberosLogin({describe_client(self.settings)})"
@@ -264,9 +272,10 @@ class KerberosLogin:
         import gssapi
 
         with self._lock:
-            if self._credentials is not None:
+            if self._credentials is not None and _lifetime(self._credentials) > EXPIRY_MARGIN:
                 return self._credentials
             settings = self.settings
+            self._logins += 1
             name = (
                 gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
                 if settings.principal
@@ -278,7 +287,7 @@ class KerberosLogin:
                         raise _login_error(settings, url, f"the keytab {settings.keytab} does not exist")
                     store: dict[bytes | str, bytes | str] = {
                         "client_keytab": settings.keytab,
-                        "ccache": f"MEMORY:acidstream-{id(self)}",
+                        "ccache": f"MEMORY:acidstream-{id(self)}-{self._logins}",
                     }
                     creds = gssapi.Credentials(name=name, usage="initiate", store=store)
                 else:
@@ -288,6 +297,16 @@ class KerberosLogin:
                 raise _login_error(settings, url, _gss_text(exc)) from None
             self._credentials = creds
             return creds
+
+
+def _lifetime(credentials: Any) -> float:
+    """Seconds ``credentials`` have left (0 once expired)."""
+    import gssapi
+
+    try:
+        return float(credentials.lifetime)
+    except gssapi.exceptions.GSSError:
+        return 0.0
 
 
 def describe_client(settings: KerberosSettings) -> str:
