@@ -198,6 +198,22 @@ def start_job(
     return run_driver(DRIVER, job, cwd=tmp_path, env=driver_env(tmp_path))
 
 
+def popen_job(cluster: SparkCluster, tmp_path: Path, job: Mapping[str, Any]) -> subprocess.Popen[str]:
+    """Start ``job`` on ``cluster`` with a driver of its own, and return at once (its answer on its stdout)."""
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({**job, "conf": {**cluster.driver_conf(), **job.get("conf", {})}}))
+    with open(spec) as stdin:
+        return subprocess.Popen(
+            [sys.executable, str(DRIVER)],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=driver_env(tmp_path),
+        )
+
+
 def run_job(cluster: SparkCluster, tmp_path: Path, job: Mapping[str, Any]) -> dict[str, Any]:
     """Run ``job`` on ``cluster``; its driver's answer (the job must succeed)."""
     done = start_job(cluster, tmp_path, job)

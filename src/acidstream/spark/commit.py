@@ -11,6 +11,7 @@ commit does; a partition created for a transaction that then fails is empty, whi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,9 @@ def commit_write(
         ms.add_write_notification(txn_id, write_id, table_name, name or None, written)
     # the write names its table: a Hive Metastore keeps the key/value as a parameter of the table written
     ms.commit_txn(txn_id, key=key, value=value, writes=[TableWrite(table_name, write_id)])
+    # again: a losing attempt may have written since; one that finishes later sees the txn over and deletes its own
+    with contextlib.suppress(OSError):
+        _remove_attempts(fs, table_dir, write_id)
     return rows
 
 

@@ -145,7 +145,18 @@ def write_task(
         raise
     conn.close()
     written = _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target)
+    if _write_ended(target, write_id):
+        # a losing attempt that outlived its txn's commit (or abort): nothing will move or delete its files
+        with contextlib.suppress(FileNotFoundError, OSError):
+            conn.fs.delete_dir(conn.table_dir)
     return TaskResult(statement_id, attempt, rows, written, conn.table_dir)
+
+
+def _write_ended(target: ResolvedTable, write_id: int) -> bool:
+    """Whether ``write_id``'s txn is over (committed or aborted), asked once this attempt's files are whole:
+    if not, the commit, which deletes every attempt's directory after committing, comes after them."""
+    ids = target.metastore().get_valid_write_ids(target.name)
+    return ids.is_write_id_valid(write_id) or ids.is_write_id_aborted(write_id)
 
 
 #: Spark hands Python 10,000-row Arrow batches; routing and buffering cost per call, so tasks route larger chunks.

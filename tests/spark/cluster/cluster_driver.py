@@ -7,7 +7,8 @@ source's), ``table``, ``append`` (rows of the table's columns, written in ``slic
 merges, updates, deletes and compactions, in order, each answering its result), ``read`` (read the table
 back), ``explain`` (the read's and the write's plan strings), ``probe`` (each task's process facts), ``stream``
 (``{"input": dir, "checkpoint": dir}``: the JSON files in ``input``, one micro-batch per file, through the
-exactly-once sink, until none is left).
+exactly-once sink, until none is left), ``slow`` (the append's or the stream's task of partition 0 stalls on its
+first attempt: :func:`slowed`).
 
 A step is ``{"merge": rows, "on": [...], ...merge's keyword arguments}``, ``{"update": condition, "set":
 {...}}``, ``{"delete": condition}`` or ``{"compact": kind}``.
@@ -32,7 +33,9 @@ def task_facts(_: Any) -> Any:
 def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
     """``frame`` whose task of Spark partition 0 stalls on its first attempt (``slow``: ``{"marker": dir,
     "rows": n}``): after ``n`` rows it waits until a later attempt of that task has passed the same row (a file
-    in ``marker``), then goes on, a losing attempt still writing; bounded, should Spark never start one."""
+    in ``marker``), then goes on, a losing attempt still writing; bounded, should Spark never start one. The
+    stalled attempt first writes its Python worker's pid into ``marker``/``stalled`` (for a test to kill it or
+    its executor)."""
     if not slow:
         return frame
     from pyspark.sql import functions as F
@@ -55,6 +58,9 @@ def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
             if context.attemptNumber() > 0:
                 open(os.path.join(marker, f"passed-{context.stageId()}"), "w").close()
             else:
+                with open(os.path.join(marker, "stalled.tmp"), "w") as out:
+                    out.write(str(os.getpid()))
+                os.replace(os.path.join(marker, "stalled.tmp"), os.path.join(marker, "stalled"))
                 deadline = time.monotonic() + 120
                 while not os.path.exists(os.path.join(marker, f"passed-{context.stageId()}")):
                     if time.monotonic() > deadline:
@@ -74,9 +80,7 @@ def run_step(spark: Any, job: dict[str, Any], step: dict[str, Any]) -> Any:
     location = {k: v for k, v in job.get("options", {}).items() if k in ("metastore", "warehouse")}
     step = dict(step)
     if "merge" in step:
-        source = slowed(
-            spark.createDataFrame(step.pop("merge"), job["schema"]).repartition(2), job.get("slow")
-        )
+        source = spark.createDataFrame(step.pop("merge"), job["schema"]).repartition(2)
         return merge(spark, job["table"], source, step.pop("on"), **step, **location)
     if "update" in step:
         return update(spark, job["table"], step["update"], step["set"], **location)
@@ -110,7 +114,7 @@ def main() -> None:
         if job.get("stream"):
             stream = job["stream"]
             source = spark.readStream.schema(job["schema"]).option("maxFilesPerTrigger", 1)
-            frame = source.json(stream["input"])
+            frame = slowed(source.json(stream["input"]).repartition(3), job.get("slow"))
             writer = frame.writeStream.format("acidstream").options(**options)
             query = writer.option("checkpointLocation", stream["checkpoint"]).trigger(availableNow=True)
             query.start(job["table"]).awaitTermination()

@@ -25,7 +25,8 @@ a driver killed outright stops heartbeating, so the metastore aborts its txn aft
 task raises on purpose (a row that would move between buckets, two source rows of one key) reach
 the caller as the same exception classes the Python API raises. A retried task replaces its statement's files
 and the driver deletes files of attempts no task reported before committing; two attempts of one statement
-running at once would collide, so keep ``spark.speculation`` off (its default), as for batch writes.
+running at once would collide, so keep ``spark.speculation`` off (its default) for mutations; batch writes,
+whose attempts write apart (:mod:`acidstream.spark.task_write`), are safe under it.
 
 The package is split by where code runs: :mod:`.driver` opens the txn, plans and commits (and runs update and
 delete); :mod:`.by_bucket` and :mod:`.join` build the two Spark jobs a merge runs as; :mod:`.stages` holds the
