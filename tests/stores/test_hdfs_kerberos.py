@@ -313,3 +313,35 @@ def _logins(kdc: Any) -> int:
     """alice's AS exchanges (logins) in the KDC's log."""
     log = (kdc.dir / "kdc.log").read_text()
     return sum(1 for line in log.splitlines() if "AS_REQ" in line and "alice@" in line and "ISSUE" in line)
+
+
+def test_the_command_line_takes_kerberos_from_acidstream_toml_and_exits_8_when_refused(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[hdfs]`` kerberos_principal and kerberos_keytab in the nearest acidstream.toml: the command streams
+    into the kerberized warehouse; a keytab that is not there is exit code 8, one message, no traceback."""
+    from click.testing import CliRunner
+
+    from acidstream.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "acidstream.toml"
+    metastore, warehouse = f"sqlite:///{tmp_path / 'm.db'}", _warehouse(secured)
+    Metastore.connect(metastore, warehouse=warehouse).close()  # the metastore's database, as `init` makes it
+
+    def run(keytab: Path, *args: str) -> tuple[int, str]:
+        config.write_text(
+            f'metastore = "{metastore}"\nwarehouse = "{warehouse}"\n'
+            f'[hdfs]\nkerberos_principal = "alice"\nkerberos_keytab = "{keytab}"\n'
+        )
+        result = CliRunner().invoke(
+            cli, list(args), env={"ACIDSTREAM_WAREHOUSE": "", "ACIDSTREAM_METASTORE": ""}
+        )
+        return result.exit_code, result.stderr
+
+    code, err = run(kdc.dir / "alice.keytab", "sql", DDL)
+    assert (code, err) == (0, ""), err
+    code, err = run(tmp_path / "gone.keytab", "sql", DDL.replace("sales", "sales2"))
+    assert code == 8, err
+    assert "alice" in err and "gone.keytab" in err and "does not exist" in err
+    assert "Traceback" not in err
