@@ -24,6 +24,7 @@ refused connection, an error status without that answer, a read shorter than the
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import threading
@@ -66,6 +67,18 @@ def hide_tokens(text: str) -> str:
     """``text`` with the value of every ``delegation=`` or ``token=`` query parameter hidden (a request's URL
     in a library's message carries the delegation token)."""
     return _TOKEN.sub(r"\1***", text)
+
+
+class _HidingTokens(logging.Filter):
+    """urllib3 logs each request's URL (at DEBUG), query and all: a delegation token's value is hidden there."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.msg, record.args = hide_tokens(record.getMessage()), None
+        return True
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_HidingTokens())
 
 
 @dataclass(frozen=True)

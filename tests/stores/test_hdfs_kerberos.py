@@ -5,6 +5,7 @@ principal, the namenode's URL and what to do, raised before any transaction open
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -152,9 +153,11 @@ def test_a_wrong_keytab_is_named(secured: MiniHdfs, kdc: Any, tmp_path: Path) ->
 
 
 def test_a_delegation_token_serves_a_process_without_credentials(
-    secured: MiniHdfs, kdc: Any, tmp_path: Path
+    secured: MiniHdfs, kdc: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Got with a ticket, used without one (a Spark executor's case), renewed, cancelled: then refused."""
+    """Got with a ticket, used without one (a Spark executor's case), renewed, cancelled: then refused. The
+    token's value is in no message and no log line (urllib3 logs each request's URL at DEBUG)."""
+    caplog.set_level(logging.DEBUG)
     _kinit(kdc, tmp_path)
     warehouse = _warehouse(secured)
     token = hdfs_client(warehouse).get_delegation_token()
@@ -181,6 +184,7 @@ def test_a_delegation_token_serves_a_process_without_credentials(
     message = str(raised.value)
     assert "delegation token" in message and "expired or was cancelled" in message
     assert token not in message
+    assert "delegation=***" in caplog.text and token not in caplog.text
 
 
 def test_a_token_cancelled_mid_stream_fails_the_batch_with_nothing_half_committed(
