@@ -20,6 +20,14 @@ interleave the cases; figures are medians over rounds, ratios medians of per-rou
 with the same batch size. Afterwards our reader counts each table's rows at the metastore's snapshot.
 
     python bench/bench_hive_streaming.py [--records 1000000] [--txns 100] [--rounds 1] [--warmup-txns 10]
+
+``--kerberos`` measures instead what SASL costs per call and per connection: the tests' MIT KDC
+(``scripts/kdc.sh``) and, beside an open metastore, a kerberized one (``hive.sh start --kerberos``, QOP privacy
+or authentication); ``--calls`` round trips of ``get_open_txns`` on one connection, and ``--connections``
+connections each opened and used for one call, through acidstream's client: open, Kerberos with QOP ``auth``,
+Kerberos with ``auth-conf`` (every message sealed), and a delegation token (DIGEST-MD5).
+
+    python bench/bench_hive_streaming.py --kerberos [--calls 2000] [--connections 100]
 """
 
 from __future__ import annotations
@@ -287,10 +295,16 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 10], help="transaction batch sizes")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; medians are reported")
     parser.add_argument("--warmup-txns", type=int, default=10, help="untimed txns each case writes first")
+    parser.add_argument("--kerberos", action="store_true", help="SASL's cost per call and per connection")
+    parser.add_argument("--calls", type=int, default=2000, help="with --kerberos: calls on one connection")
+    parser.add_argument("--connections", type=int, default=100, help="with --kerberos: connections opened")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         print(json.dumps(case_acidstream(*json.loads(args.case))))
+        return
+    if args.kerberos:
+        sasl_costs(args.calls, args.connections)
         return
     hive_sh("fetch")
     load0 = os.getloadavg()
@@ -360,6 +374,74 @@ def main() -> None:
                 f"{med['process_cpu_s']:.2f} | {med['metastore_cpu_s']:.2f} | {med['seconds']:.2f} | "
                 f"{med['warmup_s']:.2f} |"
             )
+
+
+def sasl_costs(calls: int, connections: int) -> None:
+    """Per-call and per-connection microseconds of ``get_open_txns`` on an open and a kerberized metastore."""
+    from acidstream.metastore.hive.client import HiveMetastoreClient
+
+    hive_sh("fetch")
+    with tempfile.TemporaryDirectory(prefix="bench-hive-sasl-") as tmp:
+        kdc = Path(tmp) / "kdc"
+        os.environ["KRB5_CONFIG"] = _kdc("start", str(kdc))
+        os.environ["KRB5CCNAME"] = f"FILE:{Path(tmp) / 'krb5cc'}"  # none: the keytab only
+        states = {"open": Path(tmp) / "open", "kerberos": Path(tmp) / "kerberos"}
+        try:
+            open_uri = hive_sh("start", str(states["open"]))
+            secured = hive_sh(
+                "start", str(states["kerberos"]), "--kerberos", str(kdc), "--qop", "privacy,authentication"
+            )
+            keytab = {"kerberos_principal": "alice", "kerberos_keytab": str(kdc / "alice.keytab")}
+            with HiveMetastoreClient.open(secured, **keytab) as owner:
+                token = owner.get_delegation_token()
+                cases: dict[str, tuple[str, dict[str, Any]]] = {
+                    "open (no SASL)": (open_uri, {}),
+                    "Kerberos, QOP auth": (secured, {**keytab, "kerberos_qop": "auth"}),
+                    "Kerberos, QOP auth-conf": (secured, {**keytab, "kerberos_qop": "auth-conf"}),
+                    "delegation token (DIGEST-MD5)": (secured, {"delegation_token": token.text}),
+                }
+                rows = {
+                    name: _call_costs(uri, options, calls, connections)
+                    for name, (uri, options) in cases.items()
+                }
+                owner.cancel_delegation_token(token)
+        finally:
+            for state in states.values():
+                if (state / "pid").exists():
+                    hive_sh("stop", str(state))
+            _kdc("stop", str(kdc))
+    base = rows["open (no SASL)"]
+    print(f"\n{calls} calls on one connection, {connections} connections; {os.cpu_count()} cores\n")
+    print("| metastore | µs per call (p50) | vs open | µs per connection (open + 1 call, p50) | vs open |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (call, connect) in rows.items():
+        print(f"| {name} | {call:,.0f} | {call / base[0]:.2f}x | {connect:,.0f} | {connect / base[1]:.2f}x |")
+
+
+def _kdc(*args: str) -> str:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "kdc.sh"), *args], check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+def _call_costs(uri: str, options: dict[str, Any], calls: int, connections: int) -> tuple[float, float]:
+    """Median microseconds of one ``get_open_txns`` on an open connection, and of a new connection's first."""
+    from acidstream.metastore.hive.client import HiveMetastoreClient
+
+    with HiveMetastoreClient.open(uri, **options) as client:
+        per_call = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            client.get_open_txns()
+            per_call.append(time.perf_counter() - t0)
+        per_connection = []
+        for _ in range(connections):
+            client.connection.close()  # the next call opens (and authenticates) a new socket
+            t0 = time.perf_counter()
+            client.get_open_txns()
+            per_connection.append(time.perf_counter() - t0)
+    return float(np.median(per_call) * 1e6), float(np.median(per_connection) * 1e6)
 
 
 if __name__ == "__main__":
