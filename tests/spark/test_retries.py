@@ -8,9 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from acidstream.catalog import Metastore
+from acidstream.spark.batch_write import AcidBatchWriter
 from acidstream.spark.commit import commit_write
 from acidstream.spark.options import ResolvedTable
-from acidstream.spark.task_write import write_task
+from acidstream.spark.task_write import ATTEMPTS_DIR, write_task
 
 
 def rows(ids: list[int], country: str) -> pa.RecordBatch:
@@ -53,3 +54,15 @@ def test_retry_and_zombie_attempt_files_are_removed_before_commit(
     ms.add_partition("testing.alerts", ["Asia", "Nepal"])  # registered later by another writer: still empty
     ms.add_partition("testing.alerts", ["Asia", "China"])
     assert visible(ms) == [(1, "India"), (2, "India"), (7, "Japan")]
+
+
+def test_an_aborted_job_leaves_no_attempt_files(ms: Metastore, sqlite_url: str, warehouse: Path) -> None:
+    """A job that fails after some tasks wrote: the abort deletes their attempts' files (no commit moves them)."""
+    target = ResolvedTable(sqlite_url, str(warehouse), replace(ms.table("testing.alerts"), metastore=None))
+    writer = AcidBatchWriter(target, "test-aborted-job")
+    writer.write(iter([rows([1, 2], "India")]))  # outside Spark: statement 0, attempt 0
+    attempts = Path(ms.table("testing.alerts").location.removeprefix("file://")) / ATTEMPTS_DIR
+    assert [p for p in attempts.rglob("*") if p.is_file()]
+    writer.abort([])
+    assert [p for p in attempts.rglob("*") if p.is_file()] == []
+    assert visible(ms) == []

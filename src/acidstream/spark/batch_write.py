@@ -18,7 +18,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from acidstream.errors import TransactionError
-from acidstream.spark.commit import commit_write
+from acidstream.spark.commit import commit_write, remove_attempts
 from acidstream.spark.options import ResolvedTable
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
 from acidstream.spark.writelock import lock_for_write
@@ -78,3 +78,4 @@ class AcidBatchWriter(DataSourceArrowWriter):
         ms = self.target.metastore()
         if ms.get_txn_state(self.txn_id).name == "OPEN":
             ms.abort_txn(self.txn_id)
+        remove_attempts(self.target.table.location, self.write_id)  # the tasks' files: never to be moved in

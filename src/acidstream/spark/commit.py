@@ -82,6 +82,14 @@ def _publish(fs: pafs.FileSystem, table_dir: str, staged: str, paths: Sequence[s
     return moved
 
 
+def remove_attempts(location: str, write_id: int) -> None:
+    """Delete what the task attempts of ``write_id`` left in the table at ``location`` (a failed job's files,
+    which no commit will move in)."""
+    from acidstream.storage import table_filesystem
+
+    _remove_attempts(*table_filesystem(location), write_id)
+
+
 def _remove_attempts(fs: pafs.FileSystem, table_dir: str, write_id: int) -> None:
     """Delete the directories of every attempt of ``write_id``'s tasks (what the others' left, and the moved
     ones' emptied directories); other writes' attempts stay."""
