@@ -11,7 +11,8 @@
 #                                      (the tests log them, for the write notifications replication reads).
 #                                      Its housekeeping runs, as on a production metastore: txns and locks without
 #                                      a heartbeat for ACIDSTREAM_HIVE_TXN_TIMEOUT (default 60s, Hive's is 300s)
-#                                      are aborted, checked every ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL (10s).
+#                                      are aborted, and ended txns that recorded no write are deleted (Hive's txn
+#                                      cleaner), every ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL (10s).
 #   bash scripts/hive.sh start DIR --kerberos KDC_DIR [--qop authentication|integrity|privacy]
 #                                      the same, kerberized: SASL/GSSAPI only, as hive/localhost@REALM with the
 #                                      keytab and krb5.conf of a KDC that scripts/kdc.sh started in KDC_DIR; its
@@ -96,13 +97,14 @@ site_xml() { # dir port [kdc_dir]
     local dir="$1" port="$2" kdc="${3:-}"
     # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
     # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
-    # Hive's transaction housekeeping (of metastore.task.threads.remote): AcidHouseKeeperService times out txns
-    # and locks without heartbeats and drops what ended txns leave; AcidOpenTxnsCounterService counts open
-    # txns. Not AcidTxnCleanerService (ACIDSTREAM_HIVE_HOUSEKEEPERS may add it): it deletes aborted txns that
-    # recorded no write, and the hive4 tests write files under txns that record none (as no real writer does),
-    # which would then read as committed.
+    # Hive's transaction housekeeping (of metastore.task.threads.remote), as production metastores run it:
+    # AcidHouseKeeperService times out txns and locks without heartbeats and drops what ended txns leave;
+    # AcidOpenTxnsCounterService counts open txns; AcidTxnCleanerService deletes aborted (and committed) txns
+    # that recorded no write, so a writer must lock before it writes (the lock records the write) or its aborted
+    # rows would read as committed. ACIDSTREAM_HIVE_HOUSEKEEPERS replaces the list.
     local service=org.apache.hadoop.hive.metastore.txn.service
-    local housekeepers="${ACIDSTREAM_HIVE_HOUSEKEEPERS:-AcidHouseKeeperService,AcidOpenTxnsCounterService}"
+    local default=AcidHouseKeeperService,AcidOpenTxnsCounterService,AcidTxnCleanerService
+    local housekeepers="${ACIDSTREAM_HIVE_HOUSEKEEPERS:-$default}"
     housekeepers="$service.${housekeepers//,/,$service.}"
     local -a props=(
         metastore.thrift.bind.host 127.0.0.1

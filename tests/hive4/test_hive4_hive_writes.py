@@ -6,26 +6,61 @@ path (``read.planning``, no acidstream metastore) at the Hive Metastore's snapsh
 ROW__IDs Hive's own reader returns, and the rows the committed transactions wrote.
 
 Hive 4's streaming client itself (``org.apache.hive:hive-streaming``) is not published on Maven Central: here
-its metastore calls are made one by one, as it makes them; ``test_hive4_hive_streaming`` runs Hive 3.1.3's.
+its metastore calls are made one by one, as it makes them (each txn locks the table before it writes, which
+records its write; a dynamic-partition commit adds its partitions); ``test_hive4_hive_streaming`` runs Hive
+3.1.3's. After Hive's txn cleaner has run, the aborted txns' rows stay unread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from acidstream import Metastore
 from acidstream.acid.codec import BucketCodec
+from acidstream.metastore.models import LockComponent, LockLevel, LockType, OperationType
 from hive4.hivetables import COLUMNS, HiveTable
 from hive4.referee import Referee
+from hive4.txncleaner import cleaner_pass
+from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
 
 
+@pytest.fixture
+def ms(hive4_metastore: str) -> Iterator[Metastore]:
+    import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
+    with Metastore.connect(hive4_metastore) as metastore:
+        yield metastore
+
+
+def lock(ms: Metastore, table: HiveTable, txn: int, operation: OperationType = OperationType.INSERT) -> None:
+    """The lock Hive's writer takes for ``txn`` before it writes: its streaming connection's shared-read
+    insert (a dynamic-partition write into a partitioned table), its DML's shared write. The metastore records
+    the txn's write with it, so that an aborted txn keeps its record through Hive's txn cleaner."""
+    insert = operation is OperationType.INSERT
+    component = LockComponent(
+        LockType.SHARED_READ if insert else LockType.SHARED_WRITE,
+        LockLevel.TABLE,
+        "hive",
+        table.name,
+        operation=operation,
+        is_dynamic_partition_write=table.partitioned,
+    )
+    ms.lock([component], txn_id=txn)
+
+
 def stream(
-    table: HiveTable, size: int, used: int, *, abort: int | None = None, leave_open: bool = False
+    ms: Metastore,
+    table: HiveTable,
+    size: int,
+    used: int,
+    *,
+    abort: int | None = None,
+    leave_open: bool = False,
 ) -> None:
     """One transaction batch of ``size`` as Hive's streaming connection writes it: one delta of the batch's
     write ids per directory, a flush (stripe, side file) per commit, ``used`` transactions used (``abort``
@@ -33,6 +68,7 @@ def stream(
     txns = table.open_batch(size)
     first, last = txns[0][1], txns[-1][1]
     for k, (txn, write_id) in enumerate(txns[:used]):
+        lock(ms, table, txn)
         for part, location in table.dirs.items():
             rows = [(write_id * 100 + i, f"{part} w{write_id}") for i in range(k + 1)]
             table.hive4.write(
@@ -49,6 +85,9 @@ def stream(
             if k != abort and not (leave_open and k == used - 1):
                 table.committed[part] |= set(rows)
         if not (leave_open and k == used - 1):
+            if k != abort and table.partitioned:
+                names = [f"part={p}" for p in table.dirs]
+                ms.add_dynamic_partitions(txn, write_id, f"hive.{table.name}", names)
             table.end(txn, commit=k != abort)
         table.judge()
     if leave_open:
@@ -61,25 +100,28 @@ def stream(
 
 
 @pytest.mark.parametrize("batch", [1, 10])
-def test_transaction_batches(hive4: Referee, hive4_metastore: str, batch: int) -> None:
+def test_transaction_batches(hive4: Referee, hive4_metastore: str, ms: Metastore, batch: int) -> None:
     table = HiveTable(hive4, hive4_metastore, partitions=["a", "b"])
     if batch == 1:
         for k in range(3):
-            stream(table, 1, 1, abort=0 if k == 1 else None)
-        stream(table, 1, 1, leave_open=True)
+            stream(ms, table, 1, 1, abort=0 if k == 1 else None)
+        stream(ms, table, 1, 1, leave_open=True)
     else:
-        stream(table, batch, 3, abort=1)
-        stream(table, batch, 3, leave_open=True)
+        stream(ms, table, batch, 3, abort=1)
+        stream(ms, table, batch, 3, leave_open=True)
     # Hive's updater keeps a side file for batches of several write ids only (one of one closes or aborts whole)
     assert any(Path(table.location).rglob("*_flush_length")) == (batch > 1)
     assert sum(len(rows) for rows in table.committed.values()) == 2 * (2 if batch == 1 else 1 + 3 + 1 + 2)
+    cleaner_pass(ms)
+    table.judge()
 
 
-def test_split_updates_and_deletes(hive4: Referee, hive4_metastore: str) -> None:
+def test_split_updates_and_deletes(hive4: Referee, hive4_metastore: str, ms: Metastore) -> None:
     table = HiveTable(hive4, hive4_metastore)
     location = table.location
     codec = BucketCodec.V1.encode(0, 0)
     [(txn, w1)] = table.open_batch(1)
+    lock(ms, table, txn)
     hive4.write(
         location,
         COLUMNS,
@@ -93,6 +135,7 @@ def test_split_updates_and_deletes(hive4: Referee, hive4_metastore: str) -> None
     table.committed[""] = {(i, f"r{i}") for i in range(10)}
     table.judge()
     [(txn, w2)] = table.open_batch(1)
+    lock(ms, table, txn, OperationType.UPDATE)
     ops: list[Sequence[Any]] = [("delete", w2, [w1, codec, 1]), ("delete", w2, [w1, codec, 2])]
     ops += [("update", w2, [w1, codec, 5], [5, "updated"]), ("insert", w2, [100, "new"])]
     hive4.write(location, COLUMNS, ops, bucket=0, min_write_id=w2, max_write_id=w2, statement_id=0)
@@ -103,6 +146,7 @@ def test_split_updates_and_deletes(hive4: Referee, hive4_metastore: str) -> None
     }
     table.judge()
     [(txn, w3)] = table.open_batch(1)
+    lock(ms, table, txn, OperationType.DELETE)
     hive4.write(
         location,
         COLUMNS,
@@ -113,6 +157,8 @@ def test_split_updates_and_deletes(hive4: Referee, hive4_metastore: str) -> None
         statement_id=0,
     )
     table.end(txn, commit=False)
+    table.judge()
+    cleaner_pass(ms)
     table.judge()
     assert {p.name for p in Path(location).iterdir()} >= {
         f"delete_delta_{w2:07d}_{w2:07d}_0000",

@@ -25,12 +25,14 @@ import pytest
 
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.errors import TransactionError, TxnAbortedException
 from acidstream.metastore.models import TxnStatus
 from acidstream.mutate import BucketIdResolver, MutatorClient, MutatorCoordinator, RecordIdentifier
 from acidstream.storage import table_filesystem
 from hive4.hivetables import COLUMNS, read_directory
 from hive4.judge import judge
 from hive4.referee import HIVE_SH, Referee, hive_sh
+from hive4.txncleaner import PATIENCE, cleaner_pass
 from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
@@ -41,8 +43,6 @@ HOUSEKEEPING = {
     "ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL": "2s",
     "ACIDSTREAM_HIVE_HOUSEKEEPERS": "AcidHouseKeeperService,AcidOpenTxnsCounterService,AcidTxnCleanerService",
 }
-#: Seconds a wait for Hive's housekeeping is given before the test fails (it acts every 2 s).
-PATIENCE = 300
 
 LAYOUTS = {
     "dynamic": "PARTITIONED BY (part string) ",
@@ -83,18 +83,6 @@ def create(ms: Metastore, layout: str, buckets: str = "") -> str:
         "TBLPROPERTIES ('transactional'='true')"
     )
     return name
-
-
-def cleaner_pass(ms: Metastore) -> None:
-    """Returns once Hive's txn cleaner has run since the call: a txn aborted now without a write (which the
-    cleaner deletes; a later committed one keeps it from being the highest) is gone."""
-    sentinel, later = ms.open_txns(2)
-    ms.abort_txn(sentinel)
-    ms.commit_txn(later)
-    deadline = time.monotonic() + PATIENCE
-    while any(t.txn_id == sentinel for t in ms.show_txns()):
-        assert time.monotonic() < deadline, f"Hive's txn cleaner left txnid:{sentinel} for {PATIENCE}s"
-        time.sleep(1)
 
 
 def on_disk(ms: Metastore, table: str) -> set[tuple[Any, ...]]:
@@ -265,11 +253,11 @@ def spark_rows(n: int, tag: str) -> pa.RecordBatch:
 
 
 @pytest.mark.parametrize("layout", ["dynamic", "unpartitioned"])
-def test_a_failed_spark_jobs_written_tasks_stay_invisible_after_the_cleaner(
+def test_a_spark_job_whose_txn_timed_out_stays_invisible_after_the_cleaner(
     hive4: Referee, ms: Metastore, layout: str
 ) -> None:
-    """Spark's calls of the batch writer, in a job whose other task failed: a task wrote its files, then the
-    job aborts (a killed driver's txn is aborted by the timeout: the same txn, files and record)."""
+    """Spark's calls of the batch writer: a task writes, then the job's commit moves its files into the table
+    after the metastore timed the txn out (a stalled driver): the commit fails and the files stay."""
     import_or_skip("pyspark", reason="the spark extra is not installed")
     from acidstream.spark.batch_write import AcidBatchWriter
     from acidstream.spark.options import resolve
@@ -279,12 +267,14 @@ def test_a_failed_spark_jobs_written_tasks_stay_invisible_after_the_cleaner(
     if layout == "dynamic":
         batch = batch.append_column("part", pa.array(["a"] * 5))
     writer = AcidBatchWriter(resolve({"metastore": ms.url, "path": table}, writable=True), "cleaner-test")
-    message = writer.write(iter([batch]))  # the task that succeeded
-    writer.abort([message, None])  # the other one failed
+    message = writer.write(iter([batch]))
+    ms.abort_txn(writer.txn_id)  # as Hive's housekeeping does to a txn whose heartbeats stopped
+    with pytest.raises(TransactionError):
+        writer.commit([message])
     assert {tuple(r.values()) for r in batch.to_pylist()} <= on_disk(ms, table)
     cleaner_pass(ms)
     committed = []
-    if layout == "dynamic":  # the partition is registered at commit: by a later write, here
+    if layout == "dynamic":  # a later write to the partition, so that readers list it whatever it holds
         with streaming(ms, table, layout, batch=1) as conn:
             conn.begin_transaction()
             conn.write(b"7,kept,a")
@@ -294,21 +284,23 @@ def test_a_failed_spark_jobs_written_tasks_stay_invisible_after_the_cleaner(
     assert_still_aborted(ms, table, writer.txn_id, writer.write_id)
 
 
-def test_a_stopped_spark_sinks_written_batch_stays_invisible_after_the_cleaner(
+def test_a_spark_sinks_micro_batch_whose_txn_timed_out_stays_invisible_after_the_cleaner(
     hive4: Referee, ms: Metastore
 ) -> None:
-    """The streaming sink's task steps (elect the micro-batch's txn, write under it), then the query dies
-    before the batch commits and its txn is aborted (by the timeout, or the sink's next commit)."""
+    """The streaming sink's steps: a task elects the micro-batch's txn and writes under it; the batch's commit
+    moves the files into the table after the metastore timed the txn out: the commit fails, the files stay."""
     import_or_skip("pyspark", reason="the spark extra is not installed")
     from acidstream.spark.options import resolve
-    from acidstream.spark.stream_write import batch_tag, elect_batch_txn
+    from acidstream.spark.stream_write import AcidStreamWriter, StreamMessage, batch_tag, elect_batch_txn
     from acidstream.spark.task_write import write_task
 
     table = create(ms, "unpartitioned")
     target = resolve({"metastore": ms.url, "path": table}, writable=True)
     txn, write_id = elect_batch_txn(ms, target.table, batch_tag("cleaner", 0, "run"))
-    write_task(target, write_id, 0, iter([spark_rows(5, "lost")]))
-    ms.abort_txn(txn)
+    result = write_task(target, write_id, 0, iter([spark_rows(5, "lost")]))
+    ms.abort_txn(txn)  # as Hive's housekeeping does to a txn whose heartbeats stopped
+    with pytest.raises(TxnAbortedException):
+        AcidStreamWriter(target, {"sinkId": "cleaner"}).commit([StreamMessage("q", txn, write_id, result)], 0)
     assert {(i, "lost") for i in range(5)} <= on_disk(ms, table)
     cleaner_pass(ms)
     judge(hive4, ms, table, expected=[])
