@@ -6,6 +6,7 @@ to the new scale first), as Hive's reader does. On our metastore and on a Hive M
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -124,4 +125,43 @@ def test_decimal_values_that_no_longer_fit_read_null(hive4: Referee, ms: tuple[M
     ]
     judge(hive4, m, t, expected=expected)
     compact(m, t)  # the base holds what Hive reads: NULLs where values did not fit
+    judge(hive4, m, t, expected=expected)
+
+
+def test_values_read_as_text_as_hive_prints_them_and_narrowed_strings_cut(
+    hive4: Referee, ms: tuple[Metastore, str]
+) -> None:
+    """Decimal, float, double and timestamp columns become string columns: old values read as Hive prints them
+    (a decimal without trailing zeros, a float widened to double and printed as Java prints a double, a
+    timestamp's fraction without trailing zeros); a narrowed varchar or char cuts longer old values."""
+    m, db = ms
+    t = f"{db}.s"
+    m.execute(
+        f"CREATE TABLE {t} (id int, v varchar(10), c char(6), d decimal(10,2), f float, x double, ts timestamp) "
+        "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+    )
+    stream(
+        m,
+        t,
+        {
+            "id": [1, 2, 3],
+            "v": ["abcdéfghij", "ab", None],
+            "c": ["abcdef", "a", None],
+            "d": [Decimal("12.30"), Decimal("-0.05"), Decimal("100.00")],
+            "f": [0.1, 1e10, float("nan")],
+            "x": [0.1, 1e20, 12345678.0],
+            "ts": [dt.datetime(2020, 1, 2, 3, 4, 5, 600000), dt.datetime(1960, 1, 1), None],
+        },
+    )
+    m.execute(
+        f"ALTER TABLE {t} REPLACE COLUMNS (id int, v varchar(4), c char(3), d string, f string, x string, "
+        "ts string)"
+    )
+    expected = [
+        (1, "abcd", "abc", "12.3", "0.10000000149011612", "0.1", "2020-01-02 03:04:05.6"),
+        (2, "ab", "a  ", "-0.05", "1.0E10", "1.0E20", "1960-01-01 00:00:00"),
+        (3, None, None, "100", None, "1.2345678E7", None),
+    ]
+    judge(hive4, m, t, expected=expected)
+    compact(m, t)
     judge(hive4, m, t, expected=expected)

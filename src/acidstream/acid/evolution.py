@@ -14,9 +14,12 @@ as Hive's does. The same rule and messages apply on our SQL metastore; see docs/
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from decimal import Context, Decimal
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -152,8 +155,11 @@ def convert(values: pa.Array, target: pa.DataType) -> pa.Array:
     are matched by name (a field added since reads NULL); anything else is Arrow's cast."""
     if values.type == target:
         return values
-    if not _has_decimal(target):
+    if not _has_own(target):
         return values.cast(target)
+    if pa.types.is_string(target):
+        text = _TEXT.get(_kind(values.type))
+        return values.cast(target) if text is None else _as_text(values, text)
     if pa.types.is_decimal(target):
         return _to_decimal(values, target) if not pa.types.is_floating(values.type) else values.cast(target)
     mask = values.is_null() if values.null_count else None
@@ -177,14 +183,75 @@ def convert(values: pa.Array, target: pa.DataType) -> pa.Array:
     return values.cast(target)
 
 
-def _has_decimal(t: pa.DataType) -> bool:
-    if pa.types.is_decimal(t):
+def _has_own(t: pa.DataType) -> bool:
+    """Whether values converted to ``t`` may need :func:`convert`'s own rules (Arrow's cast differs)."""
+    if pa.types.is_decimal(t) or pa.types.is_string(t):
         return True
     if pa.types.is_struct(t):
-        return any(_has_decimal(f.type) for f in t)
+        return any(_has_own(f.type) for f in t)
     if pa.types.is_map(t):
-        return _has_decimal(t.key_type) or _has_decimal(t.item_type)
-    return pa.types.is_list(t) and _has_decimal(t.value_type)
+        return _has_own(t.key_type) or _has_own(t.item_type)
+    return pa.types.is_list(t) and _has_own(t.value_type)
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_floating(t):
+        return "float"
+    return "timestamp" if pa.types.is_timestamp(t) else ""
+
+
+def _decimal_text(value: Decimal) -> str:
+    """As Hive prints a decimal: no trailing zeros after the point, no exponent."""
+    return format(value.normalize(Context(prec=80)), "f")
+
+
+def _double_text(value: float) -> str | None:
+    """As Java's ``Double.toString`` prints a double (a float widened to double first); NaN reads as NULL, as
+    in ORC's conversion of a floating column to a string one."""
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    shortest = Decimal(repr(value))  # the shortest digits that read back as the value, as Java's
+    if 1e-3 <= abs(value) < 1e7:
+        plain = format(shortest, "f")
+        return plain if "." in plain else plain + ".0"
+    sign, digits, exponent = shortest.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = "".join(map(str, digits))
+    return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{exponent + len(digits) - 1}"
+
+
+def _timestamp_text(nanos: int) -> str:
+    """As Hive prints a timestamp (nanoseconds since 1970): ``yyyy-MM-dd HH:mm:ss``, then the fraction without
+    trailing zeros, if any."""
+    seconds, fraction = divmod(nanos, 10**9)
+    when = _EPOCH + dt.timedelta(seconds=seconds)
+    tail = f".{fraction:09d}".rstrip("0") if fraction else ""
+    return f"{when.year:04d}-{when:%m-%d %H:%M:%S}{tail}"
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+_TEXT: dict[str, Callable[[Any], str | None]] = {
+    "decimal": _decimal_text,
+    "float": _double_text,
+    "timestamp": _timestamp_text,
+}
+
+
+def _as_text(values: pa.Array, text: Callable[[Any], str | None]) -> pa.Array:
+    """``values`` as Hive's conversion to a string column prints them."""
+    if pa.types.is_timestamp(values.type):
+        scale = _NANOS[values.type.unit]
+        values = pc.multiply(values.cast(pa.int64()), scale)
+    return pa.array([None if v is None else text(v) for v in values.to_pylist()], pa.string())
 
 
 def _to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
@@ -239,3 +306,16 @@ def write_shape_change(was: TableShape, now: TableShape) -> str | None:
         if old != new:
             changes.append(f"{what} was {old}, now {new}")
     return "; ".join(changes) or None
+
+
+def truncate(values: pa.Array, length: int | None) -> pa.Array:
+    """String ``values`` cut to ``length`` characters (a ``char(n)``/``varchar(n)`` column's now; None: any),
+    as Hive's reader cuts an old file's longer values after the column was narrowed."""
+    if length is None or not len(values) or (pc.max(pc.utf8_length(values)).as_py() or 0) <= length:
+        return values
+    return pc.utf8_slice_codeunits(values, 0, length)
+
+
+def text_length(column: Column) -> int | None:
+    """The length a ``char(n)`` or ``varchar(n)`` column's values are cut to; None for other types."""
+    return column.type.params[0] if column.type.name in ("char", "varchar") and column.type.params else None

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from acidstream.acid.evolution import convert, table_columns
+from acidstream.acid.evolution import convert, table_columns, text_length, truncate
 from acidstream.acid.orc import WriterOptions, iter_event_batches, read_events
 from acidstream.acid.orc.events import EVENT_FIELDS, KEY_FIELDS, EventKind, event_schema
 from acidstream.acid.types import Column
@@ -178,26 +178,31 @@ def _kept(
             return
         # indices (from numpy without a copy) rather than a mask to convert; in range by construction
         batch = pc.take(batch, pa.array(kept), boundscheck=False)
-    yield conform(batch, schema)
+    yield conform(batch, schema, job.columns)
 
 
-def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+def conform(batch: pa.RecordBatch, schema: pa.Schema, columns: Sequence[Column]) -> pa.RecordBatch:
     """Events shaped as the table's event schema: ``row`` fields matched to the table's columns as Hive 4
     reads them (by name, or by position in files that name them ``_col0``...; a column the file lacks is NULL:
     :func:`acidstream.acid.evolution.table_columns`), values converted where the file's types differ (changed
-    since) as Hive's reader converts them (:func:`acidstream.acid.evolution.convert`)."""
-    if batch.schema == schema:  # equal but for the file's metadata, which is not the output's
+    since) as Hive's reader converts them (:func:`acidstream.acid.evolution.convert`), and ``char``/``varchar``
+    values cut to ``columns``' lengths now (narrowed since: :func:`acidstream.acid.evolution.truncate`)."""
+    lengths = [text_length(c) for c in columns]
+    cut = any(n is not None for n in lengths)
+    if batch.schema == schema and not cut:  # equal but for the file's metadata, which is not the output's
         return batch.replace_schema_metadata(None)
     row = batch.column("row")
     row_type: pa.StructType = schema.field("row").type
-    if row.type != row_type:
+    if row.type != row_type or cut:
         names = [f.name for f in row_type]
         children = table_columns(row, names, range(len(names)))
-        children = [convert(c, f.type) for c, f in zip(children, row_type, strict=True)]
+        children = [
+            truncate(convert(c, f.type), n) for c, f, n in zip(children, row_type, lengths, strict=True)
+        ]
         row = pa.StructArray.from_arrays(children, fields=list(row_type), mask=row.is_null())
-    columns = [batch.column(n) for n in EVENT_FIELDS[:5]]
-    columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, schema, strict=False)]
-    return pa.RecordBatch.from_arrays([*columns, row], schema=schema)
+    events = [batch.column(n) for n in EVENT_FIELDS[:5]]
+    events = [c if c.type == f.type else c.cast(f.type) for c, f in zip(events, schema, strict=False)]
+    return pa.RecordBatch.from_arrays([*events, row], schema=schema)
 
 
 def _delete_source(fs: pafs.FileSystem, piece: FileSlice, job: BucketJob, schema: pa.Schema) -> SortedSource:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from acidstream.acid.evolution import convert, table_columns
+from acidstream.acid.evolution import convert, table_columns, truncate
 from acidstream.acid.orc import iter_event_batches
 from acidstream.acid.orc.events import KEY_FIELDS
 from acidstream.acid.writeids import RangeResponse, ValidWriteIdList
@@ -40,7 +40,8 @@ class BucketReader:
     caller did not project; they are read, used and dropped). ``with_row_id`` is implied by a ``ROW__ID``
     field in either schema and kept for callers that pass it. ``char_widths`` names the ``char(n)`` columns:
     Hive's ``HiveChar`` is the value padded with spaces to n characters, whether or not the file stored the
-    padding (Hive's ORC writer does, acidstream's does not).
+    padding (Hive's ORC writer does, acidstream's does not). ``text_lengths`` names the ``char(n)`` and
+    ``varchar(n)`` columns: longer values (in files written before the column was narrowed) are cut to n.
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class BucketReader:
         batch_rows: int,
         filter_fields: Sequence[pa.Field] = (),
         char_widths: Mapping[str, int] | None = None,
+        text_lengths: Mapping[str, int] | None = None,
     ) -> None:
         self.fs = fs
         self.task = task
@@ -68,6 +70,7 @@ class BucketReader:
         self.filter_expr = filter_expr
         self.batch_rows = batch_rows
         self.char_widths = dict(char_widths or {})
+        self.text_lengths = dict(text_lengths or {})
         extra = [f for f in filter_fields if f.name not in output_schema.names]
         self.read_schema = pa.schema([*output_schema, *extra]) if extra else output_schema
         names = set(self.read_schema.names)
@@ -229,6 +232,7 @@ class BucketReader:
             else:
                 values = _row_field(events, f, self._projected_index[self.data_positions[f.name]])
                 width = self.char_widths.get(f.name)
+                values = truncate(values, self.text_lengths.get(f.name))
                 arrays.append(values if width is None else pc.utf8_rpad(values, width=width, padding=" "))
         return pa.RecordBatch.from_arrays(arrays, schema=self.read_schema)
 

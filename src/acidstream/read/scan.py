@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from acidstream.acid.evolution import text_length
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import InvalidObjectException
 from acidstream.metastore.models import ReaderRegistration
@@ -343,6 +344,7 @@ def bucket_readers(
             batch_rows=batch_rows,
             filter_fields=filter_fields,
             char_widths={c.name: c.type.length for c in table.columns if c.type.name == "char"},
+            text_lengths={c.name: n for c in table.columns if (n := text_length(c)) is not None},
         )
 
 
