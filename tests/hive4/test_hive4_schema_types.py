@@ -16,7 +16,7 @@ import pytest
 
 from acidstream.catalog import Metastore
 from acidstream.compactor import Compactor, CompactorConfig
-from hive4.judge import judge
+from hive4.judge import hive_rows, judge, our_rows
 from hive4.referee import Referee
 from hive4.schema_support import both_metastores, stream
 
@@ -165,3 +165,47 @@ def test_values_read_as_text_as_hive_prints_them_and_narrowed_strings_cut(
     judge(hive4, m, t, expected=expected)
     compact(m, t)
     judge(hive4, m, t, expected=expected)
+
+
+def test_doubles_and_floats_as_text_match_hives_over_many_values(hive4: Referee, tmp_path: Path) -> None:
+    """Java's printing of doubles (plain between 10^-3 and 10^7, else scientific), over edge cases and a seeded
+    random sample of bit patterns: ours is Java 19+'s (the shortest digits that read back, at least two); Hive
+    on an older JVM (the referee's Java 17) sometimes prints other digits of the same value, never fewer.
+    Everything else is equal."""
+    import random
+    import struct
+
+    rng = random.Random(39)
+    doubles = [1e-3, 9.999999999999998e-4, 1e7, 9999999.999999998, 5e-324, 2.2250738585072014e-308]
+    doubles += [
+        1.7976931348623157e308,
+        -0.0,
+        0.0,
+        123456.789,
+        -1.5,
+        2.0**53,
+        1 / 3,
+        float("inf"),
+        float("-inf"),
+    ]
+    doubles += [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(300)]
+    doubles += [rng.uniform(-1e8, 1e8) for _ in range(100)]
+    floats = [struct.unpack("<f", rng.getrandbits(32).to_bytes(4, "little"))[0] for _ in range(len(doubles))]
+    with Metastore.connect(f"sqlite:///{tmp_path / 'ms.db'}", warehouse=str(tmp_path)) as m:
+        m.execute("CREATE DATABASE d")
+        m.execute(
+            "CREATE TABLE d.f (id int, x double, f float) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+        )
+        stream(m, "d.f", {"id": list(range(len(doubles))), "x": doubles, "f": floats})
+        m.execute("ALTER TABLE d.f REPLACE COLUMNS (id int, x string, f string)")
+        txns = m.snapshot()
+        theirs = hive_rows(hive4, m, "d.f", txns)
+        ours = our_rows(m, "d.f", txns)
+    assert [rid for rid, _ in ours] == [rid for rid, _ in theirs]
+    longer = 0
+    for (_, mine), (_, hive) in zip(ours, theirs, strict=True):
+        for a, b in zip(mine[1:], hive[1:], strict=True):
+            if a != b:  # the same value, Hive's digits not the shortest: Java 17's printing
+                assert a is not None and b is not None and float(a) == float(b) and len(a) <= len(b), (a, b)
+                longer += 1
+    assert longer < len(doubles) // 10

@@ -18,7 +18,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Sequence
-from decimal import Context, Decimal
+from decimal import Context, Decimal, localcontext
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -208,7 +208,8 @@ def _decimal_text(value: Decimal) -> str:
 
 
 def _double_text(value: float) -> str | None:
-    """As Java's ``Double.toString`` prints a double (a float widened to double first); NaN reads as NULL, as
+    """As Java's ``Double.toString`` prints a double (a float widened to double first): Java 19's rule (the
+    shortest digits that read back, at least two; older JVMs sometimes print one more). NaN reads as NULL, as
     in ORC's conversion of a floating column to a string one."""
     if math.isnan(value):
         return None
@@ -217,8 +218,12 @@ def _double_text(value: float) -> str | None:
     if value == 0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
     shortest = Decimal(repr(value))  # the shortest digits that read back as the value, as Java's
+    if len(shortest.normalize().as_tuple().digits) == 1:  # Java prints two then: those closest to the value
+        with localcontext(Context(prec=800)):
+            exact = Decimal(value)
+            shortest = exact.scaleb(-exact.adjusted()).quantize(Decimal("0.1")).scaleb(exact.adjusted())
     if 1e-3 <= abs(value) < 1e7:
-        plain = format(shortest, "f")
+        plain = format(shortest.normalize(), "f")
         return plain if "." in plain else plain + ".0"
     sign, digits, exponent = shortest.normalize().as_tuple()
     assert isinstance(exponent, int)
