@@ -23,6 +23,7 @@ refused connection, an error status without that answer, a read shorter than the
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
@@ -144,10 +145,10 @@ class SpnegoLogin:
                 if settings.keytab is not None:
                     if not os.path.isfile(settings.keytab):
                         raise self.refused(f"the keytab {settings.keytab} does not exist")
-                    store = {
-                        "client_keytab": settings.keytab,
-                        "ccache": f"MEMORY:acidstream-webhdfs-{id(self)}",
-                    }
+                    # one ticket cache in memory per principal and keytab, shared by this process's clients:
+                    # each location's client would otherwise log in to the KDC again
+                    key = hashlib.sha256(f"{settings.principal}\0{settings.keytab}".encode()).hexdigest()[:16]
+                    store = {"client_keytab": settings.keytab, "ccache": f"MEMORY:acidstream-webhdfs-{key}"}
                     creds = gssapi.Credentials(name=name, usage="initiate", store=store)  # type: ignore[arg-type]
                 else:
                     creds = gssapi.Credentials(name=name, usage="initiate")

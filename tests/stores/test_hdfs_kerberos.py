@@ -6,6 +6,7 @@ principal, the namenode's URL and what to do, raised before any transaction open
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -106,13 +107,18 @@ def _owner(ms: Metastore) -> str:
 
 
 def test_a_keytab_logs_in_without_a_ticket_cache(secured: MiniHdfs, kdc: Any, tmp_path: Path) -> None:
-    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(kdc.dir / "alice.keytab")})
+    """Once: every location's client of the process shares the keytab's ticket cache in memory."""
+    keytab = tmp_path / "alice.keytab"  # a keytab of its own: its logins share no ticket cache with others'
+    shutil.copy(kdc.dir / "alice.keytab", keytab)
+    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(keytab)})
+    logins = _logins(kdc)
     with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=_warehouse(secured)) as ms:
         ms.execute(DDL)
         with _connect(ms) as conn:
             _commit(conn, 1)
         assert _ids(ms) == [10, 11, 12]
         assert _owner(ms) == "alice"
+    assert _logins(kdc) == logins + 1
     assert not kdc.has_ticket(tmp_path / "ccache")  # the keytab's tickets stay in memory
 
 
@@ -299,7 +305,9 @@ def test_a_ticket_from_a_keytab_is_renewed_from_it_mid_batch(
     short = tmp_path / "krb5.conf"
     short.write_text(kdc.krb5_conf.read_text().replace("ticket_lifetime = 24h", "ticket_lifetime = 6s"))
     monkeypatch.setenv("KRB5_CONFIG", str(short))
-    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(kdc.dir / "alice.keytab")})
+    keytab = tmp_path / "alice.keytab"  # a keytab of its own: its logins share no ticket cache with others'
+    shutil.copy(kdc.dir / "alice.keytab", keytab)
+    configure_stores(hdfs={"kerberos_principal": "alice", "kerberos_keytab": str(keytab)})
     with Metastore.connect(f"sqlite:///{tmp_path / 'm.db'}", warehouse=_warehouse(secured)) as ms:
         ms.execute(DDL)
         with _connect(ms) as conn:
