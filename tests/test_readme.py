@@ -20,10 +20,12 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -60,6 +62,8 @@ S3_BUCKET = "acidstream-demo"
 HDFS_DEMO = "hdfs:///acidstream-demo"
 #: The variable the README's Hive example reads its metastore's URI from.
 HIVE_URIS = "HIVE_METASTORE_URIS"
+#: The variables the README's secured Hive example reads its metastores' URIs, principal and keytab from.
+SECURED_HIVE = ("HIVE_SECURED_METASTORE_URIS", "KERBEROS_PRINCIPAL", "KERBEROS_KEYTAB")
 PROJECT_COMMANDS = ("bash scripts/main.sh", "bash scripts/test.sh")
 #: What a block that starts a server of its own to try (a guide's "Try it locally") runs; such a block stops it
 #: again, and runs in a test of its own (it needs nothing earlier blocks made).
@@ -151,14 +155,18 @@ def as_a_new_user(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def examples_before_spark(tmp_path_factory: pytest.TempPathFactory, hive4_metastore: str) -> Path:
+def examples_before_spark(
+    tmp_path_factory: pytest.TempPathFactory, hive4_metastore: str, hive4_kerberos_metastore: str, kdc: Any
+) -> Path:
     """The examples before the first Spark one, run once in a fresh directory, which is kept as a copy for
     each example test to start from (the same path: a metastore records absolute locations). The Hive example
-    meets the suite's Hive 4 metastore through the variable it reads."""
+    meets the suite's Hive 4 metastore through the variable it reads; the secured one the suite's kerberized
+    metastore, after a closed port in its list, with the test KDC's keytab of alice."""
     home = tmp_path_factory.mktemp("readme")
     blocks = example_blocks()
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv(HIVE_URIS, hive4_metastore)
+        secured(monkeypatch, hive4_kerberos_metastore, kdc)
         work = as_a_new_user(monkeypatch, home)
         for block in blocks[: before_spark(blocks)]:
             run_block(block, work)
@@ -172,6 +180,8 @@ def workspace(
     monkeypatch: pytest.MonkeyPatch,
     s3_endpoint: str,
     hive4_metastore: str,
+    hive4_kerberos_metastore: str,
+    kdc: Any,
     hdfs_namenode: MiniHdfs,
 ) -> Path:
     """The directory as the examples before the first Spark one left it, with a new user's environment (and
@@ -185,7 +195,18 @@ def workspace(
     shutil.rmtree(home / "work")
     shutil.copytree(home / "after", home / "work", symlinks=True)
     monkeypatch.setenv(HIVE_URIS, hive4_metastore)
+    secured(monkeypatch, hive4_kerberos_metastore, kdc)
     return as_a_new_user(monkeypatch, home)
+
+
+def secured(monkeypatch: pytest.MonkeyPatch, uri: str, kdc: Any) -> None:
+    """The secured Hive example's variables: a closed loopback port, then the kerberized metastore; alice."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    values = (f"thrift://127.0.0.1:{port},{uri}", "alice", str(kdc.dir / "alice.keytab"))
+    for name, value in zip(SECURED_HIVE, values, strict=True):
+        monkeypatch.setenv(name, value)
 
 
 def empty_bucket(endpoint: str, bucket: str) -> None:
