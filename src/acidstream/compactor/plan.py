@@ -36,7 +36,7 @@ from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.jobs import BucketJob
 from acidstream.errors import CorruptFileError
 from acidstream.metastore.models import TableDefinition
-from acidstream.read.planning import FileSlice, dir_slices, original_slice
+from acidstream.read.planning import FileSlice, dirs_slices, original_slice
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,8 @@ def plan_partition(
         outputs = (delete_dir, insert_dir)  # published in this order
     inserts: dict[int, list[FileSlice]] = defaultdict(list)
     deletes: dict[int, list[FileSlice]] = defaultdict(list)
-    for d in dirs:
-        for piece in dir_slices(fs, d):
+    for d, pieces in zip(dirs, dirs_slices(fs, dirs), strict=True):
+        for piece in pieces:
             (deletes if d.is_delete_delta else inserts)[piece.bucket_id].append(piece)
     for original in originals:
         piece = original_slice(original)
@@ -172,8 +172,8 @@ def check_recorded(fs: pafs.FileSystem, deltas: Sequence[AcidDir], recorded: Map
     crash before its bytes reached the disk can leave it) reads as valid with fewer rows, and a compaction
     would make that permanent. Files a commit did not describe, and files that hold no rows (the
     ``_orc_acid_version`` marker a writer may list among its files), are not checked."""
-    for d in deltas:
-        have = {piece.path.rsplit("/", 1)[-1]: piece.length for piece in dir_slices(fs, d)}
+    for d, pieces in zip(deltas, dirs_slices(fs, deltas), strict=True):
+        have = {piece.path.rsplit("/", 1)[-1]: piece.length for piece in pieces}
         prefix = f"{d.name}/"
         for name, length in recorded.items():
             if not name.startswith(prefix):

@@ -7,6 +7,7 @@ to other processes (Spark tasks) and read there without a metastore.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from acidstream.acid.types import Column
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import CorruptFileError, InvalidPartition, reading_from
 from acidstream.faults import fault_point
+from acidstream.runtime import LazyPool
+from acidstream.storage import local_path
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,8 @@ def plan_partition(
             return [], None
         state = get_acid_state(fs, directory, write_ids, txns, ignore=ignore)
         dirs = ([state.base] if state.base is not None else []) + list(state.deltas)
-        for acid_dir in dirs:
-            for piece in dir_slices(fs, acid_dir):
+        for acid_dir, pieces in zip(dirs, dirs_slices(fs, dirs), strict=True):
+            for piece in pieces:
                 (deletes if acid_dir.is_delete_delta else inserts)[piece.bucket_id].append(piece)
     for original in state.original_files:
         piece = original_slice(original)
@@ -116,6 +119,20 @@ def plan_partition(
         for bucket in sorted(inserts)
     ]
     return tasks, state
+
+
+#: Requests to a remote store in flight at once, per process: directory listings while a plan is made, and
+#: files read ahead (:mod:`acidstream.read.prefetch`).
+remote_pool = LazyPool("acidstream-remote", 8)
+
+
+def dirs_slices(fs: pafs.FileSystem, dirs: Sequence[AcidDir]) -> list[list[FileSlice]]:
+    """:func:`dir_slices` of each directory, in order. On a remote store (HDFS, S3) the directories are listed
+    side by side: a listing is a round trip, and a compaction of 100 deltas made 200 of them one after another.
+    The first directory (in order) whose listing fails raises, as one after another would."""
+    if len(dirs) < 2 or local_path(fs, "/") is not None:
+        return [dir_slices(fs, d) for d in dirs]
+    return list(remote_pool().map(functools.partial(dir_slices, fs), dirs))
 
 
 def dir_slices(fs: pafs.FileSystem, acid_dir: AcidDir) -> list[FileSlice]:

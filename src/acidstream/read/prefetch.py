@@ -9,30 +9,20 @@ first is opened, so they are fetched side by side, a bounded window ahead of the
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from acidstream.acid.orc.reader import WHOLE_READ_BYTES
 from acidstream.read.delegating import DelegatingHandler
-from acidstream.read.planning import BucketTask, FileSlice
+from acidstream.read.planning import BucketTask, FileSlice, remote_pool
 from acidstream.storage import local_path, read_prefix
 
-#: Requests in flight at once, per process.
-FETCH_THREADS = 8
 #: Files fetched ahead of the last one opened (their bytes held until it is opened).
 WINDOW = 16
-
-
-@functools.cache
-def _fetch_pool(pid: int) -> ThreadPoolExecutor:
-    """This process's pool (one per pid: a forked worker does not inherit its parent's threads)."""
-    return ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="acidstream-fetch")
 
 
 def prefetching(fs: pafs.FileSystem, pieces: Iterable[FileSlice]) -> pafs.FileSystem:
@@ -77,7 +67,7 @@ class Prefetcher(DelegatingHandler):
     def _ahead(self, upto: int) -> None:
         """Submit the fetches of every file before position ``upto + WINDOW``."""
         with self._lock:
-            pool = _fetch_pool(os.getpid())
+            pool = remote_pool()
             while self._submitted < min(len(self._order), upto + WINDOW):
                 path = self._order[self._submitted]
                 self._fetches[path] = pool.submit(self._fetch, path)
