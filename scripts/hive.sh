@@ -19,6 +19,9 @@
 #                                      clients connect to thrift://localhost:PORT (printed) with a service principal
 #                                      of hive/_HOST@REALM and the SASL QOP --qop sets (hadoop.rpc.protection,
 #                                      default authentication). Hadoop maps REALM's users to their short names.
+#   bash scripts/hive.sh start DIR --tls  the same over TLS (metastore.use.SSL), with a self-signed certificate
+#                                      for localhost the script makes (DIR/tls/keystore.p12; DIR/tls/ca.pem is the
+#                                      CA file its clients trust); its clients connect to thrift://localhost:PORT.
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -93,8 +96,8 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-site_xml() { # dir port [kdc_dir]
-    local dir="$1" port="$2" kdc="${3:-}"
+site_xml() { # dir port [kdc_dir [tls]]
+    local dir="$1" port="$2" kdc="${3:-}" tls="${4:-}"
     # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
     # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
     # Hive's transaction housekeeping (of metastore.task.threads.remote), as production metastores run it:
@@ -140,6 +143,13 @@ site_xml() { # dir port [kdc_dir]
             metastore.kerberos.keytab.file "$kdc/hive_localhost.keytab"
         )
     fi
+    if [ -n "$tls" ]; then
+        props+=(
+            metastore.use.SSL true
+            metastore.keystore.path "$dir/tls/keystore.p12"
+            metastore.keystore.password acidstream
+        )
+    fi
     xml_properties "${props[@]}"
 }
 
@@ -165,14 +175,26 @@ xml_properties() { # name value ...
 
 realm="${ACIDSTREAM_KDC_REALM:-ACIDSTREAM.TEST}"
 
+tls_keystore() { # dir: a self-signed certificate for localhost in DIR/keystore.p12, and as PEM in DIR/ca.pem
+    local dir="$1"
+    [ -f "$dir/ca.pem" ] && return
+    mkdir -p "$dir"
+    keytool -genkeypair -alias metastore -keyalg RSA -keysize 2048 -dname CN=localhost -ext SAN=dns:localhost \
+        -validity 30 -keystore "$dir/keystore.p12" -storetype PKCS12 -storepass acidstream -keypass acidstream \
+        >/dev/null 2>&1 || die "keytool could not make a certificate in $dir"
+    keytool -exportcert -rfc -alias metastore -keystore "$dir/keystore.p12" -storepass acidstream \
+        >"$dir/ca.pem" 2>/dev/null || die "keytool could not export the certificate of $dir"
+}
+
 start() {
     local dir="${1:?usage: hive.sh start DIR}"
     shift
-    local kdc="" qop=authentication
+    local kdc="" qop=authentication tls=""
     while [ $# -gt 0 ]; do
         case "$1" in
         --kerberos) kdc="$(cd "${2:?--kerberos KDC_DIR}" && pwd)"; shift 2 ;;
         --qop) qop="${2:?--qop authentication|integrity|privacy}"; shift 2 ;;
+        --tls) tls=1; shift ;;
         *) die "unknown start option $1" ;;
         esac
     done
@@ -181,6 +203,7 @@ start() {
         [ -f "$kdc/krb5.conf" ] && [ -f "$kdc/hive_localhost.keytab" ] || die "no KDC in $kdc (scripts/kdc.sh start)"
         host=localhost
     fi
+    [ -z "$tls" ] || host=localhost
     [ -f "$home/fetched" ] || die "run 'bash scripts/hive.sh fetch' first"
     mkdir -p "$dir/conf" "$dir/warehouse" "$dir/external"
     dir="$(cd "$dir" && pwd)"
@@ -190,7 +213,8 @@ start() {
     fi
     local port
     port="$(cat "$dir/port" 2>/dev/null || free_port)"
-    site_xml "$dir" "$port" "$kdc" >"$dir/conf/metastore-site.xml"
+    [ -z "$tls" ] || tls_keystore "$dir/tls"
+    site_xml "$dir" "$port" "$kdc" "$tls" >"$dir/conf/metastore-site.xml"
     cp "$root/interop/hive/log4j2.properties" "$dir/conf/metastore-log4j2.properties"
     local -a secure=()
     if [ -n "$kdc" ]; then
@@ -238,5 +262,5 @@ fetch) fetch ;;
 start) shift; start "$@" ;;
 stop) stop "${2:-}" ;;
 classpath) classpath ;;
-*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] | stop DIR | classpath" ;;
+*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] [--tls] | stop DIR | classpath" ;;
 esac

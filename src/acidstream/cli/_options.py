@@ -149,6 +149,9 @@ _HIVE_HELP = {
     "kerberos_keytab": "A keytab of --kerberos-principal (in place of the ticket cache).",
     "kerberos_qop": "The SASL protection the metastore's hadoop.rpc.protection asks for: auth, auth-int, "
     "auth-conf (or authentication, integrity, privacy).  [default: auth]",
+    "ssl_enabled": "TLS to a Hive Metastore (its metastore.use.SSL), verifying its certificate.",
+    "ssl_ca_file": "The CA file (PEM) the metastore's certificate is checked against (implies TLS).  "
+    "[default: the system's CAs]",
     "uri_selection": "The order a list of metastores (thrift://h1:9083,thrift://h2:9083) is tried in: random "
     "(shuffled, Hive's default) or sequential.",
 }
@@ -163,7 +166,11 @@ def _hive_settings(path: str, table: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigFileError(f"{path}: unknown key [hive] {key} (known: {', '.join(_HIVE_KEYS)})")
         if not isinstance(value, kind) or value == "":
             raise ConfigFileError(f"{path}: [hive] {key} must be a {'boolean' if kind is bool else 'string'}")
-        settings[key] = _absolute(str(value), os.path.dirname(path)) if key == "kerberos_keytab" else value
+        settings[key] = (
+            _absolute(str(value), os.path.dirname(path))
+            if key in ("kerberos_keytab", "ssl_ca_file")
+            else value
+        )
     return settings
 
 
@@ -291,7 +298,9 @@ def hive_settings() -> dict[str, Any]:
     given = ctx.find_root().meta.get(_HIVE_KEY, {}) if ctx is not None else {}
     for key, value in given.items():
         if value is not None:
-            settings[key] = _absolute(value, os.getcwd()) if key == "kerberos_keytab" else value
+            settings[key] = (
+                _absolute(value, os.getcwd()) if key in ("kerberos_keytab", "ssl_ca_file") else value
+            )
     return settings
 
 

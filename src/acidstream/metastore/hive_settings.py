@@ -22,6 +22,8 @@ HIVE_SETTINGS: dict[str, type] = {
     "kerberos_qop": str,
     "uri_selection": str,
     "delegation_token": str,
+    "ssl_enabled": bool,
+    "ssl_ca_file": str,
 }
 #: The settings that are secrets: never a command-line option (other users see a process's arguments), never
 #: shown in a repr or a message.

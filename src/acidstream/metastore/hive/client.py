@@ -143,6 +143,8 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue,
         kerberos: KerberosSettings | None = None,
         uri_selection: str = "random",
         token: DelegationToken | None = None,
+        ssl_enabled: bool = False,
+        ssl_ca_file: str | None = None,
     ) -> None:
         self.connection = ThriftConnection(
             url,
@@ -151,6 +153,8 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue,
             kerberos=kerberos,
             uri_selection=uri_selection,
             token=token,
+            ssl_enabled=ssl_enabled,
+            ssl_ca_file=ssl_ca_file,
         )
         self.lock_wait_timeout = lock_wait_timeout
         self.settle_timeout = settle_timeout

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,13 +107,21 @@ class _Socket(TSocket):
     which prints on stderr unless the application configured logging) and keeping the first bytes it reads,
     which tell what answered a call that did not parse."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(endpoint.host, endpoint.port)
         self.endpoint = endpoint
+        self.tls = tls
         self.first_bytes = b""
 
     def open(self) -> None:
-        self.handle = socket.create_connection((self.host, self.port), timeout=self._timeout)
+        handle = socket.create_connection((self.host, self.port), timeout=self._timeout)
+        if self.tls is not None:
+            try:
+                handle = self.tls.wrap_socket(handle, server_hostname=self.host)
+            except BaseException:
+                handle.close()
+                raise
+        self.handle = handle
 
     def read(self, sz: int) -> bytes:
         data: bytes = super().read(sz)
@@ -147,6 +156,8 @@ class ThriftConnection:
         kerberos: KerberosSettings | None = None,
         uri_selection: str = "random",
         token: DelegationToken | None = None,
+        ssl_enabled: bool = False,
+        ssl_ca_file: str | None = None,
     ) -> None:
         if uri_selection not in URI_SELECTIONS:
             raise MetastoreUrlError(
@@ -161,6 +172,8 @@ class ThriftConnection:
             random.shuffle(self._order)
         self.login = None if kerberos is None else KerberosLogin(kerberos)
         self.token = token
+        self.ssl_ca_file = ssl_ca_file
+        self.tls = _tls_context(url, ssl_ca_file) if ssl_enabled or ssl_ca_file else None
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()
@@ -174,6 +187,8 @@ class ThriftConnection:
             "kerberos": None if self.login is None else self.login.settings,
             "uri_selection": self.uri_selection,
             "token": self.token,
+            "ssl_enabled": self.tls is not None,
+            "ssl_ca_file": self.ssl_ca_file,
         }
 
     def _open(self) -> tuple[_Socket, Client]:
@@ -199,10 +214,21 @@ class ThriftConnection:
         ) from failures[-1]
 
     def _open_at(self, endpoint: Endpoint) -> tuple[_Socket, Client]:
-        sock = _Socket(endpoint)
+        sock = _Socket(endpoint, self.tls)
         sock.setTimeout(self.connect_timeout * 1000)
         try:
             sock.open()
+        except ssl.SSLCertVerificationError as exc:
+            raise AuthenticationError(
+                f"the Hive Metastore at {endpoint.url} presented a TLS certificate this client does not trust: "
+                f"{exc.verify_message}. Set ssl_ca_file to the CA file that signed the metastore's certificate, "
+                "and name the metastore by a host name the certificate is for"
+            ) from None
+        except ssl.SSLError as exc:
+            raise MetastoreUnreachable(
+                f"no TLS connection to the Hive Metastore at {endpoint.url}: {exc.reason or exc}; is it configured "
+                "for TLS (metastore.use.SSL)? Connect without ssl otherwise"
+            ) from exc
         except DROPPED as exc:
             raise MetastoreUnreachable(
                 f"cannot reach the Hive Metastore at {endpoint.url} within {self.connect_timeout:g}s: "
@@ -347,6 +373,15 @@ def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -
             f"connection without an answer): it is not one, or not serving yet, or it requires Kerberos (SASL, "
             f"as Hive 4 closes a plain call), then connect with Kerberos settings (kerberos=True); {hint}"
         ) from exc
+
+
+def _tls_context(url: str, ca_file: str | None) -> ssl.SSLContext:
+    """A client TLS context that verifies the metastore's certificate and host name, against ``ca_file`` (PEM)
+    or the system's CAs."""
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise MetastoreUrlError(f"ssl_ca_file {ca_file!r} for the Hive Metastore at {url}: {exc}") from None
 
 
 def _cause(exc: BaseException) -> str:
