@@ -1,5 +1,5 @@
-"""What the Hive 4 schema-evolution tests share: a fresh database on our metastore or a Hive Metastore, and a
-committed streaming txn under the table's columns now."""
+"""What the Hive 4 schema-evolution tests share: a fresh database on our metastore or a Hive Metastore, a
+committed streaming txn under the table's columns now, and a major compaction run to its end."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.catalog import Metastore
+from acidstream.compactor import Compactor, CompactorConfig
 from support.deps import import_or_skip
 
 _dbs = itertools.count()
@@ -44,3 +45,10 @@ def stream(ms: Metastore, table: str, data: dict[str, Any]) -> None:
         conn.begin_transaction()
         conn.write_batch(batch)
         conn.commit_transaction()
+
+
+def compact(ms: Metastore, table: str, partition: dict[str, str] | None = None) -> None:
+    """A major compaction of ``table`` (or one partition), run now by our compactor."""
+    request = ms.compact(table, partition, kind="major")
+    Compactor(ms, CompactorConfig(retention=0.0)).run_once()
+    assert ms.get_compaction(request).state in ("ready for cleaning", "succeeded"), ms.get_compaction(request)

@@ -17,13 +17,12 @@ import pytest
 from acidstream import StreamingConnection, StrictDelimitedInputWriter
 from acidstream.acid.orc.reader import read_events
 from acidstream.catalog import Metastore
-from acidstream.compactor import Compactor, CompactorConfig
 from acidstream.errors import InvalidOperationException, TableChanged
 from acidstream.storage import table_filesystem
 from hive4.hivetables import COLUMNS, HiveTable, read_directory
 from hive4.judge import judge
 from hive4.referee import Referee
-from hive4.schema_support import both_metastores, stream
+from hive4.schema_support import both_metastores, compact, stream
 from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
@@ -122,7 +121,9 @@ def test_hive_reads_old_and_new_files_after_each_alter(hive4: Referee, ms: tuple
     stream(m, t, {"id": [5], "amount": [1.0], "remark": ["r"], "tag": ["t"], "score": ["high"]})
     model[5] = (5, 1.0, "r", "t", "high")
     judge(hive4, m, t, expected=model.values())
-    with pytest.raises(InvalidOperationException, match=f"^Replacing columns cannot drop columns for table {t}. SerDe"):
+    with pytest.raises(
+        InvalidOperationException, match=f"^Replacing columns cannot drop columns for table {t}. SerDe"
+    ):
         m.execute(f"ALTER TABLE {t} REPLACE COLUMNS (id bigint, amount double, remark string)")
 
     # incompatible changes: Hive's rule and message on either metastore, the columns unchanged
@@ -155,9 +156,7 @@ def test_major_compaction_merges_files_of_both_schemas(hive4: Referee, ms: tuple
     before = m.snapshot()
     expected = [(1, "a", None), (3, "c", 5), (4, "d", 70000)]
     judge(hive4, m, t, expected=expected)
-    request = m.compact(t, kind="major")
-    Compactor(m, CompactorConfig(retention=0.0)).run_once()
-    assert m.get_compaction(request).state in ("ready for cleaning", "succeeded"), m.get_compaction(request)
+    compact(m, t)
     location = table_filesystem(m.table(t).location)[1]
     [base] = [p for p in Path(location).iterdir() if p.name.startswith("base_")]
     judge(hive4, m, t, expected=expected)

@@ -15,10 +15,9 @@ import pyarrow.compute as pc
 import pytest
 
 from acidstream.catalog import Metastore
-from acidstream.compactor import Compactor, CompactorConfig
 from hive4.judge import hive_rows, judge, our_rows
 from hive4.referee import Referee
-from hive4.schema_support import both_metastores, stream
+from hive4.schema_support import both_metastores, compact, stream
 
 pytestmark = pytest.mark.hive4
 
@@ -26,12 +25,6 @@ pytestmark = pytest.mark.hive4
 @pytest.fixture(params=["ours", "hive"])
 def ms(request: pytest.FixtureRequest, tmp_path: Path, warehouse: Path) -> Iterator[tuple[Metastore, str]]:
     yield from both_metastores(request, tmp_path, warehouse)
-
-
-def compact(m: Metastore, table: str) -> None:
-    request = m.compact(table, kind="major")
-    Compactor(m, CompactorConfig(retention=0.0)).run_once()
-    assert m.get_compaction(request).state in ("ready for cleaning", "succeeded"), m.get_compaction(request)
 
 
 def test_decimal_and_complex_widenings(hive4: Referee, ms: tuple[Metastore, str]) -> None:
