@@ -31,11 +31,11 @@ def task_facts(_: Any) -> Any:
 
 
 def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
-    """``frame`` whose task of Spark partition 0 stalls on its first attempt (``slow``: ``{"marker": dir,
-    "rows": n}``): after ``n`` rows it waits until a later attempt of that task has passed the same row (a file
-    in ``marker``), then goes on, a losing attempt still writing; bounded, should Spark never start one. The
-    stalled attempt first writes its Python worker's pid into ``marker``/``stalled`` (for a test to kill it or
-    its executor)."""
+    """``frame`` whose task of Spark partition 0 stalls in each stage, the first attempt to get there (``slow``:
+    ``{"marker": dir, "rows": n}``): after ``n`` rows it writes its Python worker's pid into
+    ``marker``/``stalled-<stage>`` (for a test to kill it or its executor) and waits until another attempt of
+    the task (a speculative copy, a retry, or the attempt of a stage run again) has passed the same row (a
+    ``passed-<stage>`` file), then goes on, a losing attempt still writing; bounded, should none come."""
     if not slow:
         return frame
     from pyspark.sql import functions as F
@@ -54,18 +54,21 @@ def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
             return value
         attempt = context.taskAttemptId()
         seen[attempt] = seen.get(attempt, 0) + 1
-        if seen[attempt] == stall_at:
-            if context.attemptNumber() > 0:
-                open(os.path.join(marker, f"passed-{context.stageId()}"), "w").close()
-            else:
-                with open(os.path.join(marker, "stalled.tmp"), "w") as out:
-                    out.write(str(os.getpid()))
-                os.replace(os.path.join(marker, "stalled.tmp"), os.path.join(marker, "stalled"))
-                deadline = time.monotonic() + 120
-                while not os.path.exists(os.path.join(marker, f"passed-{context.stageId()}")):
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.2)
+        if seen[attempt] != stall_at:
+            return value
+        stalled = os.path.join(marker, f"stalled-{context.stageId()}")
+        passed = os.path.join(marker, f"passed-{context.stageId()}")
+        try:
+            first = os.open(stalled + ".tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:  # another attempt stalled here first
+            open(passed, "w").close()
+            return value
+        os.write(first, str(os.getpid()).encode())
+        os.close(first)
+        os.link(stalled + ".tmp", stalled)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(passed) and time.monotonic() < deadline:
+            time.sleep(0.2)
         return value
 
     first = frame.columns[0]
