@@ -463,15 +463,16 @@ def test_a_file_holds_nothing_until_its_first_flush(tmp_path: Path, fs: pafs.Fil
     [
         ("timestamp", -1),  # 1969-12-31 23:59:59.999999999
         ("timestamp", -999_000_000),  # 23:59:59.001
-        ("array<timestamp>", [-1_500_000_000]),
-        ("map<int,timestamp>", [(1, -2_999_999_999)]),
+        ("array<timestamp>", [-1_500_000_000, -1_000_000]),
+        ("map<int,timestamp>", [(1, -2_999_999_999), (2, -500_000_000)]),
+        ("map<timestamp,int>", [(-1_999_999_999, 1), (-2_000_000, 2)]),
     ],
 )
 def test_unreadable_timestamps_are_refused(
     tmp_path: Path, fs: pafs.FileSystem, hive_type: str, value: object
 ) -> None:
     """The last second before 1970 with a fraction of 1 ms or more reads one second later in every ORC reader
-    of Java (orc/timestamps.py); inside lists and maps we do not write fractions before 1970."""
+    of Java (orc/timestamps.py): refused, inside lists and maps too."""
     cols = parse_columns(f"t {hive_type}")
     w = AcidWriter(fs, write_path(tmp_path), cols, options=WriterOptions(), side_file=False)
     typ = cols[0].type.to_arrow()
@@ -492,33 +493,53 @@ def test_unreadable_timestamps_are_refused(
         max_size=40,
     ),
     st.sampled_from([WriterOptions(), WriterOptions(is_base=True), WriterOptions(compression="NONE")]),
+    st.lists(st.integers(0, 4), min_size=1, max_size=40),
+    st.integers(0, 3),
 )
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_timestamps_before_1970_read_back(
-    tmp_path: Path, values: list[int | None], options: WriterOptions
+    tmp_path: Path, values: list[int | None], options: WriterOptions, lengths: list[int], skip: int
 ) -> None:
-    """Any timestamp ORC's readers can read back (all but the window above) is read back as written, at the
-    top level and in a struct, by inserts and by raw events; the seconds stored are the Java writer's."""
+    """Any timestamp ORC's readers can read back (all but the window above) is read back as written, by our
+    reader and pyarrow's, at the top level, in a struct and inside lists and maps (their keys and values,
+    structs in lists, lists in lists; null and empty lists, null elements, sliced arrays); the seconds stored
+    are the Java writer's."""
     window = [v for v in values if v is not None and -(10**9) <= v < 0 and v % 10**9 > 999_999]
     values = [None if v in window else v for v in values]
-    cols = parse_columns("t timestamp, s struct<a:int,t:timestamp>")
-    rows = pa.table(
-        {
-            "t": pa.array(values, pa.timestamp("ns")),
-            "s": pa.array(
-                [None if v is None else {"a": i, "t": v} for i, v in enumerate(values)],
-                cols[1].type.to_arrow(),
-            ),
-        }
+    cols = parse_columns(
+        "t timestamp, s struct<a:int,t:timestamp>, l array<timestamp>, m map<string,timestamp>, "
+        "k map<timestamp,int>, ls array<struct<a:int,t:timestamp>>, ll array<array<timestamp>>"
     )
+    lists: list[list[int | None] | None] = []  # row i: `lengths[i]` values from where row i - 1 ended
+    start = 0
+    for i in range(len(values) + skip):
+        n = lengths[i % len(lengths)]
+        lists.append(None if n == 4 else [values[(start + j) % len(values)] for j in range(n)])
+        start += n
+    keys = [None if x is None else [v for v in x if v is not None] for x in lists]
+    columns = {
+        "t": [None] * skip + values,
+        "s": [None] * skip + [None if v is None else {"a": i, "t": v} for i, v in enumerate(values)],
+        "l": lists,
+        "m": [None if x is None else [(str(j), v) for j, v in enumerate(x)] for x in lists],
+        "k": [None if x is None else [(v, j) for j, v in enumerate(x)] for x in keys],
+        "ls": [None if x is None else [{"a": j, "t": v} for j, v in enumerate(x)] for x in lists],
+        "ll": [None if x is None else [x, None, [], x[::-1]] for x in lists[: len(lists) // 2]]
+        + lists[len(lists) // 2 :],
+    }
+    columns["ll"] = [None if x is None or (x and not isinstance(x[0], list)) else x for x in columns["ll"]]
+    arrays = [pa.array(columns[c.name], c.type.to_arrow()) for c in cols]
+    rows = pa.Table.from_arrays(arrays, names=[c.name for c in cols]).slice(skip, len(values))
     fs = pafs.LocalFileSystem()
     path = str(tmp_path / f"bucket_{uuid.uuid4().hex}")
     w = AcidWriter(fs, path, cols, options=options, side_file=False)
     w.insert(1, B0, rows)
     w.close()
     row = read_events(fs, path).column("row").combine_chunks()
-    assert row.field(0).equals(rows.column("t").combine_chunks())
-    assert row.field(1).equals(rows.column("s").combine_chunks())
+    theirs = po.read_table(path).column("row").combine_chunks()
+    for i, name in enumerate(rows.column_names):
+        assert row.field(i).equals(rows.column(name).combine_chunks()), name
+        assert theirs.field(i).equals(rows.column(name).combine_chunks()), name
     assert list(
         stored_seconds(np.array([-1_500_000_000, -2_000_000_000, -1_000_000_500, 1_500_000_000]))
     ) == [

@@ -14,9 +14,12 @@ streams are then right), and its DATA stream is encoded here (:mod:`rlev2`) from
 statistics; a file holding one declares no row index (its index positions into DATA are pyarrow's), as every
 streaming delta does. One window stays unwritable, for Hive's writer too: from 1969-12-31 23:59:59.001 to
 23:59:59.999999999 the stored second would be 0, which readers do not adjust (ORC-763's "sql.Timestamp bug"),
-so they would read the value one second later: refused. Inside lists and maps such values are refused as
-well (the values' order there follows the adapter's offsets); at the top level and in structs they are
-written.
+so they would read the value one second later: refused.
+
+Inside lists and maps a column's DATA stream holds the non-null values of the lists' (maps') elements in order,
+of the rows the stripe holds: so the lists are handed to pyarrow rebuilt from their elements as their offsets
+(slices, null lists) select them, and the DATA stream of each stripe is encoded from the true values of its
+rows' elements.
 """
 
 from __future__ import annotations
@@ -68,10 +71,10 @@ def _before_1970_with_fraction(arr: pa.Array) -> npt.NDArray[np.bool_]:
     return (values < 0) & (values % SECOND != 0) & arr.is_valid().to_numpy(zero_copy_only=False)
 
 
-def check_writable(arr: pa.Array, name: str, *, nested_in_list: bool = False) -> bool:
+def check_writable(arr: pa.Array, name: str) -> bool:
     """Whether ``arr`` holds a timestamp before 1970 with a fraction of a second (anywhere inside), which
     :func:`prepare` then takes care of. Raises ValueError for values no ORC reader of Java reads back: the
-    second before 1970 with a fraction of 1 ms or more, and such values inside a list or map."""
+    second before 1970 with a fraction of 1 ms or more."""
     t = arr.type
     if not has_timestamp(t):
         return False
@@ -81,27 +84,47 @@ def check_writable(arr: pa.Array, name: str, *, nested_in_list: bool = False) ->
             return False
         values = _nanos(arr)
         window = bad & (values >= -SECOND) & (values % SECOND > 999_999)
-        if window.any() or nested_in_list:
-            first = arr[int(np.argmax(window if window.any() else bad))]
-            where = (
-                "in the last second before 1970 with a fraction of 1 ms or more"
-                if window.any()
-                else "before 1970 with a fraction of a second, inside a list or map"
-            )
+        if window.any():
             raise ValueError(
-                f"column {name}: timestamp {first} is {where}, which ORC's readers (Hive's) cannot read back "
-                "as written; round it to whole seconds"
+                f"column {name}: timestamp {arr[int(np.argmax(window))]} is in the last second before 1970 "
+                "with a fraction of 1 ms or more, which ORC's readers (Hive's) cannot read back as written; "
+                "round it to whole seconds"
             )
         return True
     if pa.types.is_struct(t):
         found = False
         for f, child in zip(t, arr.flatten(), strict=True):
-            found |= check_writable(child, f"{name}.{f.name}", nested_in_list=nested_in_list)
+            found |= check_writable(child, f"{name}.{f.name}")
         return found
+    elements = _elements(arr)
     if pa.types.is_map(t):
-        keys = check_writable(arr.keys, f"{name}.key", nested_in_list=True)
-        return check_writable(arr.items, f"{name}.value", nested_in_list=True) or keys
-    return check_writable(arr.flatten(), f"{name}[]", nested_in_list=True)
+        keys = check_writable(elements.take(arr.keys), f"{name}.key")
+        return check_writable(elements.take(arr.items), f"{name}.value") or keys
+    return check_writable(elements.take(arr.values), f"{name}[]")
+
+
+@dataclass(frozen=True)
+class _Elements:
+    """The elements a list (or map) array's rows hold, as its offsets select them (a slice's rows, none of a
+    null list's): where they are in the child arrays, and each one's row."""
+
+    indices: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]  # each row's first element, from 0 (nulls: none)
+    valid: npt.NDArray[np.bool_]
+
+    def take(self, child: pa.Array) -> pa.Array:
+        return child.take(pa.array(self.indices, pa.int64()))
+
+
+def _elements(arr: pa.Array) -> _Elements:
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    bounds = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = np.where(valid, np.diff(bounds), 0)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths)
+    indices = np.arange(offsets[-1], dtype=np.int64) - offsets[rows] + bounds[rows]
+    return _Elements(indices, rows, offsets, valid)
 
 
 @dataclass(frozen=True)
@@ -114,8 +137,9 @@ class Repair:
 
 
 def prepare(table: pa.Table) -> tuple[pa.Table, Repair | None]:
-    """``table`` as pyarrow is to encode it: each timestamp (at the top level or in structs) before 1970 with
-    a fraction replaced by its fraction alone; with what :func:`repair` needs, or None if nothing changed."""
+    """``table`` as pyarrow is to encode it: each timestamp before 1970 with a fraction replaced by its
+    fraction alone (lists and maps holding one rebuilt from their elements); with what :func:`repair` needs,
+    or None if nothing changed."""
     if not any(has_timestamp(f.type) for f in table.schema):
         return table, None
     repair = Repair({}, {})
@@ -124,7 +148,8 @@ def prepare(table: pa.Table) -> tuple[pa.Table, Repair | None]:
     for field, column in zip(table.schema, table.columns, strict=True):
         arr = column.combine_chunks() if has_timestamp(field.type) else column
         if isinstance(arr, pa.Array):
-            arr = _prepared(arr, column_id, repair)
+            rows = np.arange(len(arr), dtype=np.int64)
+            arr = _prepared(arr, column_id, repair, rows, table.num_rows)
         columns.append(arr)
         column_id += _column_count(field.type)
     if not repair.values:
@@ -143,7 +168,10 @@ def _column_count(t: pa.DataType) -> int:
     return 1
 
 
-def _prepared(arr: pa.Array, column_id: int, repair: Repair) -> pa.Array:
+def _prepared(
+    arr: pa.Array, column_id: int, repair: Repair, rows: npt.NDArray[np.int64], table_rows: int
+) -> pa.Array:
+    """``arr`` prepared; ``rows``: the table's row each of its values belongs to (non-decreasing)."""
     t = arr.type
     if pa.types.is_timestamp(t):
         bad = _before_1970_with_fraction(arr)
@@ -152,17 +180,33 @@ def _prepared(arr: pa.Array, column_id: int, repair: Repair) -> pa.Array:
         values = _nanos(arr)
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         repair.values[column_id] = values[valid]
-        repair.before_row[column_id] = np.concatenate(([0], np.cumsum(valid))).astype(np.int64)
+        repair.before_row[column_id] = np.searchsorted(rows[valid], np.arange(table_rows + 1)).astype(
+            np.int64
+        )
         fractions = np.where(bad, values % SECOND, values) // _NANOS_PER_UNIT[t.unit]
         return pa.array(fractions, t, mask=~valid)
-    if pa.types.is_struct(t) and has_timestamp(t):
+    if not has_timestamp(t):
+        return arr
+    if pa.types.is_struct(t):
         children = []
         child_id = column_id + 1
         for f, child in zip(t, arr.flatten(), strict=True):  # flatten: the struct's nulls in every child
-            children.append(_prepared(child, child_id, repair))
+            children.append(_prepared(child, child_id, repair, rows, table_rows))
             child_id += _column_count(f.type)
         return pa.StructArray.from_arrays(children, fields=list(t), mask=arr.is_null())
-    return arr
+    elements = _elements(arr)
+    element_rows = rows[elements.rows]
+    offsets = pa.array(elements.offsets, pa.int64() if pa.types.is_large_list(t) else pa.int32())
+    mask = pa.array(~elements.valid)
+    if pa.types.is_map(t):
+        key_id = column_id + 1
+        keys = _prepared(elements.take(arr.keys), key_id, repair, element_rows, table_rows)
+        item_id = key_id + _column_count(t.key_type)
+        items = _prepared(elements.take(arr.items), item_id, repair, element_rows, table_rows)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=mask)
+    values = _prepared(elements.take(arr.values), column_id + 1, repair, element_rows, table_rows)
+    cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+    return cls.from_arrays(offsets, values, type=t, mask=mask)
 
 
 def repair(data: pa.Buffer, fix: Repair) -> pa.Buffer:
