@@ -87,3 +87,30 @@ def test_the_exactly_once_sink_commits_each_micro_batch_once_on_a_hive_metastore
     with Metastore.connect(hive4_metastore) as ms:
         scanned = ms.table(table).scan().to_arrow()
         assert sorted(zip(scanned["id"].to_pylist(), scanned["msg"].to_pylist(), strict=True)) == expected
+
+
+def test_the_sink_agrees_on_one_txn_across_a_micro_batchs_tasks_on_a_hive_metastore(
+    spark: Any, hive4: Referee, hive4_metastore: str, table: str, tmp_path: Path
+) -> None:
+    """A micro-batch of several tasks on a Hive Metastore: Hive's ``SHOW TRANSACTIONS`` does not report a txn's
+    agent info, which the tasks use to find the batch's txn."""
+    from acidstream.spark import register
+
+    acid_spark = register(spark)
+    landing = tmp_path / "in"
+    landing.mkdir()
+    for f in range(3):
+        (landing / f"f{f}.csv").write_text("".join(f"{i},m{i}\n" for i in range(f * 40, f * 40 + 40)))
+    query = (
+        acid_spark.readStream.format("csv")
+        .schema("id int, msg string")
+        .load(str(landing))
+        .repartition(3)
+        .writeStream.format("acidstream")
+        .option("metastore", hive4_metastore)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    query.awaitTermination()
+    assert hive_rows(hive4, hive4_metastore, table) == [(i, f"m{i}") for i in range(120)]

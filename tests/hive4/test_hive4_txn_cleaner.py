@@ -291,12 +291,20 @@ def test_a_spark_sinks_micro_batch_whose_txn_timed_out_stays_invisible_after_the
     moves the files into the table after the metastore timed the txn out: the commit fails, the files stay."""
     import_or_skip("pyspark", reason="the spark extra is not installed")
     from acidstream.spark.options import resolve
-    from acidstream.spark.stream_write import AcidStreamWriter, StreamMessage, batch_tag, elect_batch_txn
+    from acidstream.spark.stream_write import (
+        AcidStreamWriter,
+        StreamMessage,
+        batch_label,
+        batch_tag,
+        elect_batch_txn,
+    )
     from acidstream.spark.task_write import write_task
 
     table = create(ms, "unpartitioned")
     target = resolve({"metastore": ms.url, "path": table}, writable=True)
-    txn, write_id = elect_batch_txn(ms, target.table, batch_tag("cleaner", 0, "run"))
+    txn, write_id = elect_batch_txn(
+        ms, target.table, batch_tag("cleaner", 0, "run"), batch_label("cleaner", 0, "run")
+    )
     result = write_task(target, write_id, 0, iter([spark_rows(5, "lost")]))
     ms.abort_txn(txn)  # as Hive's housekeeping does to a txn whose heartbeats stopped
     with pytest.raises(TxnAbortedException):

@@ -4,8 +4,11 @@
 Python worker) and no hook runs on the driver before a batch's tasks, while the write
 id must be inside every event and directory name, so it cannot be assigned afterwards without rewriting
 files. Each task with rows therefore *elects* the batch's transaction through the metastore itself: it opens
-a txn tagged ``acidstream-spark-sink/<sink>/<batch>/<run>`` in the txn's agent info, lists the open txns
-with that tag, and uses the lowest (aborting its own if it lost). Txn ids are handed out in commit order, so
+a txn labelled ``acidstream-spark-sink/<sink digest>/<batch>/<run digest>@<host>`` in the txn's host name,
+lists the open txns with that label, and uses the lowest (aborting its own if it lost). The label is in the
+host name because it is the one free-text field of a txn that every metastore keeps and reports: Hive 4's
+``SHOW TRANSACTIONS`` reports every txn's agent info as "Unknown" (the agent info, the readable tag
+``acidstream-spark-sink/<sink>/<batch>/<run>``, is kept on the txn's locks). Txn ids are handed out in commit order, so
 every task sees at least the lowest txn opened before its own and all tasks agree; write-id allocation is
 idempotent, so they all get the same write id. Each task then takes Hive's writer lock for the txn before it
 writes (:mod:`acidstream.spark.writelock`). No new table or shared file system is needed, a crashed
@@ -117,15 +120,37 @@ class StreamMessage(WriterCommitMessage):
     result: TaskResult | None
 
 
+#: Hive's limit on a txn's host name (``TXNS.TXN_HOST``), which holds the batch's label.
+HOST_LENGTH = 128
+
+
 def batch_tag(sink_id: str, batch_id: int, run_id: str) -> str:
+    """The agent info of a batch's txns and locks: readable, for people listing them."""
     return f"{TAG_PREFIX}{sink_id}/{batch_id}/{run_id}"
 
 
-def elect_batch_txn(ms: MetastoreFacade, table: TableDefinition, tag: str) -> tuple[int, int]:
-    """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn with ``tag``,
-    locked by this task before it writes (:func:`~acidstream.spark.writelock.lock_for_write`)."""
-    (mine,) = ms.open_txns(1, user=getpass.getuser(), host=socket.gethostname(), agent_info=tag)
-    candidates = [t.txn_id for t in ms.show_txns() if t.agent_info == tag and t.state is TxnStatus.OPEN]
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sink_label(sink_id: str) -> str:
+    """The start of the host name of every txn the sink opens (ids of any length fit Hive's column)."""
+    return f"{TAG_PREFIX}{_digest(sink_id)}/"
+
+
+def batch_label(sink_id: str, batch_id: int | str, run_id: str | None = None) -> str:
+    """The start of the host name of a micro-batch's txns: of one run's, or (no ``run_id``) of every run's."""
+    prefix = f"{sink_label(sink_id)}{batch_id}/"
+    return prefix if run_id is None else f"{prefix}{_digest(run_id)}@"
+
+
+def elect_batch_txn(ms: MetastoreFacade, table: TableDefinition, tag: str, label: str) -> tuple[int, int]:
+    """The (txn, write id) every task of one micro-batch run agrees on: the lowest open txn whose host name
+    starts with ``label``, locked by this task before it writes
+    (:func:`~acidstream.spark.writelock.lock_for_write`)."""
+    host = (label + socket.gethostname())[:HOST_LENGTH]
+    (mine,) = ms.open_txns(1, user=getpass.getuser(), host=host, agent_info=tag)
+    candidates = _labelled_open_txns(ms, label)
     leader = min([*candidates, mine])
     if leader != mine:
         ms.abort_txn(mine)
@@ -137,17 +162,17 @@ def elect_batch_txn(ms: MetastoreFacade, table: TableDefinition, tag: str) -> tu
 def abort_open_batches(ms: MetastoreFacade, sink_id: str) -> list[int]:
     """Abort the sink's transactions still open, for a query's owner once the query has stopped (its tasks
     will commit none of them); the ids aborted."""
-    open_txns = _tagged_open_txns(ms, f"{TAG_PREFIX}{sink_id}/")
+    open_txns = _labelled_open_txns(ms, sink_label(sink_id))
     if open_txns:
         ms.abort_txns(open_txns)
     return open_txns
 
 
-def _tagged_open_txns(ms: MetastoreFacade, prefix: str) -> list[int]:
+def _labelled_open_txns(ms: MetastoreFacade, prefix: str) -> list[int]:
     return [
         t.txn_id
         for t in ms.show_txns()
-        if t.state is TxnStatus.OPEN and t.agent_info is not None and t.agent_info.startswith(prefix)
+        if t.state is TxnStatus.OPEN and t.host is not None and t.host.startswith(prefix)
     ]
 
 
@@ -179,7 +204,12 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
                 pass
             return StreamMessage(query_id, None, None, None)
         statement_id = statement_id_for(context.partitionId())
-        txn_id, write_id = elect_batch_txn(ms, self.target.table, batch_tag(self.sink_id, batch_id, run_id))
+        txn_id, write_id = elect_batch_txn(
+            ms,
+            self.target.table,
+            batch_tag(self.sink_id, batch_id, run_id),
+            batch_label(self.sink_id, batch_id, run_id),
+        )
 
         def batches() -> Iterator[pa.RecordBatch]:
             yield first
@@ -231,12 +261,12 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
             key=key,
             value=value,
         )
-        stale = [t for t in _tagged_open_txns(ms, f"{TAG_PREFIX}{self.sink_id}/") if t != txn_id]
+        stale = [t for t in _labelled_open_txns(ms, sink_label(self.sink_id)) if t != txn_id]
         if stale:  # txns of killed runs or lost elections of this sink: never to be committed
             ms.abort_txns(stale)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         ms = self.target.metastore()
-        open_txns = _tagged_open_txns(ms, f"{TAG_PREFIX}{self.sink_id}/{batchId}/")
+        open_txns = _labelled_open_txns(ms, batch_label(self.sink_id, batchId))
         if open_txns:
             ms.abort_txns(open_txns)
