@@ -64,7 +64,9 @@ def hdfs_kerberos_namenode(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -
 
     running = ExitStack()
     try:
-        cluster = running.enter_context(hdfs_cluster(tmp_path_factory.mktemp("hdfs-kerberos"), kdc_dir=kdc.dir))
+        cluster = running.enter_context(
+            hdfs_cluster(tmp_path_factory.mktemp("hdfs-kerberos"), kdc_dir=kdc.dir)
+        )
     except HdfsUnavailable as exc:
         if os.environ.get("CI"):
             pytest.fail(f"kerberized HDFS is unavailable under CI: {exc}")
