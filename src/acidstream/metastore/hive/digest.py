@@ -46,7 +46,7 @@ class DelegationToken:
         """(identifier, password, kind, service) decoded from the URL-safe base64 string."""
         try:
             data = base64.urlsafe_b64decode(self.text + "=" * (-len(self.text) % 4))
-            reader = _Reader(data)
+            reader = _WritableReader(data)
             identifier, password = reader.field(), reader.field()
             kind, service = reader.field().decode(), reader.field().decode()
         except (ValueError, IndexError, UnicodeDecodeError) as exc:
@@ -62,7 +62,7 @@ class DelegationToken:
     __str__ = __repr__
 
 
-class _Reader:
+class _WritableReader:
     """Hadoop's ``WritableUtils`` variable-length integers and the byte fields they prefix."""
 
     def __init__(self, data: bytes) -> None:
