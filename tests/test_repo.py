@@ -102,3 +102,12 @@ def test_missing_dependencies_fail_under_ci() -> None:
         if not hit.startswith("tests/support/deps.py:")
     ]
     assert hits == []
+
+
+def test_each_class_name_is_defined_once() -> None:
+    """One name per class in the package, private ones too: a reader who finds a name finds the one class."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "src" / "acidstream").rglob("*.py")):
+        for match in re.finditer(r"^class (\w+)", path.read_text(), re.MULTILINE):
+            where.setdefault(match.group(1), []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
