@@ -33,3 +33,11 @@ def hive4_streamer(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     streamer = Streamer(hive4_home, log)
     yield streamer
     streamer.close()
+
+
+@pytest.fixture
+def no_ticket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty ticket cache of the test's own as the default one."""
+    ccache = tmp_path / "krb5cc"
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+    return ccache

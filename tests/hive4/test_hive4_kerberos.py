@@ -24,14 +24,6 @@ import_or_skip("gssapi", reason="the kerberos extra (python-gssapi) is not insta
 import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
 
 
-@pytest.fixture
-def no_ticket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty ticket cache of the test's own as the default one."""
-    ccache = tmp_path / "krb5cc"
-    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
-    return ccache
-
-
 def stream_and_read(ms: Any, table: str) -> list[dict[str, Any]]:
     """DDL, one streaming commit and a read through ``ms``."""
     ms.execute("CREATE DATABASE IF NOT EXISTS secured")

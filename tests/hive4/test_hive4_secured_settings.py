@@ -23,13 +23,6 @@ import_or_skip("gssapi", reason="the kerberos extra (python-gssapi) is not insta
 import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
 
 
-@pytest.fixture
-def no_ticket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    ccache = tmp_path / "krb5cc"
-    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
-    return ccache
-
-
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "acidstream.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
