@@ -26,6 +26,8 @@ from typing import Any
 
 import pyspark
 
+from acidstream import Metastore
+
 #: Seconds the master and its workers have to come up on a loaded machine before the fixture gives up.
 START_DEADLINE = 240.0
 #: Executors' and daemons' heaps: the machine is small and shared.
@@ -180,6 +182,21 @@ DDL = (
     "TBLPROPERTIES ('transactional'='true')"
 )
 SCHEMA = "id int, msg string"
+
+
+def events_table(url: str, warehouse: Path | str) -> Metastore:
+    """A metastore at ``url`` holding the cluster tests' table ``c.events`` (:data:`DDL`)."""
+    ms = Metastore.connect(url, warehouse=warehouse)
+    ms.execute("CREATE DATABASE c")
+    ms.execute(DDL.format(db="c"))
+    return ms
+
+
+def local_events(tmp_path: Path) -> tuple[Path, str, Metastore]:
+    """``c.events`` in a SQLite metastore and a warehouse under ``tmp_path``: (warehouse, url, metastore)."""
+    warehouse = tmp_path / "wh"
+    url = f"sqlite:///{tmp_path / 'metastore.db'}"
+    return warehouse, url, events_table(url, warehouse)
 
 
 def driver_env(tmp_path: Path) -> dict[str, str]:

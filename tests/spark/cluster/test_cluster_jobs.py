@@ -11,10 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from acidstream.catalog import Metastore
 from acidstream.spark.stream_write import PROPERTY_PREFIX
 from support.backends import sql_metastore_url
-from support.sparkcluster import DDL, SCHEMA, SparkCluster, rows, run_job
+from support.sparkcluster import SCHEMA, SparkCluster, events_table, local_events, rows, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -22,11 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def test_append_stream_and_read_on_a_local_warehouse_shared_by_the_workers(
     cluster: SparkCluster, tmp_path: Path
 ) -> None:
-    warehouse = tmp_path / "wh"
-    url = f"sqlite:///{tmp_path / 'metastore.db'}"
-    ms = Metastore.connect(url, warehouse=warehouse)
-    ms.execute("CREATE DATABASE c")
-    ms.execute(DDL.format(db="c"))
+    warehouse, url, ms = local_events(tmp_path)
     options = {"metastore": url, "warehouse": str(warehouse)}
     stream = {"input": str(tmp_path / "in"), "checkpoint": str(tmp_path / "checkpoint")}
     (tmp_path / "in").mkdir()
@@ -58,9 +53,7 @@ def test_append_and_read_on_s3_with_the_jobs_spark_hadoop_settings(
     settings, and the secret appears in neither the plan string nor the event log."""
     with sql_metastore_url("postgresql", tmp_path) as url:
         warehouse = f"s3://acidstream-tests/cluster-{tmp_path.name}"
-        ms = Metastore.connect(url, warehouse=warehouse)
-        ms.execute("CREATE DATABASE c")
-        ms.execute(DDL.format(db="c"))
+        ms = events_table(url, warehouse)
         events = tmp_path / "events"
         events.mkdir()
         host = s3_endpoint.split("://", 1)[1]
@@ -111,9 +104,7 @@ def test_merge_update_delete_and_compaction_on_s3_with_the_jobs_settings(
     the target, write the mutations and compact the buckets reach moto through the job's settings."""
     with sql_metastore_url("postgresql", tmp_path) as url:
         warehouse = f"s3://acidstream-tests/cluster-{tmp_path.name}"
-        ms = Metastore.connect(url, warehouse=warehouse)
-        ms.execute("CREATE DATABASE c")
-        ms.execute(DDL.format(db="c"))
+        ms = events_table(url, warehouse)
         host = s3_endpoint.split("://", 1)[1]
         conf = {
             "spark.hadoop.fs.s3a.endpoint": s3_endpoint,

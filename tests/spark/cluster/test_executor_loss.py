@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.catalog import Metastore
 from acidstream.metastore import TxnStatus
-from support.sparkcluster import DDL, SCHEMA, SparkCluster, popen_job, rows
+from support.sparkcluster import SCHEMA, SparkCluster, local_events, popen_job, rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -63,11 +62,7 @@ def stalled_worker(marker: Path, driver: subprocess.Popen[str]) -> int:
 
 @pytest.mark.parametrize("lost", ["executor", "python-workers"])
 def test_a_write_task_loses_its_executor(cluster: SparkCluster, tmp_path: Path, lost: str) -> None:
-    warehouse = tmp_path / "wh"
-    url = f"sqlite:///{tmp_path / 'metastore.db'}"
-    ms = Metastore.connect(url, warehouse=warehouse)
-    ms.execute("CREATE DATABASE c")
-    ms.execute(DDL.format(db="c"))
+    warehouse, url, ms = local_events(tmp_path)
     marker = tmp_path / "marker"
     marker.mkdir()
     job = {"options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events", "schema": SCHEMA,

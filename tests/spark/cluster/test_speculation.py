@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.catalog import Metastore
-from support.sparkcluster import DDL, SCHEMA, SparkCluster, rows, run_job
+from support.sparkcluster import SCHEMA, SparkCluster, local_events, rows, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -31,11 +30,7 @@ def table_files(warehouse: Path) -> list[str]:
 def test_a_batch_write_with_a_speculative_copy_of_a_stalled_task(
     cluster: SparkCluster, tmp_path: Path
 ) -> None:
-    warehouse = tmp_path / "wh"
-    url = f"sqlite:///{tmp_path / 'metastore.db'}"
-    ms = Metastore.connect(url, warehouse=warehouse)
-    ms.execute("CREATE DATABASE c")
-    ms.execute(DDL.format(db="c"))
+    warehouse, url, ms = local_events(tmp_path)
     marker = tmp_path / "marker"
     marker.mkdir()
     job = {"conf": SPECULATION, "options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events",
@@ -56,11 +51,7 @@ def test_a_batch_write_with_a_speculative_copy_of_a_stalled_task(
 
 def test_the_sink_with_speculative_copies_of_stalled_tasks(cluster: SparkCluster, tmp_path: Path) -> None:
     """Each micro-batch's task of partition 0 stalls on its first attempt until its copy has passed it."""
-    warehouse = tmp_path / "wh"
-    url = f"sqlite:///{tmp_path / 'metastore.db'}"
-    ms = Metastore.connect(url, warehouse=warehouse)
-    ms.execute("CREATE DATABASE c")
-    ms.execute(DDL.format(db="c"))
+    warehouse, url, ms = local_events(tmp_path)
     (tmp_path / "in").mkdir()
     for n in range(2):
         lines = (json.dumps({"id": i, "msg": m}) for i, m in rows(n * 1500, 1500))
