@@ -29,7 +29,8 @@ from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWrite
 from acidstream.compactor.worker import Worker
 from acidstream.errors import CommitOutcomeUnknown, MetastoreUnavailable, MetastoreUrlError
 from acidstream.metastore.models import TxnStatus
-from hive4.referee import HIVE_SH, hive_sh
+from hive4.referee import hive_sh
+from hive4.referee import start_brisk_metastore as start
 from support.deps import import_or_skip
 from support.dropproxy import DropProxy
 
@@ -123,25 +124,7 @@ def test_the_cli_says_one_line_of_its_own_for_an_unreachable_metastore(
 
 # --- a metastore of this module's own, killed at a chosen call -------------------------------------------------
 
-#: A short txn timeout, so that the metastore's housekeeping acts within the tests.
-HOUSEKEEPING = {
-    "ACIDSTREAM_HIVE_TXN_TIMEOUT": "20s",
-    "ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL": "2s",
-    "ACIDSTREAM_HIVE_HOUSEKEEPERS": "AcidHouseKeeperService,AcidOpenTxnsCounterService,AcidTxnCleanerService",
-}
 COLUMNS = [("id", "int"), ("msg", "string")]
-
-
-def start(state: Path) -> str:
-    """(Re)start the metastore of ``state`` on its port, with its database."""
-    done = subprocess.run(
-        ["bash", str(HIVE_SH), "start", str(state)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, **HOUSEKEEPING},
-    )
-    return done.stdout.strip().splitlines()[-1]
 
 
 def kill(state: Path) -> None:

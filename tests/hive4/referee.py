@@ -47,6 +47,26 @@ def hive_sh(*args: str) -> str:
     return lines[-1] if lines else ""
 
 
+#: A short txn timeout and housekeeping interval, so that Hive's housekeeping (txn timeouts, the txn cleaner)
+#: acts within a test.
+BRISK_HOUSEKEEPING = {
+    "ACIDSTREAM_HIVE_TXN_TIMEOUT": "20s",
+    "ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL": "2s",
+}
+
+
+def start_brisk_metastore(state: Path) -> str:
+    """(Re)start the metastore of ``state`` (``scripts/hive.sh start``) with :data:`BRISK_HOUSEKEEPING`; its URI."""
+    done = subprocess.run(
+        ["bash", str(HIVE_SH), "start", str(state)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **BRISK_HOUSEKEEPING},
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
 def java() -> str:
     home = os.environ.get("JAVA_HOME")
     return str(Path(home) / "bin" / "java") if home else "java"

@@ -31,18 +31,11 @@ from acidstream.mutate import BucketIdResolver, MutatorClient, MutatorCoordinato
 from acidstream.storage import table_filesystem
 from hive4.hivetables import COLUMNS, read_directory
 from hive4.judge import judge
-from hive4.referee import HIVE_SH, Referee, hive_sh
+from hive4.referee import Referee, hive_sh, start_brisk_metastore
 from hive4.txncleaner import PATIENCE, cleaner_pass
 from support.deps import import_or_skip
 
 pytestmark = pytest.mark.hive4
-
-#: A short txn timeout and housekeeping interval, so that Hive's housekeeping acts within the tests.
-HOUSEKEEPING = {
-    "ACIDSTREAM_HIVE_TXN_TIMEOUT": "20s",
-    "ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL": "2s",
-    "ACIDSTREAM_HIVE_HOUSEKEEPERS": "AcidHouseKeeperService,AcidOpenTxnsCounterService,AcidTxnCleanerService",
-}
 
 LAYOUTS = {
     "dynamic": "PARTITIONED BY (part string) ",
@@ -56,14 +49,7 @@ def uri(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """A Hive Metastore of this module's own, its txn cleaner on with short intervals."""
     import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
     state = tmp_path_factory.mktemp("hms-cleaner")
-    done = subprocess.run(
-        ["bash", str(HIVE_SH), "start", str(state)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, **HOUSEKEEPING},
-    )
-    yield done.stdout.strip().splitlines()[-1]
+    yield start_brisk_metastore(state)
     hive_sh("stop", str(state))
 
 
