@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
     from acidstream.spark.main_job import JobReport
 
-_STARTING = "starting Spark (local, 2 cores)..."
+_STARTING = "starting Spark ({where})..."
+LOCAL = "local, 2 cores"
 #: The job's defaults (``acidstream.spark.main_job``; importing it here would load pyspark for every command).
 DEFAULT_ROWS_HELP = "1,000,000"
 ROWS_PER_FILE_HELP = "25,000"
@@ -53,8 +54,29 @@ ROWS_PER_FILE_HELP = "25,000"
     show_default=True,
     help="Seconds between the Spark SQL queries (at least as long as the last query took).",
 )
+@click.option(
+    "--master",
+    default=None,
+    metavar="URL",
+    help="Spark's master (spark://host:port, yarn, k8s://...; docs/spark.md).  [default: local, 2 cores]",
+)
+@click.option(
+    "--conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=lambda _ctx, _param, pairs: _conf_pairs(pairs),
+    help="A Spark setting for the job (spark.executor.memory=2g, spark.hadoop.fs.s3a.endpoint=...); repeatable.",
+)
 def main_job(
-    metastore: str, warehouse: str, rows: int | None, files: int | None, reset: bool, query_interval: float
+    metastore: str,
+    warehouse: str,
+    rows: int | None,
+    files: int | None,
+    reset: bool,
+    query_interval: float,
+    master: str | None,
+    spark_conf: dict[str, str],
 ) -> None:
     """Land CSV files, stream them through Spark into testing.alerts, query it with Spark SQL meanwhile.
 
@@ -62,6 +84,10 @@ def main_job(
     Spark SQL queries, run while the ingest goes on, check that each saw whole transactions only. Creates the
     metastore, database and table if needed. A run stopped by Ctrl-C or SIGTERM is resumed by the next one,
     which commits the stopped run's other files exactly once and lands none of its own.
+
+    With --master the job runs on a cluster: this process is Spark's driver (it lands the files, plans the
+    micro-batches, commits each transaction, runs the compactor), the executors write the rows. The metastore,
+    warehouse and store settings travel with the job; the workers need acidstream installed (docs/spark.md).
     """
     from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, describe, run
 
@@ -79,7 +105,12 @@ def main_job(
         pass  # reachable (or said to be waited for), before Spark takes half a minute to start
     stop = threading.Event()
     with ExitStack() as stack:
-        spark, log_file = _start_spark(stack, "acidstream-main-job", warehouse, console)
+        job_conf = {
+            "spark.acidstream.metastore": metastore,
+            "spark.acidstream.warehouse": warehouse,
+            **spark_conf,
+        }
+        spark, log_file = _start_spark(stack, "acidstream-main-job", warehouse, console, master, job_conf)
         # From here SIGINT and SIGTERM stop the ingest at its next poll (a signal inside a call to Spark's JVM
         # would break the connection to it); the summary then says what was committed, and the exit is 130/143.
         stack.enter_context(stopping_gracefully(stop.set))
@@ -107,7 +138,25 @@ def main_job(
             )
 
 
-def _start_spark(stack: ExitStack, app_name: str, warehouse: str, console: Console) -> tuple[Any, str | None]:
+def _conf_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` options as a mapping; a pair without ``=`` or key is a usage error naming it."""
+    conf = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--conf")
+        conf[key.strip()] = value
+    return conf
+
+
+def _start_spark(
+    stack: ExitStack,
+    app_name: str,
+    warehouse: str,
+    console: Console,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> tuple[Any, str | None]:
     """The command's SparkSession, on ``stack`` (stopped when it unwinds), started under a status line.
 
     SIGINT or SIGTERM during the start-up is acted on once Spark has started: raised inside pyspark's launch,
@@ -116,8 +165,8 @@ def _start_spark(stack: ExitStack, app_name: str, warehouse: str, console: Conso
     """
     from acidstream.spark.shell import command_session
 
-    with console.status(_STARTING), deferred_interrupts():
-        return stack.enter_context(command_session(app_name, warehouse))
+    with console.status(_STARTING.format(where=master or LOCAL)), deferred_interrupts():
+        return stack.enter_context(command_session(app_name, warehouse, master, conf))
 
 
 def summary_table(report: JobReport, warehouse: str, log_file: str | None) -> Table:

@@ -28,8 +28,11 @@ class SparkQueryError(AcidStreamError):
 
 
 @contextmanager
-def command_session(app_name: str, warehouse: str) -> Iterator[tuple[SparkSession, str | None]]:
-    """A command's local session (format registered, fair scheduling) and where Spark's log goes.
+def command_session(
+    app_name: str, warehouse: str, master: str | None = None, conf: Mapping[str, str] | None = None
+) -> Iterator[tuple[SparkSession, str | None]]:
+    """A command's session (format registered, fair scheduling) on ``master`` (default: local, two cores) with
+    ``conf`` over acidstream's settings, and where Spark's log goes.
 
     The log goes to ``<warehouse>/_logs/spark.log``. A session that was already running (tests, notebooks)
     keeps its own log and is not stopped.
@@ -44,7 +47,8 @@ def command_session(app_name: str, warehouse: str) -> Iterator[tuple[SparkSessio
         os.path.join(warehouse, "_logs", "spark.log") if owns_session and "://" not in warehouse else None
     )
     # Fair scheduling lets a job's ingest and its queries share the cores (a running session keeps its mode).
-    spark = register(session(app_name, log_file=log_file, extra_conf={"spark.scheduler.mode": "FAIR"}))
+    extra = {"spark.scheduler.mode": "FAIR", **({"spark.master": master} if master else {}), **(conf or {})}
+    spark = register(session(app_name, log_file=log_file, extra_conf=extra))
     try:
         yield spark, log_file
     finally:
