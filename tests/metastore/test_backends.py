@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -83,11 +84,13 @@ def test_connect_returns_the_facade_and_declares_what_the_backend_lacks(
 
 
 def test_connect_can_ask_for_an_existing_metastore_only(
-    metastore: Metastore, db: str, tmp_path: Path
+    metastore: Metastore, metastore_settings: dict[str, Any], db: str, tmp_path: Path
 ) -> None:
     """``create=False`` (the command line's reading commands): an existing metastore opens on every backend (a
     Hive Metastore that answers exists); a missing one is an error naming it, and nothing is created."""
-    with Metastore.connect(metastore.url, warehouse=metastore.warehouse, create=False) as again:
+    with Metastore.connect(
+        metastore.url, warehouse=metastore.warehouse, create=False, **metastore_settings
+    ) as again:
         assert db in again.list_databases()
     missing = tmp_path / "none.db"
     with pytest.raises(

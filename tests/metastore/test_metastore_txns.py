@@ -4,6 +4,7 @@ what reads acidstream's own tables or fault points is in ``TestSqlBackendOnly``.
 from __future__ import annotations
 
 import getpass
+from typing import Any
 
 import pytest
 
@@ -290,7 +291,9 @@ def test_commit_with_writes_fails_as_a_whole(metastore: MetastoreFacade, db: str
     assert ms.get_partition(f"{db}.t", ["x"]) is None  # the failed commits added no dynamic partition
 
 
-def test_a_commit_s_writes_carry_the_write_ids_of_its_txn(metastore: MetastoreFacade, db: str) -> None:
+def test_a_commit_s_writes_carry_the_write_ids_of_its_txn(
+    metastore: MetastoreFacade, metastore_settings: dict[str, Any], db: str
+) -> None:
     """A write under another txn's write id would become visible with that txn: every backend refuses it before
     anything is recorded, whichever client allocated the write ids (a Spark sink's executors allocate, its
     driver commits)."""
@@ -308,7 +311,8 @@ def test_a_commit_s_writes_carry_the_write_ids_of_its_txn(metastore: MetastoreFa
         InvalidObjectException, match=rf"txnid:{a} has write id {wa} on {db}\.t, not {wa + 5}"
     ):
         ms.add_dynamic_partitions(a, wa + 5, t, ["ds=x"])
-    with Metastore.connect(ms.url, warehouse=ms.warehouse) as other:  # a client that allocated nothing
+    # a client that allocated nothing
+    with Metastore.connect(ms.url, warehouse=ms.warehouse, **metastore_settings) as other:
         with pytest.raises(
             InvalidObjectException, match=rf"txnid:{a} has write id {wa} on {db}\.t, not {wb}"
         ):
