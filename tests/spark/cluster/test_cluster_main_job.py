@@ -22,6 +22,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROWS, FILES = 600, 3  # three micro-batches (transactions) of 200 rows
 
 
+def executors(cluster: SparkCluster) -> set[tuple[str, str]]:
+    """(worker, application) of every executor the cluster's workers have started (their work directories)."""
+    return {(p.parents[1].name, p.name) for p in cluster.root.glob("worker*/work/app-*")}
+
+
 def said(stdout: str) -> dict[str, str]:
     """The summary table's rows (label → value; a folded value's first line)."""
     rows = (line.strip("│ ").split("│") for line in stdout.splitlines() if line.count("│") >= 3)
@@ -34,6 +39,7 @@ def test_main_job_on_the_cluster_commits_each_row_once(
 ) -> None:
     warehouse = tmp_path / "wh"  # local disk, shared by the workers (one machine)
     conf = [f"{k}={v}" for k, v in cluster.driver_conf().items() if k != "spark.master"]
+    apps_before = executors(cluster)
     with sql_metastore_url(backend, tmp_path) as url:
         args = ["--metastore", url, "--warehouse", str(warehouse), "--rows", str(ROWS), "--files", str(FILES)]
         done = subprocess.run(
@@ -47,6 +53,8 @@ def test_main_job_on_the_cluster_commits_each_row_once(
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
         assert "Traceback" not in done.stderr
+        ran_on = {worker for worker, _ in executors(cluster) - apps_before}
+        assert ran_on == {"worker0", "worker1"}  # the job's executors ran on both workers, not in the driver
         summary = said(done.stdout)
         assert summary["rows ingested (this run)"] == f"{ROWS:,}"
         assert summary["rows in table"] == f"{ROWS:,}"
