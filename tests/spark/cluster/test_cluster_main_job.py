@@ -64,3 +64,15 @@ def test_main_job_on_the_cluster_commits_each_row_once(
         ids = ms.table(TABLE).scan(columns=["id"]).to_arrow()["id"].to_pylist()
         assert Counter(ids) == Counter(range(ROWS))  # each landed row once
         assert not (warehouse / "_landing").exists() or not any((warehouse / "_landing").iterdir())
+
+
+def test_a_conf_that_is_not_key_value_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "acidstream.cli", "main-job", "--warehouse", str(tmp_path), "--conf", "nokey"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "'nokey' is not KEY=VALUE" in done.stderr
+    assert "Traceback" not in done.stderr
