@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hive4.referee import HiveUnavailable, hive_sh
+from hive4.referee import HiveUnavailable, Referee, hive_sh
 from support.backends import hive_unavailable, sql_metastore_url
 
 
@@ -83,6 +83,19 @@ def hive4_home() -> Path:
     except HiveUnavailable as exc:
         hive_unavailable(str(exc))
         raise
+
+
+@pytest.fixture(scope="session")
+def hive4(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Referee]:
+    """Hive 4's ACID reader and record writer, one JVM for the test session."""
+    log = tmp_path_factory.mktemp("hive4-referee") / "referee.log"
+    try:
+        referee = Referee(hive4_home, log)
+    except (OSError, RuntimeError) as exc:
+        hive_unavailable(f"{exc} (log: {log})")
+        raise
+    yield referee
+    referee.close()
 
 
 @pytest.fixture(scope="session")

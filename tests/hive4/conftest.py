@@ -1,5 +1,5 @@
-"""Hive 4 for the hive4 tests: one referee JVM and one streaming client JVM per test session, each started only
-when a test asks for it (Hive's jars and its standalone metastore are fixtures of the whole suite: conftest.py).
+"""Hive 4 for the hive4 tests: one streaming client JVM per test session, started only when a test asks for it
+(Hive's jars, its standalone metastore and the referee are fixtures of the whole suite: conftest.py).
 """
 
 from __future__ import annotations
@@ -9,21 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hive4.referee import Referee, Streamer
-from support.backends import hive_unavailable
-
-
-@pytest.fixture(scope="session")
-def hive4(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Referee]:
-    """Hive 4's ACID reader and record writer, one JVM for the test session."""
-    log = tmp_path_factory.mktemp("hive4-referee") / "referee.log"
-    try:
-        referee = Referee(hive4_home, log)
-    except (OSError, RuntimeError) as exc:
-        hive_unavailable(f"{exc} (log: {log})")
-        raise
-    yield referee
-    referee.close()
+from hive4.referee import Streamer
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from acidstream.catalog import Metastore
-from hive4.conftest import hive4  # noqa: F401  # the Hive 4 referee fixture, for this directory too
 from hive4.judge import judge
 from hive4.referee import Referee
 from support.deps import import_or_skip
@@ -31,7 +30,7 @@ def ms(hive4_metastore: str) -> Iterator[Metastore]:
 def test_append_merge_and_read_on_the_hive4_metastore_judged_by_hive(
     cluster: SparkCluster,
     hive4_metastore: str,
-    hive4: Referee,  # noqa: F811  # the fixture imported above
+    hive4: Referee,
     ms: Metastore,
     tmp_path: Path,
 ) -> None:
