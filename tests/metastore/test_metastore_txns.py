@@ -204,6 +204,29 @@ def test_metastore_survives_fork(metastore: MetastoreFacade) -> None:
     assert (ms.get_txn_state(a), ms.get_txn_state(b)) == (TxnStatus.COMMITTED, TxnStatus.COMMITTED)
 
 
+def _child_asks(ms: MetastoreFacade, txn: int) -> None:
+    for _ in range(400):
+        assert ms.get_txn_state(txn) is TxnStatus.OPEN
+
+
+def test_a_forked_child_calls_beside_its_parent(metastore: MetastoreFacade) -> None:
+    """A forked child calling while its parent calls: each on connections of its own, the child authenticated
+    with the settings it inherited (on a kerberized metastore, a SASL socket shared with the parent loses its
+    security context's sequence and hangs)."""
+    import multiprocessing
+
+    ms = metastore
+    a, b = ms.open_txns(2)  # the parent keeps an idle connection the child inherits
+    child = multiprocessing.get_context("fork").Process(target=_child_asks, args=(ms, a))
+    child.start()
+    for _ in range(400):
+        assert ms.get_txn_state(b) is TxnStatus.OPEN
+    child.join(120)
+    assert child.exitcode == 0
+    ms.commit_txn(b)
+    assert ms.get_txn_state(b) is TxnStatus.COMMITTED
+
+
 def test_open_txns_with_write_ids_is_open_plus_allocate(metastore: MetastoreFacade, db: str) -> None:
     ms = metastore
     (first,) = ms.open_txns()  # the batch's write ids still start at 1

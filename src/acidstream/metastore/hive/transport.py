@@ -22,10 +22,12 @@ spread over the survivors. Kerberos's ``_HOST`` is each metastore's own host.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import ssl
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -180,6 +182,8 @@ class ThriftConnection:
         self._idle: list[tuple[_Socket, Client]] = []
         self._generation = 0  # close() bumps it: a socket of an older generation is closed when handed back
         self._answered = False  # a call was ever answered: a closed first call then is not SASL
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget_sockets(ref))
 
     def reconnect_options(self) -> dict[str, Any]:
         """The options that make another process's client connect as this one does (Kerberos, URI order)."""
@@ -346,6 +350,15 @@ class ThriftConnection:
 #: A SASL server's answer to a plain thrift call: a frame of status ``BAD`` or ``ERROR`` (``NegotiationStatus``),
 #: a 4-byte length and the reason ("Invalid status -128", our call's first byte read as a status).
 _SASL_REFUSALS = (3, 4)
+
+
+def _forget_sockets(ref: weakref.ref[ThriftConnection]) -> None:
+    """In a forked child: drop (never use, never close) the sockets inherited from the parent. Both processes
+    calling on one socket would read each other's answers, and a SASL socket's security context (its message
+    sequence numbers) cannot be shared at all; the child opens and authenticates its own."""
+    connection = ref()
+    if connection is not None:
+        connection._idle, connection._lock = [], threading.Lock()
 
 
 def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -> None:
