@@ -103,8 +103,10 @@ def test_the_data_sources_options_reach_a_kerberized_metastore(
     planner and the tasks' workers log in from the keytab themselves."""
     from acidstream.spark import register
 
+    # the Python workers' environment, as a cluster's has it; set before register(), which ships it with the format
+    # (the JVM may predate the KDC: a worker inherits none of this process's later KRB5_CONFIG)
+    spark.sparkContext.environment["KRB5_CONFIG"] = str(kdc.krb5_conf)
     acid_spark = register(spark)
-    acid_spark.sparkContext.environment["KRB5_CONFIG"] = str(kdc.krb5_conf)  # workers' env, as a cluster has
     opts = {
         "metastore": hive4_kerberos_metastore,
         "kerberos_principal": "alice",
