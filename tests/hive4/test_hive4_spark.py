@@ -57,31 +57,40 @@ def test_spark_writes_and_reads_a_hive_metastore_table(
     assert hive_rows(hive4, hive4_metastore, table) == expected
 
 
+def sink_once(spark: Any, metastore: str, table: str, tmp_path: Path, tasks: int = 1) -> None:
+    """The sink's query over the CSV files of ``tmp_path/in`` until they are all in ``table`` (from its
+    checkpoint, ``tmp_path/ck``), each micro-batch in ``tasks`` tasks."""
+    from acidstream.spark import register
+
+    frame = register(spark).readStream.format("csv").schema("id int, msg string").load(str(tmp_path / "in"))
+    query = (
+        frame.repartition(tasks)
+        .writeStream.format("acidstream")
+        .option("metastore", metastore)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    query.awaitTermination()
+
+
+def land(tmp_path: Path, name: str, ids: range) -> None:
+    landing = tmp_path / "in"
+    landing.mkdir(exist_ok=True)
+    (landing / name).write_text("".join(f"{i},m{i}\n" for i in ids))
+
+
 def test_the_exactly_once_sink_commits_each_micro_batch_once_on_a_hive_metastore(
     spark: Any, hive4: Referee, hive4_metastore: str, table: str, tmp_path: Path
 ) -> None:
-    from acidstream.spark import register
-
-    acid_spark = register(spark)
-    landing = tmp_path / "in"
-    landing.mkdir()
-
-    def run(first: int) -> None:
-        (landing / f"f{first:04d}.csv").write_text("".join(f"{i},m{i}\n" for i in range(first, first + 50)))
-        query = (
-            acid_spark.readStream.format("csv")
-            .schema("id int, msg string")
-            .load(str(landing))
-            .writeStream.format("acidstream")
-            .option("metastore", hive4_metastore)
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .trigger(availableNow=True)
-            .start(table)
-        )
-        query.awaitTermination()
-
-    run(0)  # the sink's first commit: a Hive Metastore keeps its key only where the table has it
-    run(50)  # the same query from its checkpoint: only the new file
+    land(tmp_path, "f0000.csv", range(0, 50))
+    sink_once(
+        spark, hive4_metastore, table, tmp_path
+    )  # the first commit: Hive keeps its key only where the table has it
+    land(tmp_path, "f0050.csv", range(50, 100))
+    sink_once(
+        spark, hive4_metastore, table, tmp_path
+    )  # the same query from its checkpoint: only the new file
     expected = [(i, f"m{i}") for i in range(100)]
     assert hive_rows(hive4, hive4_metastore, table) == expected
     with Metastore.connect(hive4_metastore) as ms:
@@ -93,24 +102,8 @@ def test_the_sink_agrees_on_one_txn_across_a_micro_batchs_tasks_on_a_hive_metast
     spark: Any, hive4: Referee, hive4_metastore: str, table: str, tmp_path: Path
 ) -> None:
     """A micro-batch of several tasks on a Hive Metastore: Hive's ``SHOW TRANSACTIONS`` does not report a txn's
-    agent info, which the tasks use to find the batch's txn."""
-    from acidstream.spark import register
-
-    acid_spark = register(spark)
-    landing = tmp_path / "in"
-    landing.mkdir()
+    agent info, which the tasks once used to find the batch's txn."""
     for f in range(3):
-        (landing / f"f{f}.csv").write_text("".join(f"{i},m{i}\n" for i in range(f * 40, f * 40 + 40)))
-    query = (
-        acid_spark.readStream.format("csv")
-        .schema("id int, msg string")
-        .load(str(landing))
-        .repartition(3)
-        .writeStream.format("acidstream")
-        .option("metastore", hive4_metastore)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start(table)
-    )
-    query.awaitTermination()
+        land(tmp_path, f"f{f}.csv", range(f * 40, f * 40 + 40))
+    sink_once(spark, hive4_metastore, table, tmp_path, tasks=3)
     assert hive_rows(hive4, hive4_metastore, table) == [(i, f"m{i}") for i in range(120)]
