@@ -54,7 +54,9 @@ def test_a_short_timeout_client_aborts_nobody_elses_txns(
     assert hasty.table(table).scan().to_arrow().num_rows == 1
     hasty.perform_timeouts()
     assert patient.perform_timeouts() == []
-    assert hasty.get_txn_state(short_txn) is TxnStatus.ABORTED
+    # aborted, or already forgotten: an empty aborted txn goes one more timeout after its last heartbeat, which a
+    # loaded machine may reach within this pass
+    assert hasty.get_txn_state(short_txn) in (TxnStatus.ABORTED, TxnStatus.UNKNOWN)
     assert hasty.get_txn_state(long_txn) is TxnStatus.OPEN
     patient.commit_txn(long_txn)
     assert patient.get_txn_state(long_txn) is TxnStatus.COMMITTED
