@@ -23,6 +23,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from acidstream import faults
+from acidstream.read.delegating import DelegatingHandler
 
 
 def can_mount_tmpfs() -> bool:
@@ -104,62 +105,31 @@ class _FailingStream:
         self._inner.close()
 
 
-class _FailingHandler(pafs.FileSystemHandler):
-    """Every call goes to ``base``; output streams go through the budget."""
+class _FailingHandler(DelegatingHandler):
+    """Every call goes to ``base`` (:class:`~acidstream.read.delegating.DelegatingHandler`); output streams go
+    through the budget."""
 
     def __init__(self, base: pafs.FileSystem, budget: WriteBudget) -> None:
-        self.base, self.budget = base, budget
+        super().__init__(base)
+        self.budget = budget
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _FailingHandler) and other.base.equals(self.base)
+        return isinstance(other, _FailingHandler) and other._base.equals(self._base)
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def get_type_name(self) -> str:
-        return self.base.type_name  # it fails writes, and can do whatever its base can
-
-    def normalize_path(self, path: str) -> str:
-        return str(self.base.normalize_path(path))
-
-    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return list(self.base.get_file_info(paths))
-
-    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        return list(self.base.get_file_info(selector))
-
-    def create_dir(self, path: str, recursive: bool) -> None:
-        self.base.create_dir(path, recursive=recursive)
-
-    def delete_dir(self, path: str) -> None:
-        self.base.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self.base.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+        return str(self._base.type_name)  # it fails writes, and can do whatever its base can
 
     def delete_root_dir_contents(self) -> None:
         raise OSError(errno.EPERM, "refusing to empty the root directory")
 
-    def delete_file(self, path: str) -> None:
-        self.base.delete_file(path)
-
-    def move(self, src: str, dest: str) -> None:
-        self.base.move(src, dest)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self.base.copy_file(src, dest)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        return self.base.open_input_stream(path)
-
-    def open_input_file(self, path: str) -> pa.NativeFile:
-        return self.base.open_input_file(path)
-
     def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return pa.PythonFile(_FailingStream(self.base.open_output_stream(path), self.budget), mode="w")
+        return pa.PythonFile(_FailingStream(self._base.open_output_stream(path), self.budget), mode="w")
 
     def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return pa.PythonFile(_FailingStream(self.base.open_append_stream(path), self.budget), mode="w")
+        return pa.PythonFile(_FailingStream(self._base.open_append_stream(path), self.budget), mode="w")
 
 
 def failing_filesystem(base: pafs.FileSystem, budget: WriteBudget) -> pafs.FileSystem:
