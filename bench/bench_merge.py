@@ -280,10 +280,11 @@ CASES = {
 
 
 def run_rounds(root: Path, names: list[str], rounds: int) -> dict[str, list[dict[str, Any]]]:
-    """Each case in a fresh subprocess (``--case NAME``), all cases once per round, ``rounds`` rounds."""
+    """Each case in a fresh subprocess (``--case NAME``), all cases once per round, ``rounds`` rounds; odd rounds
+    run the cases in reverse order, so neither side of a ratio always runs first."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    for _ in range(rounds):
-        for name in names:
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
             runs[name].append(run_script(__file__, ["--case", name, "--dir", str(root)]))
     return runs
 
