@@ -30,7 +30,8 @@ echo "== ruff"; ruff check src tests bench scripts; ruff format --check --quiet 
 echo "== mypy"; mypy
 echo "== pytest"
 set +e
-pytest "$@"
+# the slowest tests in the output, so a run shows where the time goes (the budget is 30 minutes on 2 cores)
+pytest --durations=40 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests"; fi
