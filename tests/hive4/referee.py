@@ -11,11 +11,12 @@ Hive prints them; binary as base64; lists as lists, structs as lists of field va
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +133,20 @@ class JsonLinesJvm:
 class Referee(JsonLinesJvm):
     """Hive 4's reader, directory selection, record writer and metastore client (``acidstream.hive.Referee``)."""
 
+    #: Sent with each read, selection and write: Hadoop settings and a Kerberos login (:meth:`on_hadoop`).
+    hadoop: Mapping[str, Any] = {}
+
     def __init__(self, home: Path, log: Path) -> None:
         super().__init__(home / "lib", "acidstream.hive.Referee", log)
         self.call(op="ping")
+
+    def on_hadoop(self, conf: Mapping[str, str], kerberos: Mapping[str, str] | None = None) -> Referee:
+        """This referee (the same JVM) reading, selecting and writing with the Hadoop settings ``conf`` (an HDFS
+        cluster's client configuration) and, with ``kerberos`` (``principal``, ``keytab``, ``krb5conf``), as
+        that principal logged in from the keytab, as a Hive job on a kerberized cluster runs."""
+        view = copy.copy(self)
+        view.hadoop = {"conf": dict(conf), "kerberos": dict(kerberos) if kerberos else None}
+        return view
 
     def read(
         self,
@@ -191,6 +203,7 @@ class Referee(JsonLinesJvm):
             buckets=buckets,
             vectorized=vectorized,
             splits=splits,
+            **self.hadoop,
         )
 
     def select(
@@ -198,7 +211,9 @@ class Referee(JsonLinesJvm):
     ) -> tuple[str | None, list[str], list[str]]:
         """Hive's ``AcidUtils.getAcidState`` of a directory: base name, chosen deltas in order, sorted obsolete
         names."""
-        answer = self.call(op="select", dir=str(location), writeids=str(write_ids), txns=str(txns))
+        answer = self.call(
+            op="select", dir=str(location), writeids=str(write_ids), txns=str(txns), **self.hadoop
+        )
         return answer["base"], answer["current"], answer["obsolete"]
 
     def write(
@@ -229,6 +244,7 @@ class Referee(JsonLinesJvm):
             statement=statement_id,
             flush=flush,
             handle=handle,
+            **self.hadoop,
         )
 
     def metastore(self, uri: str, call: str, **request: Any) -> dict[str, Any]:

@@ -71,6 +71,7 @@ final class AcidReader {
     JobConf job = new JobConf();
     job.set("fs.file.impl", RawLocalFs.class.getName());
     job.setBoolean("fs.file.impl.disable.cache", true);
+    HadoopAccess.configure(job, request);
     FileInputFormat.setInputPaths(job, new Path(request.get("dir").asText()));
     job.set(serdeConstants.LIST_COLUMNS, String.join(",", columns));
     job.set(serdeConstants.LIST_COLUMN_TYPES, String.join(",", types));

@@ -25,6 +25,7 @@ final class AcidSelection {
 
   static void select(JsonNode request, ObjectNode answer) throws Exception {
     JobConf conf = new JobConf();
+    HadoopAccess.configure(conf, request);
     conf.set(ValidTxnList.VALID_TXNS_KEY, request.get("txns").asText());
     Path dir = new Path(request.get("dir").asText());
     FileSystem fs = dir.getFileSystem(conf);

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hive.ql.io.AcidOutputFormat;
 import org.apache.hadoop.hive.ql.io.RecordUpdater;
@@ -97,11 +98,17 @@ final class AcidWriter {
 
   private static RecordUpdater create(JsonNode request, ObjectInspector inspector) throws Exception {
     Configuration conf = new Configuration();
+    HadoopAccess.configure(conf, request);
     Path dir = new Path(request.get("dir").asText());
     Properties tableProperties = new Properties();
     tableProperties.setProperty("transactional_properties", "default");
-    RawLocalFs fs = new RawLocalFs();
-    fs.initialize(java.net.URI.create("file:///"), conf);
+    FileSystem fs;
+    if (dir.toUri().getScheme() == null || "file".equals(dir.toUri().getScheme())) {
+      fs = new RawLocalFs();
+      fs.initialize(java.net.URI.create("file:///"), conf);
+    } else { // HDFS: the cluster's own client, hflush and all
+      fs = dir.getFileSystem(conf);
+    }
     AcidOutputFormat.Options options =
         new AcidOutputFormat.Options(conf)
             .inspector(inspector)

@@ -17,7 +17,8 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Requests name an {@code op}: {@code read} (see {@link AcidReader}), {@code select} (see {@link
  * AcidSelection}), {@code write} (see {@link AcidWriter}), {@code metastore} (see {@link Metastore}) or
- * {@code ping}. Answers are {@code {"ok": true, ...}} or {@code {"ok": false, "error": "..."}}.
+ * {@code ping}. A read, a selection or a write may name Hadoop settings and a Kerberos login (see {@link
+ * HadoopAccess}). Answers are {@code {"ok": true, ...}} or {@code {"ok": false, "error": "..."}}.
  */
 public final class Referee {
   private Referee() {}
@@ -52,13 +53,29 @@ public final class Referee {
         break;
       case "read":
         ArrayNode rows = answer.putArray("rows");
-        AcidReader.read(request, rows, answer.putArray("splits"));
+        ArrayNode splits = answer.putArray("splits");
+        HadoopAccess.run(
+            request,
+            () -> {
+              AcidReader.read(request, rows, splits);
+              return null;
+            });
         break;
       case "select":
-        AcidSelection.select(request, answer);
+        HadoopAccess.run(
+            request,
+            () -> {
+              AcidSelection.select(request, answer);
+              return null;
+            });
         break;
       case "write":
-        AcidWriter.write(request);
+        HadoopAccess.run(
+            request,
+            () -> {
+              AcidWriter.write(request);
+              return null;
+            });
         break;
       case "metastore":
         Metastore.call(request, answer);
