@@ -18,8 +18,8 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _tree() -> dict[int, dict[str, str]]:
-    """/proc status fields of this process and every descendant still running."""
+def _tree(root: int | None = None) -> dict[int, dict[str, str]]:
+    """/proc status fields of process ``root`` (default: this one) and every descendant still running."""
     parents: dict[int, int] = {}
     fields: dict[int, dict[str, str]] = {}
     for entry in os.listdir("/proc"):
@@ -31,7 +31,7 @@ def _tree() -> dict[int, dict[str, str]]:
         except OSError:
             continue
         parents[int(entry)] = int(fields[int(entry)].get("PPid", "0").strip())
-    tree = {os.getpid()}
+    tree = {os.getpid() if root is None else root}
     grew = True
     while grew:
         below = {pid for pid, parent in parents.items() if parent in tree} - tree
@@ -46,12 +46,13 @@ def tree_peak_rss_mib() -> float:
     return sum(int(f["VmHWM"].split()[0]) / 1024 for f in _tree().values() if "VmHWM" in f)
 
 
-def tree_cpu_seconds() -> float:
-    """CPU time (user + system) used so far by this process and every descendant still running: the work of a
-    Spark job spread over a JVM and Python workers, which the wall time of a busy machine hides."""
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU time (user + system) used so far by process ``root`` (default: this one) and every descendant still
+    running: the work of a Spark job spread over a JVM and Python workers, which the wall time of a busy machine
+    hides."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
-    for pid in _tree():
+    for pid in _tree(root):
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
