@@ -146,6 +146,8 @@ def test_spark_compaction_runs_a_task_per_partition_and_bucket(
     assert [o.info.state for o in outcomes] == ["ready for cleaning", "ready for cleaning"]
     assert [len(o.results) for o in outcomes] == [3, 3]  # one task per (partition, bucket)
     assert rows_with_ids(ms, "db.p") == before
+    # the tasks' attempts wrote below _tmp_*/_acidstream_attempts/: their files moved out, nothing is left
+    assert hidden(ms, "db.p", "ds=a") == [] and hidden(ms, "db.p", "ds=b") == []
     Compactor(ms, CompactorConfig(retention=0)).clean()
     assert dirs(ms, "db.p", "ds=a") == ["base_0000009"] and dirs(ms, "db.p", "ds=b") == ["base_0000008"]
     assert rows_with_ids(ms, "db.p") == before

@@ -18,10 +18,12 @@ from acidstream.errors import BucketIdException, InvalidObjectException, Seriali
 from acidstream.metastore import TxnStatus
 from acidstream.mutate.apply import DELETE, INSERT, OP
 from acidstream.mutate.merge import TableMutation
+from acidstream.spark.commit import remove_attempts
 from acidstream.spark.mutate import by_bucket, driver, join
-from acidstream.spark.mutate.driver import remove_unreported
-from acidstream.spark.mutate.stages import BUCKET, keep_keys, write_mutations
+from acidstream.spark.mutate.driver import publish
+from acidstream.spark.mutate.stages import BUCKET, attempt_staging, keep_keys, write_mutations
 from acidstream.spark.read import PARTITION_NAME
+from acidstream.spark.task_write import ATTEMPTS_DIR
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 
@@ -152,8 +154,9 @@ def test_delete_and_update_by_condition(
 def test_a_failing_task_aborts_the_whole_merge(
     merge_path: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
 ) -> None:
-    """Directories stand where the tasks writing partition p1 must create their bucket files: those tasks
-    fail, the others succeed, and nothing of the merge becomes visible."""
+    """Directories stand where the merge's bucket files of partition p1 must go: the tasks write into their
+    attempts' own directories, the driver fails to move p1's files in, and nothing of the merge becomes
+    visible (its txn aborted)."""
     spread = merge_path
     by_spark, _ = twins
     before = table_frame(ms, by_spark)
@@ -268,24 +271,35 @@ def mutations(rows: list[tuple[int, str]], table: Any) -> pa.RecordBatch:
     )
 
 
-def test_files_of_killed_attempts_are_removed_before_the_commit(ms: Metastore) -> None:
-    """Attempt 0 of statement 0 wrote p0 and p1, then died unreported; its retry writes p0 only (other input):
-    p1's files must not become visible. A retry replaces the files of its own groups."""
+def test_only_the_attempts_spark_took_are_published(ms: Metastore) -> None:
+    """Attempt 0 of statement 0 wrote p0 and p1, then died unreported; its retry writes p0 only (other input),
+    and a copy of statement 1 lost its race: only the reported attempts' files reach the table, each attempt
+    having written below its own directory, and no attempt's directory is left once the job is over."""
     ms.execute(ACCOUNTS_DDL.format("testing.retried"))
+    location = ms.table("testing.retried").location
     with TableMutation(ms, "testing.retried") as m:
         acid_table = m.acid_table
-        write_mutations(acid_table, ms, 0, 0, [mutations([(1, "p0"), (2, "p1")], acid_table.table)])
-        retry = write_mutations(acid_table, ms, 0, 1, [mutations([(1, "p0"), (3, "p0")], acid_table.table)])
-        other = write_mutations(acid_table, ms, 1, 0, [mutations([(7, "p2")], acid_table.table)])
-        assert retry is not None and other is not None
-        remove_unreported(acid_table, [retry, other])
-        assert m.commit([retry, other]) == {"inserted": 3, "updated": 0, "deleted": 0}
+
+        def attempt(statement: int, number: int, rows: list[tuple[int, str]]) -> tuple[Any, str]:
+            staging = attempt_staging(acid_table, statement, number)  # outside Spark: named by the number
+            written = write_mutations(acid_table, ms, statement, staging, [mutations(rows, acid_table.table)])
+            return written, staging
+
+        attempt(0, 0, [(1, "p0"), (2, "p1")])
+        retry = attempt(0, 1, [(1, "p0"), (3, "p0")])
+        other = attempt(1, 0, [(7, "p2")])
+        attempt(1, 1, [(8, "p2")])  # a losing copy (its input differs, to tell its rows apart)
+        assert all(Path(s).is_dir() for s in (retry[1], other[1]))
+        assert m.commit(publish(acid_table, [retry, other])) == {"inserted": 3, "updated": 0, "deleted": 0}
+        remove_attempts(location, acid_table.write_id)
     assert table_frame(ms, "testing.retried")[["id", "p"]].values.tolist() == [
         [1, "p0"],
         [3, "p0"],
         [7, "p2"],
     ]
-    assert not list((Path(ms.table("testing.retried").location) / "p=p1").glob("*"))
+    table_dir = Path(location.removeprefix("file://"))
+    assert not list((table_dir / "p=p1").glob("*"))
+    assert not (table_dir / ATTEMPTS_DIR).exists()
 
 
 def test_a_second_mutation_of_one_row_in_a_task_is_refused(ms: Metastore) -> None:
@@ -312,7 +326,7 @@ def test_a_second_mutation_of_one_row_in_a_task_is_refused(ms: Metastore) -> Non
         }
     )
     with TableMutation(ms, "testing.twice") as m, pytest.raises(InvalidObjectException, match=r"\{'id': 4\}"):
-        write_mutations(m.acid_table, ms, 0, 0, [batch, batch], keys=["id"])
+        write_mutations(m.acid_table, ms, 0, attempt_staging(m.acid_table, 0, 0), [batch, batch], keys=["id"])
 
 
 def test_typed_columns_on_an_unpartitioned_unbucketed_table(

@@ -4,7 +4,9 @@ A request is ready once the retention delay has passed since its publication (fo
 and every scan registered before the publication has ended or expired (``Metastore.find_ready_to_clean``). The
 cleaner then deletes the directories the compaction recorded as replaced, its leftover ``_tmp`` directory, and
 the directories of aborted writes up to the compaction's highest write id; before deleting it checks that none of
-them is still part of the table's current state. Finally the aborted write ids no remaining file can hold stop
+them is still part of the table's current state. It also deletes the task attempts' directories (hidden, never
+read: :mod:`acidstream.acid.attempts`) that a Spark job killed outright, or a losing attempt that outlived it,
+left in the table's and the partition's directory, once the transaction they wrote for is over. Finally the aborted write ids no remaining file can hold stop
 being snapshot exceptions (``mark_cleaned``).
 """
 
@@ -17,9 +19,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
+from acidstream.acid.attempts import ATTEMPTS_DIR, attempt_over, remove_if_empty
 from acidstream.acid.names import ParsedDelta, parse_dir_name
 from acidstream.acid.selection import AcidState, get_acid_state
-from acidstream.acid.writeids import ValidWriteIdList
+from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.compactor.config import CompactorConfig
 from acidstream.compactor.plan import top_level_names
 from acidstream.compactor.publish import acid_dirs, discard
@@ -82,7 +85,7 @@ class Cleaner:
     def _clean(self, ci: CompactionInfo) -> tuple[list[str], list[int]]:
         location = ci.meta.get("location")
         try:
-            self.ms.table(ci.table_name)
+            table = self.ms.table(ci.table_name)
         except NoSuchObjectException:
             return [], []  # dropped with its files
         if not location:
@@ -96,6 +99,8 @@ class Cleaner:
         txns = self.ms.snapshot()
         write_ids = self.ms.get_valid_write_ids(ci.table_name, snapshot=txns)
         state = get_acid_state(fs, path, write_ids, txns)
+        for directory in {table_filesystem(table.location)[1], path}:
+            _remove_ended_attempts(fs, directory, write_ids, txns)
         highest = ci.highest_write_id if ci.highest_write_id is not None else -1
         doomed = set(ci.meta.get("inputs", ())) | {
             name for name in top_level_names(path, state.aborted) if _max_write_id(name) <= highest
@@ -116,6 +121,20 @@ class Cleaner:
                 continue  # another cleaner (of another request on this partition) got there first
             removed.append(name)
         return removed, _forgettable(fs, path, write_ids, highest, set(ci.meta.get("outputs", ())))
+
+
+def _remove_ended_attempts(
+    fs: pafs.FileSystem, directory: str, write_ids: ValidWriteIdList, txns: ValidTxnList
+) -> None:
+    """Delete the attempt directories in ``directory``'s attempts directory whose txn is over (no committer
+    will move their files any more), and that directory once empty."""
+    attempts = f"{directory}/{ATTEMPTS_DIR}"
+    for info in fs.get_file_info(pafs.FileSelector(attempts, allow_not_found=True)):
+        if attempt_over(info.base_name, write_ids, txns):
+            log.info("removing %s: the transaction it wrote for is over", info.path)
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_dir(info.path)
+    remove_if_empty(fs, attempts)
 
 
 def _max_write_id(name: str) -> int:

@@ -15,7 +15,10 @@ merge, update and delete route every row by its ``ROW__ID`` alone, as Hive's UPD
 
 The statement id ``SSSS`` keeps the files of coordinators on other processes or hosts apart: each writes with
 its own and the txn commits them all; the coordinator itself makes no metastore writes unless the table was
-added with ``create_partitions``.
+added with ``create_partitions``. Two runs of one coordinator's work (a Spark task and its speculative copy or
+retry) share a statement id: each then writes below a ``staging`` directory of its own (hidden, see
+:mod:`acidstream.acid.attempts`), and the committer moves the files of the one it takes into the partitions
+(:func:`publish_staged`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from acidstream.acid.bucketing import BucketKeyOrder
 from acidstream.acid.codec import MAX_STATEMENT_ID, BucketCodec
@@ -95,7 +99,9 @@ class MutatorCoordinator:
 
     After a failed batch call (or any I/O error) the coordinator refuses further work: the txn must be aborted.
     A record refused by a per-record call changes nothing, as in Hive. ``check_buckets=False``: rows are
-    routed by their ``ROW__ID`` alone (the caller made sure no bucketed column changes).
+    routed by their ``ROW__ID`` alone (the caller made sure no bucketed column changes). ``staging``: files go
+    to ``<staging>/<partition name>/`` instead of the partitions' directories (the summary names them there,
+    with each partition's own location), for :func:`publish_staged` to move in.
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class MutatorCoordinator:
         delete_delta_if_exists: bool = False,
         buffer_records: int = DEFAULT_BUFFER_RECORDS,
         check_buckets: bool = True,
+        staging: str | None = None,
     ) -> None:
         if table.table_type is not TableType.SINK:
             raise WorkerException(f"{table.qualified_name} is a source table: it takes no mutations")
@@ -126,6 +133,7 @@ class MutatorCoordinator:
             raise WorkerException(f"statement id must be in 0..{MAX_STATEMENT_ID}, got {self.statement_id}")
         self._metastore = metastore
         self._delete_existing = delete_delta_if_exists
+        self._staging = staging.rstrip("/") if staging else None
         self._buffer_records = buffer_records
         self._fs, self._table_dir = table_filesystem(self.definition.location)
         try:
@@ -407,7 +415,7 @@ class MutatorCoordinator:
 
     def _writer(self, group: _Group, directory: str) -> AcidWriter:
         """The group's file in ``directory``, which is made (with its version file) once per coordinator."""
-        location = f"{group.mutations.location}/{directory}"
+        location = f"{self._directory(group.partition)}/{directory}"
         path = f"{location}/{bucket_file(group.bucket)}"
         try:
             prepare_directory_once(self._fs, location, self._ready_dirs)
@@ -429,6 +437,11 @@ class MutatorCoordinator:
             directory_ready=True,
             create_in=file_pool(),
         )
+
+    def _directory(self, values: PartitionValues) -> str:
+        """Where the files of partition ``values`` go: its directory, or its place below ``staging``."""
+        name, location = self._location(values)
+        return location if self._staging is None else staged_partition(self._staging, name)
 
     def _taken(self, exc: FileExistsError) -> WorkerException:
         """What a writer's file being there already means (raised when the writer first writes)."""
@@ -625,6 +638,36 @@ class MutatorCoordinatorBuilder:
             delete_delta_if_exists=self._delete_existing,
             buffer_records=self._buffer_records,
         )
+
+
+def staged_partition(staging: str, name: str) -> str:
+    """Where a coordinator writing below ``staging`` puts the files of partition ``name`` (``""``: the table's)."""
+    return f"{staging}/{name}" if name else staging
+
+
+def publish_staged(fs: pafs.FileSystem, summary: MutationSummary, staging: str) -> MutationSummary:
+    """Move the files a coordinator wrote below ``staging`` into their partitions' directories on ``fs`` (a
+    rename on local disks and HDFS, a copy on S3), each directory made with its version file; the summary
+    naming them there."""
+    moved = MutationSummary(summary.table, summary.write_id, summary.statement_id)
+    made: set[str] = set()
+    for name, part in summary.partitions.items():
+        staged = staged_partition(staging.rstrip("/"), name)
+        into = moved.partition(name, part.values, part.location)
+        into.inserted, into.updated, into.deleted = part.inserted, part.updated, part.deleted
+        for path in part.files:
+            if not path.startswith(f"{staged}/"):
+                raise WorkerException(f"{path} is not below the staging directory {staged}")
+            target = f"{part.location}{path[len(staged) :]}"
+            try:
+                prepare_directory_once(fs, target.rsplit("/", 1)[0], made)
+                fs.move(path, target)
+            except OSError as exc:
+                raise WorkerException(f"cannot move {path} into the table as {target}: {exc}") from exc
+            into.files.append(target)
+            if path in part.checksums:
+                into.checksums[target] = part.checksums[path]
+    return moved
 
 
 def _record_id(record: Mapping[str, Any]) -> RecordIdentifier:

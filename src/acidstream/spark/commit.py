@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
+from acidstream.acid.attempts import remove_if_empty
 from acidstream.errors import TransactionError
 from acidstream.metastore.models import TableWrite
 from acidstream.spark.task_write import ATTEMPTS_DIR, TaskResult, attempts_prefix
@@ -65,6 +66,7 @@ def commit_write(
     # again: a losing attempt may have written since; one that finishes later sees the txn over and deletes its own
     with contextlib.suppress(OSError):
         _remove_attempts(fs, table_dir, write_id)
+        remove_if_empty(fs, f"{table_dir}/{ATTEMPTS_DIR}")
     return rows
 
 
@@ -84,10 +86,12 @@ def _publish(fs: pafs.FileSystem, table_dir: str, staged: str, paths: Sequence[s
 
 def remove_attempts(location: str, write_id: int) -> None:
     """Delete what the task attempts of ``write_id`` left in the table at ``location`` (a failed job's files,
-    which no commit will move in)."""
+    which no commit will move in, or a committed job's losers), and the attempts' directory once empty."""
     from acidstream.storage import table_filesystem
 
-    _remove_attempts(*table_filesystem(location), write_id)
+    fs, table_dir = table_filesystem(location)
+    _remove_attempts(fs, table_dir, write_id)
+    remove_if_empty(fs, f"{table_dir}/{ATTEMPTS_DIR}")
 
 
 def _remove_attempts(fs: pafs.FileSystem, table_dir: str, write_id: int) -> None:

@@ -16,25 +16,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from acidstream.acid.attempts import ATTEMPTS_DIR, write_attempt, write_attempts_prefix
 from acidstream.acid.names import delta_dir
 from acidstream.acid.partitions import parse_part_name
 from acidstream.errors import TransactionError
 from acidstream.spark.options import ResolvedTable
 
+if TYPE_CHECKING:
+    from acidstream.metastore import MetastoreFacade
+
 #: ``Metastore.connect``'s default ``txn_timeout``: tasks beat at half of it.
 DEFAULT_TXN_TIMEOUT = 300.0
 #: Statement ids share 12 bits of the bucket property with nothing else (BucketCodec V1).
 MAX_STATEMENT_ID = 4095
-
-
-#: The directory below a table's where task attempts write (hidden: its name starts with ``_``).
-ATTEMPTS_DIR = "_acidstream_attempts"
 
 
 @dataclass(frozen=True)
@@ -51,15 +52,20 @@ class TaskResult:
 
 def attempts_prefix(table_dir: str, write_id: int) -> str:
     """Where the attempts of ``write_id``'s tasks write: directories ``<this><stmt>_<attempt>``."""
-    return f"{table_dir}/{ATTEMPTS_DIR}/w{write_id}_s"
+    return f"{table_dir}/{ATTEMPTS_DIR}/{write_attempts_prefix(write_id)}"
 
 
-def _attempt_name(attempt: int) -> str:
+def attempt_name(attempt: int) -> str:
     """This task attempt's name, unique in the application (Spark's task attempt id) where Spark runs it."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     return f"t{context.taskAttemptId()}" if context is not None else f"a{attempt}"
+
+
+def attempt_dir(table_dir: str, write_id: int, statement_id: int, attempt: int) -> str:
+    """The directory where this attempt of the task writing ``statement_id`` of ``write_id`` writes."""
+    return f"{table_dir}/{ATTEMPTS_DIR}/{write_attempt(write_id, statement_id, attempt_name(attempt))}"
 
 
 def statement_id_for(partition_id: int) -> int:
@@ -116,8 +122,9 @@ def write_task(
     from acidstream.streaming.writers import StrictDelimitedInputWriter
 
     location = target.table.location.rstrip("/")
-    own = f"{statement_id}_{_attempt_name(attempt)}"
-    staged = dataclasses.replace(target.table, location=f"{location}/{ATTEMPTS_DIR}/w{write_id}_s{own}")
+    staged = dataclasses.replace(
+        target.table, location=attempt_dir(location, write_id, statement_id, attempt)
+    )
     writer = StrictDelimitedInputWriter.builder().build()  # unused: write_batch bypasses parsing
     conn = (
         StreamingConnection.builder()
@@ -145,18 +152,21 @@ def write_task(
         raise
     conn.close()
     written = _written(conn.fs, conn.table_dir, conn.partitions(), write_id, statement_id, target)
-    if _write_ended(target, write_id):
-        # a losing attempt that outlived its txn's commit (or abort): nothing will move or delete its files
-        with contextlib.suppress(FileNotFoundError, OSError):
-            conn.fs.delete_dir(conn.table_dir)
+    discard_if_ended(conn.fs, conn.table_dir, target.metastore(), target.name, write_id)
     return TaskResult(statement_id, attempt, rows, written, conn.table_dir)
 
 
-def _write_ended(target: ResolvedTable, write_id: int) -> bool:
-    """Whether ``write_id``'s txn is over (committed or aborted), asked once this attempt's files are whole:
-    if not, the commit, which deletes every attempt's directory after committing, comes after them."""
-    ids = target.metastore().get_valid_write_ids(target.name)
-    return ids.is_write_id_valid(write_id) or ids.is_write_id_aborted(write_id)
+def discard_if_ended(
+    fs: pafs.FileSystem, directory: str, metastore: MetastoreFacade, table: str, write_id: int
+) -> None:
+    """Delete an attempt's ``directory`` if ``write_id``'s txn is over (committed or aborted): a losing attempt
+    that outlived the commit (or abort), whose files nothing will move or delete. Asked once its files are
+    whole: if the txn is not over, the commit, which deletes every attempt's directory after committing, comes
+    after them."""
+    ids = metastore.get_valid_write_ids(table)
+    if ids.is_write_id_valid(write_id) or ids.is_write_id_aborted(write_id):
+        with contextlib.suppress(FileNotFoundError, OSError):
+            fs.delete_dir(directory)
 
 
 #: Spark hands Python 10,000-row Arrow batches; routing and buffering cost per call, so tasks route larger chunks.
@@ -177,35 +187,6 @@ def coalesce(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]
             pending, count = [], 0
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def statement_dirs(
-    fs: pafs.FileSystem,
-    table_dir: str,
-    depth: int,
-    write_id: int,
-    kind: Callable[[int, int], str] = delta_dir,
-) -> Iterator[tuple[str, int, str]]:
-    """``(partition name, statement id, path)`` of every ``delta_w_w_<stmt>`` dir of ``write_id`` in the table
-    (``kind=delete_delta_dir``: every ``delete_delta_w_w_<stmt>`` dir)."""
-    prefix = kind(write_id, write_id) + "_"
-    level = [("", table_dir)]
-    for _ in range(depth):
-        below = []
-        for name, directory in level:
-            for info in fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
-                if info.type == pafs.FileType.Directory and "=" in info.base_name:
-                    below.append((f"{name}/{info.base_name}" if name else info.base_name, info.path))
-        level = below
-    for name, directory in level:
-        for info in fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
-            suffix = info.base_name[len(prefix) :]
-            if (
-                info.type == pafs.FileType.Directory
-                and info.base_name.startswith(prefix)
-                and suffix.isdigit()
-            ):
-                yield name, int(suffix), info.path
 
 
 def _partition_dirs(

@@ -23,10 +23,10 @@ Either way each writing task uses its Spark partition id as statement id and ret
 the driver commits with every summary. Nothing is visible until that commit: a failed job aborts the txn, and
 a driver killed outright stops heartbeating, so the metastore aborts its txn after the txn timeout. Errors a
 task raises on purpose (a row that would move between buckets, two source rows of one key) reach
-the caller as the same exception classes the Python API raises. A retried task replaces its statement's files
-and the driver deletes files of attempts no task reported before committing; two attempts of one statement
-running at once would collide, so keep ``spark.speculation`` off (its default) for mutations; batch writes,
-whose attempts write apart (:mod:`acidstream.spark.task_write`), are safe under it.
+the caller as the same exception classes the Python API raises. Each task *attempt* writes below a hidden
+directory of its own (:mod:`acidstream.acid.attempts`), so a retry and a speculative copy of one task never
+touch each other's files; the driver moves in the files of the attempts Spark took, commits once, and deletes
+every attempt's directory (:func:`.driver.publish`).
 
 The package is split by where code runs: :mod:`.driver` opens the txn, plans and commits (and runs update and
 delete); :mod:`.by_bucket` and :mod:`.join` build the two Spark jobs a merge runs as; :mod:`.stages` holds the

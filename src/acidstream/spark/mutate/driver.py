@@ -7,15 +7,14 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-import pyarrow.fs as pafs
-
-from acidstream.acid.names import delete_delta_dir, delta_dir
 from acidstream.mutate.apply import DELETE, INSERT, OP, UPDATE
 from acidstream.mutate.bucket_merge import splits_by_bucket
 from acidstream.mutate.changes import MatchedAction, MergeActions
+from acidstream.mutate.coordinator import publish_staged
 from acidstream.mutate.merge import TableMutation
 from acidstream.mutate.record_id import ROW_ID
 from acidstream.mutate.table import AcidTable, MutationSummary
+from acidstream.spark.commit import remove_attempts
 from acidstream.spark.datasource import register
 from acidstream.spark.errors import driver_errors
 from acidstream.spark.mutate.by_bucket import merge_by_bucket
@@ -204,34 +203,23 @@ def _write(
 
 
 def _commit(m: TableMutation, reports: DataFrame) -> dict[str, int]:
-    """Run the job whose tasks report their :class:`MutationSummary` (:data:`SUMMARY_DDL`), commit them."""
-    with driver_errors():
-        rows = reports.collect()
-    summaries = [MutationSummary.from_json(r.summary) for r in rows]
-    if any(r.attempt > 0 for r in rows):
-        remove_unreported(m.acid_table, summaries)
-    return m.commit(summaries)
+    """Run the job whose tasks report their :class:`MutationSummary` (:data:`SUMMARY_DDL`), move the files of
+    the attempts Spark took into the table and commit them; every attempt's directory goes, whatever the
+    outcome (those of attempts Spark did not take never reach the table)."""
+    try:
+        with driver_errors():
+            rows = reports.collect()
+        return m.commit(
+            publish(m.acid_table, [(MutationSummary.from_json(r.summary), r.staged) for r in rows])
+        )
+    finally:
+        assert m.acid_table.write_id is not None
+        with contextlib.suppress(OSError):
+            remove_attempts(m.table.location, m.acid_table.write_id)
 
 
-def remove_unreported(table: AcidTable, summaries: Sequence[MutationSummary]) -> None:
-    """After task retries: delete files of this write id that no successful attempt reported.
-
-    A retry replaces the files of the groups it writes (``delete_delta_if_exists``), but a killed attempt may
-    have written a group its retry did not (non-deterministic input); those carry the committed write id and
-    would become visible. Cost: one listing per partition.
-    """
-    from acidstream.spark.task_write import statement_dirs
-
-    assert table.write_id is not None
-    reported = {f for s in summaries for p in s.partitions.values() for f in p.files}
-    fs, table_dir = table_filesystem(table.table.location)
-    depth = len(table.table.partition_keys)
-    for kind in (delta_dir, delete_delta_dir):
-        for _, _, directory in statement_dirs(fs, table_dir, depth, table.write_id, kind):
-            files = fs.get_file_info(pafs.FileSelector(directory))
-            if not any(f.path in reported for f in files):
-                fs.delete_dir(directory)
-                continue
-            for f in files:
-                if f.path not in reported:
-                    fs.delete_file(f.path)
+def publish(table: AcidTable, reports: Sequence[tuple[MutationSummary, str]]) -> list[MutationSummary]:
+    """Move each reported attempt's files from its own directory into the table (:func:`publish_staged`);
+    the summaries naming them there, which the commit records."""
+    fs, _ = table_filesystem(table.table.location)
+    return [publish_staged(fs, summary, staged) for summary, staged in reports]

@@ -38,8 +38,9 @@ from acidstream.mutate.table import AcidTable, MutationSummary
 from acidstream.spark.errors import task_errors
 from acidstream.spark.options import JobSettings, ResolvedTable, client
 from acidstream.spark.read import PARTITION_NAME, read_tasks
-from acidstream.spark.task_write import statement_id_for
+from acidstream.spark.task_write import attempt_dir, discard_if_ended, statement_id_for
 from acidstream.spark.types import schema_ddl, spark_arrow_schema, to_spark_batch
+from acidstream.storage import table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.acid.types import Column
@@ -53,8 +54,9 @@ MATCHED = 3
 BUCKET = "__bucket"
 #: The task a source row goes to in a merge split by bucket (``by_bucket.bucket_tasks``).
 TASK = "__task"
-#: What a writing task reports: its coordinator's summary as JSON, and its attempt number.
-SUMMARY_DDL = "summary string, attempt int"
+#: What a writing task reports: its coordinator's summary as JSON, and the attempt's own directory its files
+#: are in until the driver moves them into the table (:mod:`acidstream.acid.attempts`).
+SUMMARY_DDL = "summary string, staged string"
 #: The joined rows :class:`MergeStage` takes: the source's and the target's columns prefixed, and a flag that
 #: is set (not null) where a source row is present.
 SOURCE_PREFIX = "__s_"
@@ -131,20 +133,18 @@ class BucketMergeStage:
                 if rows is None or not rows.num_rows:
                     return
                 buckets, source = rows.column(BUCKET), rows.drop_columns([BUCKET])
-            coordinator = MutatorCoordinator(
-                self.table,
-                metastore=client(self.url, self.warehouse),
-                statement_id=statement_id_for(partition),
-                delete_delta_if_exists=attempt > 0,
-                check_buckets=False,
-            )
+            metastore = client(self.url, self.warehouse)
+            statement_id = statement_id_for(partition)
+            staging = attempt_staging(self.table, statement_id, attempt)
+            coordinator = _coordinator(self.table, metastore, statement_id, staging)
             try:
                 self.split.write_buckets(coordinator, source, buckets.to_numpy())
                 summary = coordinator.close()
             except BaseException:
                 coordinator.abort()
                 raise
-        yield _report(summary, attempt)
+            report = _report(self.table, metastore, summary, staging)
+        yield report
 
 
 @dataclass(frozen=True)
@@ -305,16 +305,13 @@ class WriteStage:
         partition, attempt = _task_attempt()
         self.job.in_worker()
         with task_errors():
-            summary = write_mutations(
-                self.table,
-                client(self.url, self.warehouse),
-                statement_id_for(partition),
-                attempt,
-                batches,
-                self.keys,
-            )
-        if summary is not None:
-            yield _report(summary, attempt)
+            metastore = client(self.url, self.warehouse)
+            statement_id = statement_id_for(partition)
+            staging = attempt_staging(self.table, statement_id, attempt)
+            summary = write_mutations(self.table, metastore, statement_id, staging, batches, self.keys)
+            report = None if summary is None else _report(self.table, metastore, summary, staging)
+        if report is not None:
+            yield report
 
 
 def _task_attempt() -> tuple[int, int]:
@@ -325,26 +322,43 @@ def _task_attempt() -> tuple[int, int]:
     return (context.partitionId(), context.attemptNumber()) if context is not None else (0, 0)
 
 
-def _report(summary: MutationSummary, attempt: int) -> pa.RecordBatch:
-    """A writing task's one row of :data:`SUMMARY_DDL`."""
-    return pa.RecordBatch.from_pydict(
-        {"summary": [summary.to_json()], "attempt": pa.array([attempt], pa.int32())}
+def attempt_staging(table: AcidTable, statement_id: int, attempt: int) -> str:
+    """The directory of this task attempt's own, where its coordinator writes: two attempts of one task (a
+    retry, a speculative copy) never touch each other's files, nor the table's."""
+    assert table.write_id is not None
+    _, table_dir = table_filesystem(table.table.location)
+    return attempt_dir(table_dir, table.write_id, statement_id, attempt)
+
+
+def _coordinator(table: AcidTable, metastore: Any, statement_id: int, staging: str) -> MutatorCoordinator:
+    """A coordinator writing below ``staging`` rows routed by their ROW__IDs (the driver checked the columns)."""
+    return MutatorCoordinator(
+        table, metastore=metastore, statement_id=statement_id, check_buckets=False, staging=staging
     )
+
+
+def _report(table: AcidTable, metastore: Any, summary: MutationSummary, staging: str) -> pa.RecordBatch:
+    """A writing task's one row of :data:`SUMMARY_DDL`, once its files are whole; an attempt that outlived its
+    txn's end (a losing copy) deletes them, as nothing else will."""
+    assert table.write_id is not None
+    fs, _ = table_filesystem(table.table.location)
+    discard_if_ended(fs, staging, metastore, table.qualified_name, table.write_id)
+    return pa.RecordBatch.from_pydict({"summary": [summary.to_json()], "staged": [staging]})
 
 
 def write_mutations(
     table: AcidTable,
     metastore: Any,
     statement_id: int,
-    attempt: int,
+    staging: str,
     batches: Iterable[pa.RecordBatch],
     keys: Sequence[str] = (),
 ) -> MutationSummary | None:
-    """Write ordered mutation rows (:func:`mutation_ddl`) through one coordinator; None if there were none.
+    """Write ordered mutation rows (:func:`mutation_ddl`) through one coordinator, below the attempt's
+    ``staging`` directory; None if there were none.
 
     Two mutations of one ROW__ID (adjacent, being sorted) mean two source rows matched one target row: refused,
-    naming the row by ``keys``. A retry (``attempt > 0``) replaces what an earlier attempt of the statement
-    left.
+    naming the row by ``keys``.
     """
     coordinator: MutatorCoordinator | None = None
     last: tuple[str, int, int, int] | None = None
@@ -353,13 +367,7 @@ def write_mutations(
             if not batch.num_rows:
                 continue
             if coordinator is None:
-                coordinator = MutatorCoordinator(
-                    table,
-                    metastore=metastore,
-                    statement_id=statement_id,
-                    delete_delta_if_exists=attempt > 0,
-                    check_buckets=False,
-                )
+                coordinator = _coordinator(table, metastore, statement_id, staging)
             last = _check_single_match(batch, last, keys, table.table)
             ops = batch.column(OP).to_numpy(zero_copy_only=False)
             if (ops == MATCHED).any():
