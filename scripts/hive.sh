@@ -22,6 +22,10 @@
 #   bash scripts/hive.sh start DIR --tls  the same over TLS (metastore.use.SSL), with a self-signed certificate
 #                                      for localhost the script makes (DIR/tls/keystore.p12; DIR/tls/ca.pem is the
 #                                      CA file its clients trust); its clients connect to thrift://localhost:PORT.
+#   bash scripts/hive.sh start DIR --plain USER:PASSWORD
+#                                      the same, taking SASL PLAIN only (metastore.authentication CONFIG: Hive 4's
+#                                      metastore.client.auth.mode=PLAIN clients) from USER with PASSWORD; with
+#                                      --tls, PLAIN over TLS as it is deployed.
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -96,8 +100,8 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-site_xml() { # dir port [kdc_dir [tls]]
-    local dir="$1" port="$2" kdc="${3:-}" tls="${4:-}"
+site_xml() { # dir port [kdc_dir [tls [plain_user:password]]]
+    local dir="$1" port="$2" kdc="${3:-}" tls="${4:-}" plain="${5:-}"
     # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
     # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
     # Hive's transaction housekeeping (of metastore.task.threads.remote), as production metastores run it:
@@ -150,6 +154,14 @@ site_xml() { # dir port [kdc_dir [tls]]
             metastore.keystore.password acidstream
         )
     fi
+    if [ -n "$plain" ]; then
+        props+=(
+            metastore.authentication CONFIG
+            metastore.execute.setugi false
+            metastore.authentication.config.username "${plain%%:*}"
+            metastore.authentication.config.password "${plain#*:}"
+        )
+    fi
     xml_properties "${props[@]}"
 }
 
@@ -189,12 +201,16 @@ tls_keystore() { # dir: a self-signed certificate for localhost in DIR/keystore.
 start() {
     local dir="${1:?usage: hive.sh start DIR}"
     shift
-    local kdc="" qop=authentication tls=""
+    local kdc="" qop=authentication tls="" plain=""
     while [ $# -gt 0 ]; do
         case "$1" in
         --kerberos) kdc="$(cd "${2:?--kerberos KDC_DIR}" && pwd)"; shift 2 ;;
         --qop) qop="${2:?--qop authentication|integrity|privacy}"; shift 2 ;;
         --tls) tls=1; shift ;;
+        --plain)
+            plain="${2:?--plain USER:PASSWORD}"
+            [[ "$plain" == *:* ]] || die "--plain takes USER:PASSWORD"
+            shift 2 ;;
         *) die "unknown start option $1" ;;
         esac
     done
@@ -214,7 +230,7 @@ start() {
     local port
     port="$(cat "$dir/port" 2>/dev/null || free_port)"
     [ -z "$tls" ] || tls_keystore "$dir/tls"
-    site_xml "$dir" "$port" "$kdc" "$tls" >"$dir/conf/metastore-site.xml"
+    site_xml "$dir" "$port" "$kdc" "$tls" "$plain" >"$dir/conf/metastore-site.xml"
     cp "$root/interop/hive/log4j2.properties" "$dir/conf/metastore-log4j2.properties"
     local -a secure=()
     if [ -n "$kdc" ]; then
@@ -262,5 +278,5 @@ fetch) fetch ;;
 start) shift; start "$@" ;;
 stop) stop "${2:-}" ;;
 classpath) classpath ;;
-*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] [--tls] | stop DIR | classpath" ;;
+*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] [--tls] [--plain USER:PASSWORD] | stop DIR | classpath" ;;
 esac

@@ -152,6 +152,10 @@ _HIVE_HELP = {
     "ssl_enabled": "TLS to a Hive Metastore (its metastore.use.SSL), verifying its certificate.",
     "ssl_ca_file": "The CA file (PEM) the metastore's certificate is checked against (implies TLS).  "
     "[default: the system's CAs]",
+    "auth_mode": "How to authenticate to a Hive Metastore (Hive's metastore.client.auth.mode): NOSASL, "
+    "KERBEROS, or PLAIN (a user and password; the password in acidstream.toml's [hive] only).",
+    "plain_user": "The user name of SASL PLAIN (auth_mode PLAIN; Hive's metastore.client.plain.username).",
+    "allow_plain_without_tls": "Send SASL PLAIN's password without TLS (on a network you trust).",
     "uri_selection": "The order a list of metastores (thrift://h1:9083,thrift://h2:9083) is tried in: random "
     "(shuffled, Hive's default) or sequential.",
 }

@@ -24,10 +24,14 @@ HIVE_SETTINGS: dict[str, type] = {
     "delegation_token": str,
     "ssl_enabled": bool,
     "ssl_ca_file": str,
+    "auth_mode": str,
+    "plain_user": str,
+    "plain_password": str,
+    "allow_plain_without_tls": bool,
 }
 #: The settings that are secrets: never a command-line option (other users see a process's arguments), never
 #: shown in a repr or a message.
-SECRET_SETTINGS = frozenset({"delegation_token"})
+SECRET_SETTINGS = frozenset({"delegation_token", "plain_password"})
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 

@@ -36,7 +36,7 @@ from acidstream.metastore.hive.catalog import HiveCatalogCalls
 from acidstream.metastore.hive.compactions import HiveCompactionQueue
 from acidstream.metastore.hive.digest import DelegationToken
 from acidstream.metastore.hive.readers import HiveReaderTxns
-from acidstream.metastore.hive.sasl import KerberosSettings
+from acidstream.metastore.hive.sasl import KerberosSettings, PlainSettings
 from acidstream.metastore.hive.snapshots import read_txn_list_string, valid_txn_list, valid_write_id_list
 from acidstream.metastore.hive.tables import CLIENT_CAPABILITIES, file_uri, table_from_thrift
 from acidstream.metastore.hive.tokens import HiveDelegationTokens
@@ -145,6 +145,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue,
         token: DelegationToken | None = None,
         ssl_enabled: bool = False,
         ssl_ca_file: str | None = None,
+        plain: PlainSettings | None = None,
     ) -> None:
         self.connection = ThriftConnection(
             url,
@@ -155,6 +156,7 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue,
             token=token,
             ssl_enabled=ssl_enabled,
             ssl_ca_file=ssl_ca_file,
+            plain=plain,
         )
         self.lock_wait_timeout = lock_wait_timeout
         self.settle_timeout = settle_timeout
@@ -177,13 +179,16 @@ class HiveMetastoreClient(HiveCatalogCalls, HiveReaderTxns, HiveCompactionQueue,
         :meth:`KerberosSettings.from_options <acidstream.metastore.hive.sasl.KerberosSettings.from_options>`):
         refused credentials raise :class:`~acidstream.errors.AuthenticationError` here."""
         try:
+            plain = PlainSettings.from_options(options)
             kerberos = KerberosSettings.from_options(options)
             token = options.pop("delegation_token", None)
             if isinstance(token, str):
                 token = DelegationToken(token)
         except ValueError as exc:
-            raise MetastoreUrlError(f"Kerberos settings for the Hive Metastore at {url}: {exc}") from None
-        client = cls(url, warehouse=warehouse, kerberos=kerberos, token=token, **options)
+            raise MetastoreUrlError(
+                f"authentication settings for the Hive Metastore at {url}: {exc}"
+            ) from None
+        client = cls(url, warehouse=warehouse, kerberos=kerberos, token=token, plain=plain, **options)
         connection = client.connection
         try:
             # within the connect timeout: a port that accepts and never answers is no metastore to wait for

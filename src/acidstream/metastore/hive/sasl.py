@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from thrift.transport.TTransport import TTransportBase, TTransportException
@@ -67,12 +67,12 @@ class KerberosSettings:
         if isinstance(enabled, KerberosSettings):
             return enabled
         given = {
-            field: options.pop(f"kerberos_{field}")
-            for field in ("service_principal", "principal", "keytab", "qop")
-            if options.get(f"kerberos_{field}") is not None
+            key: options.pop(f"kerberos_{key}")
+            for key in ("service_principal", "principal", "keytab", "qop")
+            if options.get(f"kerberos_{key}") is not None
         }
-        for field in ("service_principal", "principal", "keytab", "qop"):
-            options.pop(f"kerberos_{field}", None)
+        for key in ("service_principal", "principal", "keytab", "qop"):
+            options.pop(f"kerberos_{key}", None)
         if enabled is False or (not enabled and not given):
             return None
         return cls(**given)
@@ -80,6 +80,49 @@ class KerberosSettings:
     def service_for(self, host: str) -> str:
         """The service principal for a metastore at ``host``: ``_HOST`` as Hive's clients replace it."""
         return self.service_principal.replace("_HOST", host.lower())
+
+
+#: Hive's ``metastore.client.auth.mode`` values for a thrift metastore (Kerberos is Hive's ``metastore.sasl.enabled``).
+AUTH_MODES = ("NOSASL", "KERBEROS", "PLAIN")
+_PLAIN_OPTIONS = ("plain_user", "plain_password", "allow_plain_without_tls")
+
+
+@dataclass(frozen=True)
+class PlainSettings:
+    """SASL PLAIN, Hive 4's ``metastore.client.auth.mode=PLAIN``: a user name and password that a metastore with
+    ``metastore.authentication`` CONFIG, LDAP or CUSTOM checks. The password travels as written, so it is sent
+    only over TLS unless ``allow_without_tls`` (a network the caller trusts). Its repr shows the user only."""
+
+    user: str
+    password: str = field(repr=False)
+    allow_without_tls: bool = False
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> PlainSettings | None:
+        """The PLAIN settings among ``Metastore.connect``'s options (``auth_mode="PLAIN"``, or ``plain_user``),
+        removed from ``options``; None when the options ask for none. ``auth_mode="KERBEROS"`` leaves
+        ``kerberos=True`` behind, ``"NOSASL"`` refuses Kerberos settings; ValueError for settings that cannot
+        work together (naming no secret)."""
+        mode = str(options.pop("auth_mode", None) or "").upper() or None
+        user, password = options.pop("plain_user", None), options.pop("plain_password", None)
+        allow = bool(options.pop("allow_plain_without_tls", False))
+        if mode is not None and mode not in AUTH_MODES:
+            raise ValueError(f"unknown auth_mode {mode!r} (known: {', '.join(AUTH_MODES)})")
+        plain = mode == "PLAIN" or (mode is None and (user is not None or password is not None))
+        if not plain:
+            if user is not None or password is not None:
+                raise ValueError(f"plain_user and plain_password go with auth_mode PLAIN, not {mode}")
+            kerberos = [k for k in options if k.startswith("kerberos") and options[k] not in (None, False)]
+            if mode == "NOSASL" and kerberos:
+                raise ValueError(f"auth_mode NOSASL with Kerberos settings ({', '.join(sorted(kerberos))})")
+            if mode == "KERBEROS" and options.get("kerberos") is None:
+                options["kerberos"] = True
+            return None
+        if not user or not password:
+            raise ValueError("auth_mode PLAIN needs plain_user and plain_password")
+        if any(options.get(k) not in (None, False) for k in options if k.startswith("kerberos")):
+            raise ValueError("SASL PLAIN and Kerberos settings together: choose one (auth_mode)")
+        return cls(str(user), str(password), allow)
 
 
 class NoCredentials(AuthenticationError):
@@ -245,6 +288,30 @@ class DigestSaslTransport(SaslTransport):
                 "(Metastore.get_delegation_token, from a process with Kerberos credentials) or connect with "
                 "Kerberos settings"
             ) from None
+
+
+class PlainSaslTransport(SaslTransport):
+    """SASL PLAIN (RFC 4616) on :meth:`open`: the user name and password in one message, answered ``COMPLETE``
+    or refused; then messages framed, never wrapped (PLAIN has no security layer: TLS protects them)."""
+
+    def __init__(self, inner: Any, settings: PlainSettings, url: str) -> None:
+        super().__init__(inner)
+        self._settings = settings
+        self._url = url
+
+    def open(self) -> None:
+        user = self._settings.user.encode()
+        self._send(_START, b"PLAIN")
+        self._send(_COMPLETE, b"\0" + user + b"\0" + self._settings.password.encode())
+        status, answer = self._receive()
+        if status != _COMPLETE:
+            self._inner.close()
+            text = answer.decode("utf-8", "replace").replace(self._settings.password, "***")
+            raise AuthenticationError(
+                f"the Hive Metastore at {self._url} refused SASL PLAIN for the user {self._settings.user}: "
+                f"{text or f'status {status}'}. Check plain_user and plain_password against the metastore's "
+                "metastore.authentication (CONFIG: metastore.authentication.config.username and password; LDAP)"
+            )
 
 
 #: Seconds of a ticket's life left below which a new connection does not rely on it: a keytab's holder logs in

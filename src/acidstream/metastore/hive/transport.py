@@ -49,6 +49,8 @@ from acidstream.metastore.hive.sasl import (
     KerberosLogin,
     KerberosSettings,
     NoCredentials,
+    PlainSaslTransport,
+    PlainSettings,
     SaslTransport,
 )
 
@@ -160,6 +162,7 @@ class ThriftConnection:
         token: DelegationToken | None = None,
         ssl_enabled: bool = False,
         ssl_ca_file: str | None = None,
+        plain: PlainSettings | None = None,
     ) -> None:
         if uri_selection not in URI_SELECTIONS:
             raise MetastoreUrlError(
@@ -176,6 +179,13 @@ class ThriftConnection:
         self.token = token
         self.ssl_ca_file = ssl_ca_file
         self.tls = _tls_context(url, ssl_ca_file) if ssl_enabled or ssl_ca_file else None
+        if plain is not None and self.tls is None and not plain.allow_without_tls:
+            raise MetastoreUrlError(
+                f"SASL PLAIN to the Hive Metastore at {url} would send the password of {plain.user} in clear: "
+                "connect over TLS (ssl_enabled or ssl_ca_file, the metastore's metastore.use.SSL), or set "
+                "allow_plain_without_tls on a network you trust"
+            )
+        self.plain = plain
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()
@@ -193,6 +203,7 @@ class ThriftConnection:
             "token": self.token,
             "ssl_enabled": self.tls is not None,
             "ssl_ca_file": self.ssl_ca_file,
+            "plain": self.plain,
         }
 
     def _open(self) -> tuple[_Socket, Client]:
@@ -242,6 +253,8 @@ class ThriftConnection:
             transport: TTransportBase = self._authenticated(
                 sock, DigestSaslTransport(sock, self.token, endpoint.url)
             )
+        elif self.plain is not None:
+            transport = self._authenticated(sock, PlainSaslTransport(sock, self.plain, endpoint.url))
         elif self.login is not None:
             credentials = self.login.credentials(endpoint.url)
             sasl = GssapiSaslTransport(sock, self.login.settings, credentials, endpoint.host, endpoint.url)
@@ -259,6 +272,12 @@ class ThriftConnection:
             transport.open()
         except DROPPED as exc:
             sock.close()
+            if isinstance(transport, PlainSaslTransport):
+                raise MetastoreUnreachable(
+                    f"the Hive Metastore at {url} closed the connection during SASL PLAIN authentication "
+                    f"({_cause(exc)}): it is restarting, or it takes no password (metastore.authentication), "
+                    "then connect without plain_user and plain_password"
+                ) from exc
             raise MetastoreUnreachable(
                 f"the Hive Metastore at {url} closed the connection during Kerberos (SASL) authentication "
                 f"({_cause(exc)}): it is restarting, or it is not kerberized (metastore.sasl.enabled), then "
@@ -372,7 +391,8 @@ def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -
         raise SaslRequired(
             f"the Hive Metastore at {url} refused the first call ({name}) as a SASL server does: it requires "
             "SASL/Kerberos (metastore.sasl.enabled); connect with Kerberos settings (kerberos=True, or "
-            "kerberos_principal and kerberos_keytab; [hive] in acidstream.toml): "
+            "kerberos_principal and kerberos_keytab; [hive] in acidstream.toml), or with auth_mode PLAIN where "
+            "its metastore.authentication takes a password: "
             f"{first[5:].decode('utf-8', 'replace')}"
         ) from exc
     if first:
@@ -384,7 +404,8 @@ def _check_first_answer(exc: BaseException, first: bytes, name: str, url: str) -
         raise MetastoreUnavailable(
             f"the server at {url} did not answer the first call ({name}) as a Hive Metastore (it closed the "
             f"connection without an answer): it is not one, or not serving yet, or it requires Kerberos (SASL, "
-            f"as Hive 4 closes a plain call), then connect with Kerberos settings (kerberos=True); {hint}"
+            "as Hive 4 closes a plain call), then connect with Kerberos settings (kerberos=True), or TLS or a "
+            f"password (ssl_enabled, auth_mode PLAIN); {hint}"
         ) from exc
 
 
