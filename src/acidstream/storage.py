@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from acidstream import s3objects
 from acidstream.errors import StorageLocationError, StorageUnavailable
 from acidstream.faults import substitute
 from acidstream.runtime import file_pool
@@ -368,11 +369,44 @@ def file_exists(fs: pafs.FileSystem, path: str) -> bool:
     return True
 
 
+def create_new(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
+    """An output stream of a file that must not exist yet: Hive's ``create(overwrite=false)``, the
+    no-overwrite rule of data files (they may hold committed rows). ``FileExistsError`` (``"... already
+    exists"``) when one is there, which is left as it was; the store itself refuses where it can, so that two
+    writers racing for one name cannot both win:
+
+    * a local disk: ``O_CREAT | O_EXCL`` at once;
+    * HDFS (WebHDFS): the file's ``CREATE`` with ``overwrite=false``, sent with its first bytes (at its first
+      flush or its close, which then raises);
+    * S3: a ``PUT`` with ``If-None-Match: *`` at its close (:mod:`acidstream.s3objects`), or for a file over
+      10 MiB a HEAD before pyarrow's multipart upload;
+    * elsewhere (and S3 without botocore): a look before the filesystem's own create, one request."""
+    local = local_path(fs, path)
+    if local is not None:
+        try:
+            os.close(os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise FileExistsError(f"{path} already exists") from None
+        return fs.open_output_stream(path)
+    if isinstance(fs, pafs.PyFileSystem) and fs.type_name == "py::webhdfs":
+        return fs.handler.open_new(path)
+    client = s3objects.client_for(fs)
+    if client is not None:
+        return s3objects.open_new(fs, client, path)
+    if file_exists(fs, path):
+        raise FileExistsError(f"{path} already exists")
+    return fs.open_output_stream(path)
+
+
 def read_prefix(fs: pafs.FileSystem, path: str, length: int) -> pa.Buffer:
     """The first ``length`` bytes of a file known to hold them (its size from a listing). On WebHDFS one
-    ``OPEN`` (the filesystem's own open asks for the file's status first); elsewhere the filesystem's open."""
+    ``OPEN`` (the filesystem's own open asks for the file's status first), on S3 one GET (pyarrow's open
+    sends a HEAD first); elsewhere the filesystem's open."""
     if isinstance(fs, pafs.PyFileSystem) and fs.type_name == "py::webhdfs":
         return pa.py_buffer(fs.handler.read_prefix(path, length))
+    client = s3objects.client_for(fs)
+    if client is not None:
+        return pa.py_buffer(s3objects.get_prefix(client, path, length))
     with fs.open_input_file(path) as source:
         return source.read_buffer(length)
 

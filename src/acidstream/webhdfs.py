@@ -441,10 +441,11 @@ class _Writer(io.RawIOBase):
     address learnt from the namenode once. After a failed request the file's end is unknown: the writer is
     closed and sends nothing more."""
 
-    def __init__(self, client: WebHdfsClient, path: str, *, create: bool) -> None:
+    def __init__(self, client: WebHdfsClient, path: str, *, create: bool, overwrite: bool = True) -> None:
         super().__init__()
         self.client, self.path = client, path
         self._create = create
+        self._overwrite = overwrite  # False: the CREATE fails (FileExistsError) if a file is there
         self._location: str | None = None
         self._buffer = io.BytesIO()
         self._failed = False
@@ -472,7 +473,7 @@ class _Writer(io.RawIOBase):
         data = self._buffer.getvalue()
         try:
             if self._create:
-                self._redirected("CREATE", "PUT", data, overwrite="true")
+                self._redirected("CREATE", "PUT", data, overwrite=str(self._overwrite).lower())
                 self._create = False
             elif self._location is None:
                 self._location = self._redirected("APPEND", "POST", data)
@@ -604,8 +605,13 @@ class WebHdfsHandler(pafs.FileSystemHandler):
     def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
         return self._open_writing(path, create=False)
 
-    def _open_writing(self, path: str, *, create: bool) -> pa.NativeFile:
-        file = _Writer(self.client, path, create=create)
+    def open_new(self, path: str) -> pa.NativeFile:
+        """A file that must not exist: its ``CREATE`` (at its first flush or close) has ``overwrite=false``, so
+        the namenode refuses it (``FileExistsError``) if one is there, and of two writers racing, one."""
+        return self._open_writing(path, create=True, overwrite=False)
+
+    def _open_writing(self, path: str, *, create: bool, overwrite: bool = True) -> pa.NativeFile:
+        file = _Writer(self.client, path, create=create, overwrite=overwrite)
         with self._lock:
             self._writing[path] = file
         return pa.PythonFile(file, mode="w")

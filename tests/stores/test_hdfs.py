@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pytest
@@ -342,3 +343,42 @@ def test_the_webhdfs_filesystem_does_what_pyarrow_filesystems_do(
     assert fs.get_file_info(root).type == pafs.FileType.NotFound
     with pytest.raises(FileNotFoundError):
         fs.delete_dir(root)
+
+
+def test_the_namenode_refuses_a_second_create_of_a_data_file_and_its_writer_leaves_it_whole(
+    hdfs_namenode: MiniHdfs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The no-overwrite rule rests on WebHDFS's CREATE with overwrite=false: of two streams racing for one
+    name the namenode takes the first to send its bytes; a streaming writer of a file that exists fails at its
+    first flush, and its abort removes its own side file and leaves the file that was there."""
+    from acidstream.acid.codec import BucketCodec
+    from acidstream.acid.names import side_file_path
+    from acidstream.acid.orc import AcidWriter, WriterOptions
+    from acidstream.acid.types import parse_columns
+    from acidstream.errors import StreamingIOFailure
+    from acidstream.storage import create_new
+
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_namenode.conf_dir))
+    fs, root = table_filesystem(f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}")
+    fs.create_dir(root)
+    one, two = create_new(fs, f"{root}/f"), create_new(fs, f"{root}/f")
+    one.write(b"first")
+    two.write(b"second")
+    one.close()
+    with pytest.raises(FileExistsError):
+        two.close()
+    assert fs.open_input_stream(f"{root}/f").read() == b"first"
+
+    path = f"{root}/delta_0000001_0000002/bucket_00000"
+    columns, bucket = parse_columns("id int"), BucketCodec.V1.encode(0, 0)
+    first = AcidWriter(fs, path, columns, options=WriterOptions(), side_file=True)
+    first.insert(1, bucket, pa.table({"id": pa.array([1, 2], pa.int32())}))
+    first.close()
+    kept = fs.open_input_stream(path).read()
+    late = AcidWriter(fs, path, columns, options=WriterOptions(), side_file=True)
+    late.insert(2, bucket, pa.table({"id": pa.array([3], pa.int32())}))
+    with pytest.raises(StreamingIOFailure, match="already exists"):
+        late.flush()
+    late.abort_close()
+    assert fs.open_input_stream(path).read() == kept
+    assert fs.get_file_info(side_file_path(path)).type == pafs.FileType.NotFound

@@ -27,10 +27,11 @@ DDL = (
 
 
 class Recorded:
-    """The requests served since :meth:`clear`: (method, path, query)."""
+    """The requests served since :meth:`clear`: (method, path, query), and each PUT's ``If-None-Match``."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, str]] = []
+        self.if_none_match: dict[str, str | None] = {}
 
     def clear(self) -> None:
         self.requests.clear()
@@ -59,6 +60,8 @@ def recorded() -> Iterator[Recorded]:
         seen.requests.append(
             (environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
         )
+        if environ["REQUEST_METHOD"] == "PUT":
+            seen.if_none_match[environ.get("PATH_INFO", "")] = environ.get("HTTP_IF_NONE_MATCH")
         return app(environ, start_response)
 
     with socket.socket() as probe:
@@ -113,7 +116,39 @@ def test_a_merge_asks_the_store_only_what_it_does_not_know(tmp_path: Path, recor
     # each new directory's version file is put, without asking first whether it is there
     versions = [p for p in put if p.endswith("/_orc_acid_version")]
     assert versions and not [p for p in recorded.of("HEAD") if p.endswith("/_orc_acid_version")]
-    # the files written are not read back for their checksums (the writer kept them): no GET, and one HEAD
-    # each (the no-overwrite check before the PUT)
+    # the files written are not read back for their checksums (the writer kept them), and the no-overwrite
+    # check is the PUT itself (If-None-Match: *), no HEAD before it
     assert not [p for p in recorded.of("GET") if p in new_files]
-    assert sorted(p for p in recorded.of("HEAD") if p in new_files) == sorted(new_files)
+    assert not [p for p in recorded.of("HEAD") if p in new_files]
+    assert {recorded.if_none_match[p] for p in new_files} == {"*"}
+    # the files read are fetched without a HEAD first: the plan's listing gave their lengths
+    read = recorded.of("GET")
+    assert read and not [p for p in recorded.of("HEAD") if p in read]
+
+
+def test_of_two_writers_racing_for_one_file_the_store_takes_one_and_keeps_its_bytes(
+    tmp_path: Path, recorded: Recorded
+) -> None:
+    """The no-overwrite rule rests on S3's conditional PUT: neither writer is refused at its open (nothing is
+    there yet), the second close is refused by the store, and its cleanup leaves the first writer's file."""
+    from acidstream.acid.codec import BucketCodec
+    from acidstream.acid.orc import AcidWriter, WriterOptions
+    from acidstream.acid.types import parse_columns
+    from acidstream.errors import StreamingIOFailure
+    from acidstream.storage import table_filesystem
+
+    fs, root = table_filesystem(f"s3://{BUCKET}/{tmp_path.name}")
+    path = f"{root}/delta_0000001_0000001_0000/bucket_00000"
+    columns, bucket = parse_columns("id int"), BucketCodec.V1.encode(0, 0)
+    first, second = (AcidWriter(fs, path, columns, options=WriterOptions(), side_file=False) for _ in "ab")
+    first.insert(1, bucket, pa.table({"id": pa.array([1, 2], pa.int32())}))
+    second.insert(1, bucket, pa.table({"id": pa.array([3], pa.int32())}))
+    first.close()
+    with fs.open_input_file(path) as written:
+        kept = written.read()
+    with pytest.raises(StreamingIOFailure, match="already exists") as refused:
+        second.close()
+    assert isinstance(refused.value.__cause__, FileExistsError)
+    with fs.open_input_file(path) as after:
+        assert after.read() == kept  # neither replaced nor deleted by the refused writer's cleanup
+    assert not [p for m, p, _ in recorded.requests if m == "DELETE"]

@@ -56,7 +56,7 @@ from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import fault_point
-from acidstream.storage import file_exists, flush, is_object_store, make_directories, truncate
+from acidstream.storage import create_new, flush, is_object_store, make_directories, truncate
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -617,6 +617,10 @@ class AcidWriter:
         except (FileExistsError, StreamingIOFailure):
             return  # nothing of ours was created (an existing file is someone else's)
         side = self._side
+        if isinstance(self._failed, FileExistsError):  # the store refused the create (HDFS, S3): not ours
+            if side is not None:
+                side.close_and_delete()
+            return
         published = side.last if side is not None else 0
         try:
             with contextlib.suppress(OSError):  # a torn stream may fail to close: its bytes are cut below
@@ -848,7 +852,9 @@ class AcidWriter:
         """Directory, ``_orc_acid_version`` (content "2") if missing, side file, then the data file.
 
         Like Hive (``fs.create(..., overwrite=false)``) an existing data or side file is never overwritten:
-        it may hold committed rows. The side file comes first, as in OrcRecordUpdater's constructor.
+        it may hold committed rows (:func:`create_new`: where the store refuses with the file's first bytes,
+        HDFS and S3, the write that sends them fails). The side file comes first, as in OrcRecordUpdater's
+        constructor.
         """
         try:
             self._create_files_unchecked(side_file)
@@ -860,11 +866,9 @@ class AcidWriter:
     def _create_files_unchecked(self, side_file: bool) -> None:
         if not self._directory_ready:
             prepare_directory(self._fs, self._path.rsplit("/", 1)[0] if "/" in self._path else ".")
-        if file_exists(self._fs, self._path):
-            raise FileExistsError(f"ORC file {self._path} already exists")
         self._side = SideFileWriter.create(self._fs, self._path) if side_file else None
         try:
-            self._out = self._fs.open_output_stream(self._path)  # empty: the header waits (see _write)
+            self._out = create_new(self._fs, self._path)  # empty: the header waits (see _write)
         except OSError:
             if self._side is not None:
                 self._side.close_and_delete()
