@@ -14,9 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from acidstream.cli._interrupt import deferred_interrupts, stopping_gracefully
-from acidstream.cli._options import metastore_options, open_metastore
+from acidstream.cli._options import hive_settings, metastore_options, open_metastore
 from acidstream.cli._text import console as text_console
 from acidstream.cli._text import hive_row
+from acidstream.metastore.location import is_hive
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -100,16 +101,13 @@ def main_job(
         metastore=metastore,
         reset=reset,
         query_interval=query_interval,
+        hive=tuple(sorted(hive_settings().items())) if is_hive(metastore) else (),
     )
     with open_metastore(metastore, warehouse, create=True):
         pass  # reachable (or said to be waited for), before Spark takes half a minute to start
     stop = threading.Event()
     with ExitStack() as stack:
-        job_conf = {
-            "spark.acidstream.metastore": metastore,
-            "spark.acidstream.warehouse": warehouse,
-            **spark_conf,
-        }
+        job_conf = {**cfg.spark_conf(), **spark_conf}
         spark, log_file = _start_spark(stack, "acidstream-main-job", warehouse, console, master, job_conf)
         # From here SIGINT and SIGTERM stop the ingest at its next poll (a signal inside a call to Spark's JVM
         # would break the connection to it); the summary then says what was committed, and the exit is 130/143.

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from acidstream.compactor import CompactorConfig, CompactorDaemon, Summary
 from acidstream.errors import AcidStreamError, TransactionError
+from acidstream.spark.options import HIVE_CONF
 from acidstream.spark.read import reader_agent_info
 
 if TYPE_CHECKING:
@@ -98,6 +99,18 @@ class JobConfig:
     metastore: str
     reset: bool = False
     query_interval: float = 0.5
+    #: ``Metastore.connect``'s options for a Hive Metastore (Kerberos, TLS: ``[hive]``), as sorted pairs; not in
+    #: the repr (a delegation token is a secret)
+    hive: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings that carry the job's metastore, warehouse and Hive settings to every process
+        working for it (``spark.acidstream.*``, docs/spark.md): its driver then gets a delegation token for the
+        executors where the Hive settings say Kerberos."""
+        conf = {"spark.acidstream.metastore": self.metastore, "spark.acidstream.warehouse": self.warehouse}
+        for key, value in self.hive:
+            conf[HIVE_CONF + key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return conf
 
 
 @dataclass
@@ -255,7 +268,7 @@ def next_id(ms: Metastore) -> int:
 def prepare(cfg: JobConfig) -> Metastore:
     from acidstream.catalog import Metastore
 
-    ms = Metastore.connect(cfg.metastore, warehouse=cfg.warehouse)
+    ms = Metastore.connect(cfg.metastore, warehouse=cfg.warehouse, **dict(cfg.hive))
     if cfg.reset:
         if any(t == "alerts" for t in _tables(ms)):
             ms.execute(f"DROP TABLE {TABLE}")  # and its files, as Hive drops a managed table
