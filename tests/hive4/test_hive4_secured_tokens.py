@@ -23,6 +23,8 @@ pytestmark = pytest.mark.hive4
 import_or_skip("gssapi", reason="the kerberos extra (python-gssapi) is not installed")
 import_or_skip("hive_metastore", reason="the hive extra (pyiceberg[hive]) is not installed")
 
+from hive_metastore.ttypes import GetTableRequest  # noqa: E402
+
 from acidstream.metastore.hive.digest import DelegationToken, TokenError  # noqa: E402
 
 
@@ -115,3 +117,44 @@ def test_renewing_pushes_the_expiry_on_and_a_cancelled_token_is_refused(
         Metastore.connect(hive4_kerberos_metastore, delegation_token=token.text)
     assert token.text not in str(caught.value) and hive4_kerberos_metastore in str(caught.value)
     assert not caught.value.retryable
+
+
+def test_a_token_seals_every_message_where_the_metastore_asks_privacy(
+    hive4_kerberos_metastore: str, keytab_client: Any, no_kerberos: None
+) -> None:
+    """QOP auth-conf over DIGEST-MD5 (the metastore's ``hadoop.rpc.protection`` privacy: 3DES, as Java's client
+    picks it): DDL whose message is larger than the server's 64 KiB buffer, a table read back through sealed
+    answers, a streaming commit; QOP auth-int, which the metastore does not offer, is refused naming its offer."""
+    token = keytab_client.backend.get_delegation_token()
+    big = "x" * 200_000
+    with Metastore.connect(
+        hive4_kerberos_metastore, delegation_token=token.text, kerberos_qop="auth-conf"
+    ) as ms:
+        ms.execute("CREATE DATABASE IF NOT EXISTS secured")
+        ms.execute(
+            "CREATE TABLE secured.by_sealed_token (id int, msg string) STORED AS ORC "
+            f"TBLPROPERTIES ('transactional'='true', 'big'='{big}')"
+        )
+        request = GetTableRequest(dbName="secured", tblName="by_sealed_token")
+        assert ms.backend._call("get_table_req", request).table.parameters["big"] == big
+        (_, client), *_ = ms.backend.connection._idle
+        assert client._iprot.trans.qop == "auth-conf"  # agreed, not the auth the metastore offers too
+        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+        with (
+            StreamingConnection.builder()
+            .with_metastore(ms)
+            .with_database("secured")
+            .with_table("by_sealed_token")
+            .with_record_writer(writer)
+            .connect()
+        ) as conn:
+            conn.begin_transaction()
+            conn.write(b"1,one")
+            conn.commit_transaction()
+        rows = ms.table("secured.by_sealed_token").scan().to_arrow().to_pylist()
+        assert rows == [{"id": 1, "msg": "one"}]
+    with pytest.raises(
+        AuthenticationError, match=r"offers QOP auth-conf, auth .*asks for auth-int.*kerberos_qop"
+    ):
+        Metastore.connect(hive4_kerberos_metastore, delegation_token=token.text, kerberos_qop="integrity")
+    keytab_client.backend.cancel_delegation_token(token)

@@ -22,7 +22,7 @@ from typing import Any
 from thrift.transport.TTransport import TTransportBase, TTransportException
 
 from acidstream.errors import AuthenticationError
-from acidstream.metastore.hive.digest import MECHANISM, DelegationToken, DigestMd5
+from acidstream.metastore.hive.digest import MECHANISM, DelegationToken, DigestMd5, SecurityLayer
 
 #: The security layers of RFC 4752 by the name SASL gives their QOP, as the bit the server offers.
 QOP_BITS = {"auth": 1, "auth-int": 2, "auth-conf": 4}
@@ -259,16 +259,31 @@ class GssapiSaslTransport(SaslTransport):
 
 
 class DigestSaslTransport(SaslTransport):
-    """SASL DIGEST-MD5 with a delegation token on :meth:`open` (:mod:`.digest`), QOP ``auth``: messages framed,
-    not wrapped."""
+    """SASL DIGEST-MD5 with a delegation token on :meth:`open` (:mod:`.digest`), then messages framed, and
+    signed or sealed where the QOP agreed asks (``qop``, else the metastore's first of ``auth``, ``auth-conf``,
+    ``auth-int``)."""
 
-    def __init__(self, inner: Any, token: DelegationToken, url: str) -> None:
+    def __init__(self, inner: Any, token: DelegationToken, url: str, qop: str | None = None) -> None:
         super().__init__(inner)
         self._token = token
         self._url = url
+        self._qop = qop
+        self._layer: SecurityLayer | None = None
+        self.qop: str | None = None  # the QOP agreed, once open
+
+    def _wrap(self, data: bytes) -> bytes:
+        return data if self._layer is None else self._layer.wrap(data)
+
+    def _unwrap(self, data: bytes) -> bytes:
+        if self._layer is None:
+            return data
+        try:
+            return self._layer.unwrap(data)
+        except ValueError as exc:  # the connection cannot go on: dropped, so the next call opens another
+            raise TTransportException(TTransportException.UNKNOWN, f"{exc} ({self._url})") from None
 
     def open(self) -> None:
-        mechanism = DigestMd5(self._token)
+        mechanism = DigestMd5(self._token, self._qop)
         self._send(_START, MECHANISM)
         self._send(_OK, b"")
         try:
@@ -280,6 +295,7 @@ class DigestSaslTransport(SaslTransport):
                 text = challenge.decode("utf-8", "replace")
                 raise ValueError(f"the metastore ended the SASL negotiation: status {status} ({text})")
             mechanism.verify(challenge)
+            self._layer, self.qop = mechanism.layer, mechanism.qop
         except ValueError as exc:
             self._inner.close()
             raise AuthenticationError(

@@ -250,8 +250,9 @@ class ThriftConnection:
                 f"{_cause(exc)}"
             ) from exc
         if self.token is not None:  # as Hive's clients: a token, where there is one, before Kerberos
+            qop = None if self.login is None else self.login.settings.qop
             transport: TTransportBase = self._authenticated(
-                sock, DigestSaslTransport(sock, self.token, endpoint.url)
+                sock, DigestSaslTransport(sock, self.token, endpoint.url, qop)
             )
         elif self.plain is not None:
             transport = self._authenticated(sock, PlainSaslTransport(sock, self.plain, endpoint.url))
