@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +25,9 @@ import pyarrow.fs as pafs
 #: A file up to this size is put in one conditional PUT (pyarrow's delayed open does one plain PUT up to its
 #: first part, 10 MiB); a larger one goes to pyarrow's multipart upload, after a HEAD.
 ONE_PUT_BYTES = 10 << 20
+#: Held while a client is made: a plan's first reads ask from several threads at once, and each client costs
+#: about 0.2 s of CPU to make (botocore loads S3's service model).
+_making = threading.Lock()
 
 
 def client_for(fs: pafs.FileSystem) -> Any | None:
@@ -55,7 +59,8 @@ def client_for(fs: pafs.FileSystem) -> Any | None:
         float(options.get("connect_timeout") or -1),
         float(options.get("request_timeout") or -1),
     )
-    return _client(*key)
+    with _making:
+        return _client(*key)
 
 
 @functools.cache
@@ -70,7 +75,6 @@ def _client(
     request_timeout: float,
 ) -> Any | None:
     try:
-        import botocore.session
         from botocore.config import Config
     except ImportError:
         return None
@@ -81,7 +85,7 @@ def _client(
         read_timeout=request_timeout if request_timeout > 0 else 60,
         s3={"addressing_style": "path"} if endpoint else {},  # pyarrow's, at an endpoint of one's own
     )
-    return botocore.session.get_session().create_client(
+    return _session().create_client(
         "s3",
         endpoint_url=endpoint or None,
         region_name=region or None,
@@ -90,6 +94,14 @@ def _client(
         aws_session_token=session_token or None,
         config=config,
     )
+
+
+@functools.cache
+def _session() -> Any:
+    """One botocore session a process: its loader keeps S3's service model once loaded, for every client."""
+    import botocore.session
+
+    return botocore.session.get_session()
 
 
 def _bucket_key(path: str) -> tuple[str, str]:

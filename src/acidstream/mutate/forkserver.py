@@ -54,7 +54,10 @@ PRELOAD = (
     "sqlalchemy.dialects.postgresql.psycopg",
     "pandas",
     "pyarrow.pandas_compat",
+    "botocore.session",  # a worker reading S3 makes a botocore client (acidstream.s3objects): 0.4 s of import
 )
+#: Extras among them: where one is missing, nothing imports it.
+OPTIONAL = frozenset({"pandas", "botocore.session"})
 #: Added to the server's environment: no thread in it (OpenBLAS starts a pool when numpy is imported, jemalloc a
 #: background thread when pyarrow is), so that what it forks is a process of one thread.
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
@@ -253,8 +256,8 @@ def serve(control_fd: int) -> None:
     socket (the merging process ended: the kernel then kills the workers still running)."""
     configure()  # a process of acidstream's own, as Spark's Python workers: its workers inherit the settings
     for module in PRELOAD:
-        if module == "pandas" and importlib.util.find_spec(module) is None:
-            continue  # an extra: where it is missing, pyarrow does not import it either
+        if module in OPTIONAL and importlib.util.find_spec(module.split(".")[0]) is None:
+            continue  # an extra: where it is missing, nothing imports it either
         importlib.import_module(module)
     gc.freeze()  # a worker's collections then leave the preloaded objects alone: no copy of their pages
     control = socket.socket(fileno=control_fd)
