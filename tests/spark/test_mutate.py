@@ -151,7 +151,7 @@ def test_delete_and_update_by_condition(
 
 
 @pytest.mark.parametrize("merge_path", ["bucket-shuffled", "join-pushed"], indirect=True)
-def test_a_failing_task_aborts_the_whole_merge(
+def test_a_failure_partway_aborts_the_whole_merge(
     merge_path: Any, ms: Metastore, opts: dict[str, str], twins: tuple[str, str]
 ) -> None:
     """Directories stand where the merge's bucket files of partition p1 must go: the tasks write into their
