@@ -21,6 +21,7 @@ LAYERS = {
     "runtime": 0,
     "storage": 0,
     "webhdfs": 0,
+    "kerberos": 0,
     "s3objects": 0,
     "acid": 1,
     "metastore": 2,

@@ -23,10 +23,8 @@ refused connection, an error status without that answer, a read shorter than the
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
-import os
 import re
 import threading
 import time
@@ -40,6 +38,7 @@ import pyarrow.fs as pafs
 import requests
 
 from acidstream.errors import AuthenticationError
+from acidstream.kerberos import KerberosCredentials, LoginFailed, describe_client, gss_text
 
 #: Seconds to wait for a namenode or DataNode to accept a connection, and for each answer's next bytes.
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -57,8 +56,6 @@ _ANSWERS: dict[str, type[OSError]] = {
 }
 #: The ``RemoteException`` names of a namenode or DataNode that did not accept who the caller is.
 _REFUSALS = frozenset({"SecurityException", "InvalidToken", "AuthenticationException"})
-#: Seconds before its end that a ticket from a keytab is replaced by a new one.
-RENEW_BEFORE = 60
 #: Hadoop's own service principal for WebHDFS's SPNEGO, ``_HOST`` being the namenode's host as the URL names it.
 DEFAULT_SERVICE_PRINCIPAL = "HTTP/_HOST"
 _TOKEN = re.compile(r"((?:delegation|token)=)[^&\s'\"]+")
@@ -99,13 +96,7 @@ class SpnegoSettings:
 
     def client(self) -> str:
         """Who authenticates, and from where, for messages."""
-        who = self.principal or "the ticket cache's default principal"
-        source = (
-            f"keytab {self.keytab}"
-            if self.keytab
-            else f"ticket cache {os.environ.get('KRB5CCNAME') or '(default)'}"
-        )
-        return f"{who} ({source})"
+        return describe_client(self.principal, self.keytab)
 
     def advice(self) -> str:
         if self.keytab:
@@ -120,12 +111,13 @@ class SpnegoSettings:
 
 
 class SpnegoLogin:
-    """SPNEGO for one client: the caller's credentials, acquired once on first use (a missing or expired
-    ticket, a missing keytab, fail there), as a ``requests`` auth. Holds no secret: a keytab stays a file name."""
+    """SPNEGO for one client: the caller's credentials (:class:`~acidstream.kerberos.KerberosCredentials`: a keytab's
+    obtained again near their end, a ticket cache's read again) as a ``requests`` auth; a missing or expired
+    ticket or a missing keytab fails before the request. Holds no secret: a keytab stays a file name."""
 
     def __init__(self, settings: SpnegoSettings, url: str, host: str) -> None:
         self.settings, self.url, self.host = settings, url, host
-        self._lock = threading.Lock()
+        self._credentials = KerberosCredentials(settings.principal, settings.keytab)
         self._auth: Any = None
 
     def __repr__(self) -> str:
@@ -135,47 +127,19 @@ class SpnegoLogin:
         import gssapi
         from requests_gssapi import DISABLED, HTTPSPNEGOAuth
 
-        with self._lock:
-            if self._auth is not None and not self._expiring():
-                return self._auth
-            settings = self.settings
-            kerberos_name = gssapi.NameType.kerberos_principal
-            name = gssapi.Name(settings.principal, kerberos_name) if settings.principal else None
-            try:
-                if settings.keytab is not None:
-                    if not os.path.isfile(settings.keytab):
-                        raise self.refused(f"the keytab {settings.keytab} does not exist")
-                    # one ticket cache in memory per principal and keytab, shared by this process's clients:
-                    # each location's client would otherwise log in to the KDC again
-                    key = hashlib.sha256(f"{settings.principal}\0{settings.keytab}".encode()).hexdigest()[:16]
-                    store = {"client_keytab": settings.keytab, "ccache": f"MEMORY:acidstream-webhdfs-{key}"}
-                    creds = gssapi.Credentials(name=name, usage="initiate", store=store)  # type: ignore[arg-type]
-                else:
-                    creds = gssapi.Credentials(name=name, usage="initiate")
-                creds.lifetime  # noqa: B018 (asks the library: an expired or missing ticket fails here)
-            except gssapi.exceptions.GSSError as exc:
-                raise self.refused(f"no Kerberos credentials: {_gss_text(exc)}") from None
+        try:
+            creds = self._credentials.get()
+        except LoginFailed as exc:
+            raise self.refused(f"no Kerberos credentials: {exc}") from None
+        auth = self._auth
+        if auth is None or auth.creds is not creds:
             # Mutual authentication would check only the answer that carries the server's token: the rest of
             # the exchange is plain HTTP, and DataNodes answer without one.
-            self._auth = HTTPSPNEGOAuth(
-                creds=creds,
-                target_name=gssapi.Name(settings.service_for(self.host), kerberos_name),
-                mutual_authentication=DISABLED,
+            target = gssapi.Name(self.settings.service_for(self.host), gssapi.NameType.kerberos_principal)
+            auth = self._auth = HTTPSPNEGOAuth(
+                creds=creds, target_name=target, mutual_authentication=DISABLED
             )
-            return self._auth
-
-    def _expiring(self) -> bool:
-        """Whether the keytab's ticket ends within :data:`RENEW_BEFORE` seconds, or has (GSSAPI keeps the
-        credentials it acquired; acquiring them again from the keytab gets a new ticket). A ticket cache is
-        its user's to renew (``kinit``)."""
-        import gssapi
-
-        if self.settings.keytab is None:
-            return False
-        try:
-            return int(self._auth.creds.lifetime) < RENEW_BEFORE
-        except gssapi.exceptions.GSSError:
-            return True
+        return auth
 
     def diagnose(self) -> str:
         """Why a namenode's SPNEGO challenge (HTTP 401) went unanswered: requests-gssapi keeps GSSAPI's reason
@@ -187,7 +151,7 @@ class SpnegoLogin:
         try:
             gssapi.SecurityContext(name=auth.target_name, creds=auth.creds, usage="initiate").step()
         except gssapi.exceptions.GSSError as exc:
-            return _gss_text(exc)
+            return gss_text(exc)
         return "the namenode did not accept the caller's service ticket (are its HTTP keys current?)"
 
     def refused(self, why: str) -> AuthenticationError:
@@ -195,12 +159,6 @@ class SpnegoLogin:
             f"WebHDFS at {self.url} refused {self.settings.client()} for the service principal "
             f"{self.settings.service_for(self.host)}: {why}; {self.settings.advice()}"
         )
-
-
-def _gss_text(exc: Exception) -> str:
-    text = getattr(exc, "gen_message", None)
-    message = text() if callable(text) else str(exc)
-    return " ".join(str(message).split())
 
 
 class WebHdfsClient:

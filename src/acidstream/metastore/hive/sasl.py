@@ -8,20 +8,21 @@ message travels in a length-prefixed frame, wrapped by GSSAPI (signed, or sealed
 
 This small layer replaces thrift's own ``TSaslClientTransport``, whose pure-sasl GSSAPI mechanism needs the
 unmaintained ``kerberos`` binding and can use only the default ticket cache: python-gssapi reads a keytab
-itself (``client_keytab``, renewing tickets from it as they expire) and its errors name what is missing.
+itself (``client_keytab``, renewing tickets from it as they expire: :mod:`acidstream.kerberos`) and its errors
+name what is missing. The same framing carries DIGEST-MD5 with a delegation token (:mod:`.digest`) and SASL
+PLAIN with a user name and password (Hive 4's ``metastore.client.auth.mode=PLAIN``).
 """
 
 from __future__ import annotations
 
-import os
 import struct
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from thrift.transport.TTransport import TTransportBase, TTransportException
 
 from acidstream.errors import AuthenticationError
+from acidstream.kerberos import KerberosCredentials, LoginFailed, describe_client, gss_text
 from acidstream.metastore.hive.digest import MECHANISM, DelegationToken, DigestMd5, SecurityLayer
 
 #: The security layers of RFC 4752 by the name SASL gives their QOP, as the bit the server offers.
@@ -214,7 +215,7 @@ class GssapiSaslTransport(SaslTransport):
             )
             token = self._context.step()
         except gssapi.exceptions.GSSError as exc:
-            raise self._refused(_gss_text(exc)) from None
+            raise self._refused(gss_text(exc)) from None
         self._send(_START, b"GSSAPI")
         self._send(_OK, token or b"")
         while True:
@@ -225,7 +226,7 @@ class GssapiSaslTransport(SaslTransport):
             try:
                 answer = self._negotiate(payload) if payload or status == _OK else None
             except gssapi.exceptions.GSSError as exc:
-                raise self._refused(_gss_text(exc)) from None
+                raise self._refused(gss_text(exc)) from None
             if status == _COMPLETE:
                 if not self._context.complete:
                     raise self._refused("the metastore completed SASL before Kerberos did")
@@ -252,8 +253,9 @@ class GssapiSaslTransport(SaslTransport):
 
     def _refused(self, why: str) -> AuthenticationError:
         self._inner.close()
+        who = describe_client(self._settings.principal, self._settings.keytab)
         return AuthenticationError(
-            f"Kerberos authentication to the Hive Metastore at {self._url} as {describe_client(self._settings)} "
+            f"Kerberos authentication to the Hive Metastore at {self._url} as {who} "
             f"for the service {self._service} failed: {why}. {advice(self._settings)}"
         )
 
@@ -330,73 +332,27 @@ class PlainSaslTransport(SaslTransport):
             )
 
 
-#: Seconds of a ticket's life left below which a new connection does not rely on it: a keytab's holder logs in
-#: again, a ticket cache is read again (``kinit`` may have renewed it).
-EXPIRY_MARGIN = 30.0
-
-
 class KerberosLogin:
-    """The caller's Kerberos credentials for one metastore connection, acquired on first use and again whenever
-    a new connection finds them expiring (:data:`EXPIRY_MARGIN`): from the keytab when one is set (into a
-    ticket cache in memory of this login's own), else from the ticket cache. A ticket expiring in the middle of
-    a batch is so renewed from the keytab; from a ticket cache that expired, the next connection fails before
-    its call is sent. Holds no secret of its own: the keytab stays a file name."""
+    """The caller's Kerberos credentials for a metastore connection (:class:`~acidstream.kerberos.KerberosCredentials`:
+    from the keytab when one is set, else the ticket cache; obtained again whenever a new connection finds them
+    expiring). A ticket expiring in the middle of a batch is so renewed from the keytab; from a ticket cache that
+    expired, the next connection fails before its call is sent, :class:`NoCredentials` naming the metastore."""
 
     def __init__(self, settings: KerberosSettings) -> None:
         self.settings = settings
-        self._lock = threading.Lock()
-        self._credentials: Any = None
-        self._logins = 0
+        self._credentials = KerberosCredentials(settings.principal, settings.keytab)
 
     def __repr__(self) -> str:
-        return f"KerberosLogin({describe_client(self.settings)})"
+        return f"KerberosLogin({self._credentials.client})"
 
     def credentials(self, url: str) -> Any:
-        import gssapi
-
-        with self._lock:
-            if self._credentials is not None and _lifetime(self._credentials) > EXPIRY_MARGIN:
-                return self._credentials
-            settings = self.settings
-            self._logins += 1
-            name = (
-                gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
-                if settings.principal
-                else None
-            )
-            try:
-                if settings.keytab is not None:
-                    if not os.path.isfile(settings.keytab):
-                        raise _login_error(settings, url, f"the keytab {settings.keytab} does not exist")
-                    store: dict[bytes | str, bytes | str] = {
-                        "client_keytab": settings.keytab,
-                        "ccache": f"MEMORY:acidstream-{id(self)}-{self._logins}",
-                    }
-                    creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-                else:
-                    creds = gssapi.Credentials(name=name, usage="initiate")
-                creds.lifetime  # noqa: B018 (asks the library: an expired or missing ticket fails here)
-            except gssapi.exceptions.GSSError as exc:
-                raise _login_error(settings, url, _gss_text(exc)) from None
-            self._credentials = creds
-            return creds
-
-
-def _lifetime(credentials: Any) -> float:
-    """Seconds ``credentials`` have left (0 once expired)."""
-    import gssapi
-
-    try:
-        return float(credentials.lifetime)
-    except gssapi.exceptions.GSSError:
-        return 0.0
-
-
-def describe_client(settings: KerberosSettings) -> str:
-    """Who the client authenticates as, for messages: the principal, and where its credentials come from."""
-    who = settings.principal or "the ticket cache's default principal"
-    source = f"keytab {settings.keytab}" if settings.keytab else f"ticket cache {_ccache_name()}"
-    return f"{who} ({source})"
+        try:
+            return self._credentials.get()
+        except LoginFailed as exc:
+            raise NoCredentials(
+                f"no Kerberos credentials for the Hive Metastore at {url} as {self._credentials.client}: {exc}. "
+                f"{advice(self.settings)}"
+            ) from None
 
 
 def advice(settings: KerberosSettings) -> str:
@@ -410,21 +366,3 @@ def advice(settings: KerberosSettings) -> str:
         "Run kinit (or set kerberos_principal and kerberos_keytab), and check that kerberos_service_principal "
         "names the metastore's metastore.kerberos.principal"
     )
-
-
-def _login_error(settings: KerberosSettings, url: str, why: str) -> NoCredentials:
-    return NoCredentials(
-        f"no Kerberos credentials for the Hive Metastore at {url} as {describe_client(settings)}: {why}. "
-        f"{advice(settings)}"
-    )
-
-
-def _ccache_name() -> str:
-    return os.environ.get("KRB5CCNAME") or "(the default one)"
-
-
-def _gss_text(exc: Exception) -> str:
-    """A GSSAPI error's own text (major and minor status), on one line."""
-    text = getattr(exc, "gen_message", None)
-    message = text() if callable(text) else str(exc)
-    return " ".join(str(message).split())
