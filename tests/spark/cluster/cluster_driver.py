@@ -8,7 +8,10 @@ merges, updates, deletes and compactions, in order, each answering its result), 
 back), ``explain`` (the read's and the write's plan strings), ``probe`` (each task's process facts), ``stream``
 (``{"input": dir, "checkpoint": dir}``: the JSON files in ``input``, one micro-batch per file, through the
 exactly-once sink, until none is left), ``slow`` (the append's or the stream's task of partition 0 stalls on its
-first attempt: :func:`slowed`).
+first attempt: :func:`slowed`), ``stall`` (a marker directory: the merge's and the compaction's writing task of
+partition 0 stalls on its first attempt: :func:`stall_steps`), ``then`` (further jobs of these keys but
+``conf``, ``stores`` and ``stall``, run after this one in the same session: one driver and one set of executors
+for several checks; their answers in the answer's ``then``).
 
 A step is ``{"merge": rows, "on": [...], ...merge's keyword arguments}``, ``{"update": condition, "set":
 {...}}``, ``{"delete": condition}`` or ``{"compact": kind}``.
@@ -44,9 +47,6 @@ def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
     seen: dict[int, int] = {}
 
     def pass_through(value: Any) -> Any:
-        import os
-        import time
-
         from pyspark import TaskContext
 
         context = TaskContext.get()
@@ -54,26 +54,68 @@ def slowed(frame: Any, slow: dict[str, Any] | None) -> Any:
             return value
         attempt = context.taskAttemptId()
         seen[attempt] = seen.get(attempt, 0) + 1
-        if seen[attempt] != stall_at:
-            return value
-        stalled = os.path.join(marker, f"stalled-{context.stageId()}")
-        passed = os.path.join(marker, f"passed-{context.stageId()}")
-        try:
-            first = os.open(stalled + ".tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:  # another attempt stalled here first
-            open(passed, "w").close()
-            return value
-        os.write(first, str(os.getpid()).encode())
-        os.close(first)
-        os.link(stalled + ".tmp", stalled)
-        deadline = time.monotonic() + 120
-        while not os.path.exists(passed) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        if seen[attempt] == stall_at:
+            stall(marker, context.stageId())
         return value
 
     first = frame.columns[0]
     udf = F.udf(pass_through, frame.schema[first].dataType)
     return frame.withColumn(first, udf(F.col(first)))
+
+
+def stall(marker: str, stage: int) -> None:
+    """The first attempt of a task to get here in ``stage`` writes its Python worker's pid into
+    ``marker``/``stalled-<stage>`` and waits until another attempt gets here (and writes ``passed-<stage>``)."""
+    import os
+    import time
+
+    stalled = os.path.join(marker, f"stalled-{stage}")
+    passed = os.path.join(marker, f"passed-{stage}")
+    try:
+        first = os.open(stalled + ".tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:  # another attempt stalled here first
+        open(passed, "w").close()
+        return
+    os.write(first, str(os.getpid()).encode())
+    os.close(first)
+    os.link(stalled + ".tmp", stalled)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(passed) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def stall_steps(marker: str) -> None:
+    """The task of partition 0 of a Spark merge split by bucket and of a Spark compaction stalls once it has
+    written its files, before it reports them, on its first attempt (:func:`stall`): their task classes,
+    replaced on the driver by subclasses made here, which Spark ships to the executors by value."""
+    import importlib
+    import inspect
+
+    from acidstream.spark.mutate import by_bucket
+
+    compact = importlib.import_module("acidstream.spark.compact")  # the package's compact() hides the module
+
+    def written(report: Any) -> Any:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None and context.partitionId() == 0:
+            stall(marker, context.stageId())
+        return report
+
+    def stalling(cls: type) -> type:
+        def call(self: Any, arg: Any) -> Any:
+            return written(cls.__call__(self, arg))
+
+        def generate(self: Any, arg: Any) -> Any:
+            for report in cls.__call__(self, arg):
+                yield written(report)
+
+        task = generate if inspect.isgeneratorfunction(cls.__call__) else call
+        return type(f"Stalling{cls.__name__}", (cls,), {"__call__": task})
+
+    by_bucket.BucketMergeStage = stalling(by_bucket.BucketMergeStage)
+    compact.ExecutorBucketJob = stalling(compact.ExecutorBucketJob)
 
 
 def run_step(spark: Any, job: dict[str, Any], step: dict[str, Any]) -> Any:
@@ -102,35 +144,45 @@ def main() -> None:
     configure_stores(**job.get("stores", {}))
     spark = session("acidstream-cluster-test", master=job["conf"]["spark.master"], extra_conf=job["conf"])
     register(spark)
-    out: dict[str, Any] = {}
+    if job.get("stall"):
+        stall_steps(job["stall"])
     try:
-        if job.get("probe"):
-            rows = spark.sparkContext.parallelize(range(4), 4).mapPartitions(task_facts).collect()
-            out["tasks"] = [list(r) for r in rows]
-            out["driver"] = [os.getpid(), os.getcwd()]
-        options = job.get("options", {})
-        if job.get("append") is not None:
-            df = spark.createDataFrame(job["append"], job["schema"]).repartition(job.get("slices", 2))
-            df = slowed(df, job.get("slow"))
-            writer = df.write.format("acidstream").options(**options).mode("append")
-            writer.save(job["table"])
-        if job.get("stream"):
-            stream = job["stream"]
-            source = spark.readStream.schema(job["schema"]).option("maxFilesPerTrigger", 1)
-            frame = slowed(source.json(stream["input"]).repartition(3), job.get("slow"))
-            writer = frame.writeStream.format("acidstream").options(**options)
-            query = writer.option("checkpointLocation", stream["checkpoint"]).trigger(availableNow=True)
-            query.start(job["table"]).awaitTermination()
-        for step in job.get("steps", []):
-            out.setdefault("steps", []).append(run_step(spark, job, step))
-        if job.get("read"):
-            df = spark.read.format("acidstream").options(**options).load(job["table"])
-            if job.get("explain"):
-                out["explain"] = df._jdf.queryExecution().toString()
-            out["rows"] = [list(r) for r in df.collect()]
+        out = run(spark, job)
+        if job.get("then"):
+            out["then"] = [run(spark, part) for part in job["then"]]
     finally:
         spark.stop()
     print(json.dumps(out))
+
+
+def run(spark: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """The job's work (a ``then`` part's, in the same session), and what it saw."""
+    out: dict[str, Any] = {}
+    if job.get("probe"):
+        rows = spark.sparkContext.parallelize(range(4), 4).mapPartitions(task_facts).collect()
+        out["tasks"] = [list(r) for r in rows]
+        out["driver"] = [os.getpid(), os.getcwd()]
+    options = job.get("options", {})
+    if job.get("append") is not None:
+        df = spark.createDataFrame(job["append"], job["schema"]).repartition(job.get("slices", 2))
+        df = slowed(df, job.get("slow"))
+        writer = df.write.format("acidstream").options(**options).mode("append")
+        writer.save(job["table"])
+    if job.get("stream"):
+        stream = job["stream"]
+        source = spark.readStream.schema(job["schema"]).option("maxFilesPerTrigger", 1)
+        frame = slowed(source.json(stream["input"]).repartition(3), job.get("slow"))
+        writer = frame.writeStream.format("acidstream").options(**options)
+        query = writer.option("checkpointLocation", stream["checkpoint"]).trigger(availableNow=True)
+        query.start(job["table"]).awaitTermination()
+    for step in job.get("steps", []):
+        out.setdefault("steps", []).append(run_step(spark, job, step))
+    if job.get("read"):
+        df = spark.read.format("acidstream").options(**options).load(job["table"])
+        if job.get("explain"):
+            out["explain"] = df._jdf.queryExecution().toString()
+        out["rows"] = [list(r) for r in df.collect()]
+    return out
 
 
 if __name__ == "__main__":

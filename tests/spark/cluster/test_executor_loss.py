@@ -1,5 +1,5 @@
-"""Executors lost in the middle of a batch write's task on a cluster: the executor's JVM killed (``kill -9``), or
-the Python workers of its task. Spark retries the task on an executor left; every row is committed once, nothing
+"""Executors lost in the middle of a batch write's task on a cluster: the executor's JVM killed (``kill -9``), and
+the Python workers of a task. Spark retries the task on an executor left; every row is committed once, nothing
 of the killed attempt reaches the table, and no txn or lock is left open."""
 
 from __future__ import annotations
@@ -50,28 +50,37 @@ def task_workers(worker: int) -> list[int]:
     return children
 
 
-def stalled_worker(marker: Path, driver: subprocess.Popen[str]) -> int:
-    """The pid of the stalled task's Python worker, once it stalls."""
+def stalled_worker(marker: Path, driver: subprocess.Popen[str], seen: set[str]) -> int:
+    """The pid of the Python worker of the next task to stall (a ``stalled-<stage>`` not in ``seen``)."""
     deadline = time.monotonic() + STALL_DEADLINE
-    while not (stalled := list(marker.glob("stalled-*[0-9]"))):
+    while not (stalled := [p for p in marker.glob("stalled-*[0-9]") if p.name not in seen]):
         assert driver.poll() is None, driver.communicate()[1][-4000:]
         assert time.monotonic() < deadline, "the stalled task never started"
         time.sleep(0.2)
+    seen.add(stalled[0].name)
     return int(stalled[0].read_text())
 
 
-@pytest.mark.parametrize("lost", ["executor", "python-workers"])
-def test_a_write_task_loses_its_executor(cluster: SparkCluster, tmp_path: Path, lost: str) -> None:
+def test_write_tasks_lose_their_executor_and_their_python_workers(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    """One job of two appends: the first's stalled task loses its executor's JVM, the second's its Python
+    workers (the executor lives on). Each case is a task attempt killed in the middle of its writing; one job
+    proves both at the cost of one driver."""
     warehouse, url, ms = local_events(tmp_path)
     marker = tmp_path / "marker"
     marker.mkdir()
-    job = {"options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events", "schema": SCHEMA,
-           "append": rows(0, 3000), "slices": 3, "slow": {"marker": str(marker), "rows": 500}, "read": True}  # fmt: skip
+    options = {"metastore": url, "warehouse": str(warehouse)}
+    slow = {"marker": str(marker), "rows": 500}
+    second = {"options": options, "table": "c.events", "schema": SCHEMA, "append": rows(3000, 3000),
+              "slices": 3, "slow": slow}  # fmt: skip
+    job = {"options": options, "table": "c.events", "schema": SCHEMA, "append": rows(0, 3000), "slices": 3,
+           "slow": slow, "then": [{**second, "read": True}]}  # fmt: skip
     driver = popen_job(cluster, tmp_path, job)
+    seen: set[str] = set()
     try:
-        worker = stalled_worker(marker, driver)
-        victims = [executor_of(worker)] if lost == "executor" else task_workers(worker)
-        for pid in victims:
+        os.kill(executor_of(stalled_worker(marker, driver, seen)), signal.SIGKILL)
+        for pid in task_workers(stalled_worker(marker, driver, seen)):
             os.kill(pid, signal.SIGKILL)
         out, err = driver.communicate()
     finally:
@@ -79,12 +88,14 @@ def test_a_write_task_loses_its_executor(cluster: SparkCluster, tmp_path: Path, 
             driver.kill()
             driver.communicate()
     assert driver.returncode == 0, err[-4000:]
-    assert list(marker.glob("passed-*")), "no later attempt of the killed task ran"
+    assert len(list(marker.glob("passed-*"))) == 2, "no later attempt of a killed task ran"
 
     answer = json.loads(out.strip().splitlines()[-1])
-    assert sorted(map(tuple, answer["rows"])) == sorted(map(tuple, rows(0, 3000)))
-    assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(3000))
+    assert sorted(map(tuple, answer["then"][0]["rows"])) == sorted(map(tuple, rows(0, 6000)))
+    assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(6000))
     files = sorted(str(p.relative_to(warehouse)) for p in warehouse.rglob("*") if p.is_file())
-    assert {f.split("/")[2] for f in files} == {f"delta_0000001_0000001_000{s}" for s in range(3)}
+    assert {f.split("/")[2] for f in files} == {
+        f"delta_000000{w}_000000{w}_000{s}" for w in (1, 2) for s in range(3)
+    }
     assert not [t for t in ms.show_txns() if t.state is TxnStatus.OPEN]
     assert ms.show_locks() == []

@@ -1,6 +1,10 @@
-"""``spark.speculation`` on a cluster: a task of partition 0 stalls on its first attempt, Spark starts a copy of it
-on the other host, and both attempts write; every committed row is in the table once and nothing of the losing
-attempt is left."""
+"""The data source's batch writer, exactly-once sink and snapshot read on a local warehouse shared by the
+cluster's workers, with ``spark.speculation`` on: the append's task of partition 0 and each micro-batch's stall
+on their first attempt, Spark starts a copy of each on the other host, and both attempts write. Every committed
+row is in the table once, nothing of a losing attempt is left, and the tasks ran in processes that share neither
+the driver's environment nor its working directory.
+
+One job for all of it (a cluster job's driver and executors cost more than its checks)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from acidstream.spark.stream_write import PROPERTY_PREFIX
 from support.sparkcluster import SCHEMA, SparkCluster, local_events, rows, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -27,43 +32,35 @@ def table_files(warehouse: Path) -> list[str]:
     return sorted(str(p.relative_to(warehouse)) for p in warehouse.rglob("*") if p.is_file())
 
 
-def test_a_batch_write_with_a_speculative_copy_of_a_stalled_task(
+def test_a_batch_write_and_the_sink_with_speculative_copies_of_stalled_tasks(
     cluster: SparkCluster, tmp_path: Path
 ) -> None:
     warehouse, url, ms = local_events(tmp_path)
-    marker = tmp_path / "marker"
-    marker.mkdir()
-    job = {"conf": SPECULATION, "options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events",
-           "schema": SCHEMA, "append": rows(0, 3000), "slices": 3, "slow": {"marker": str(marker), "rows": 500},
-           "read": True}  # fmt: skip
-    answer = run_job(cluster, tmp_path, job)
-
-    assert list(marker.glob("passed-*")), "Spark started no speculative copy of the stalled task"
-    assert sorted(map(tuple, answer["rows"])) == sorted(map(tuple, rows(0, 3000)))
-    assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(3000))
-    # one delta of each task's statement, and nothing of the losing attempt (its files were never moved in)
-    assert table_files(warehouse) == [
-        f"c.db/events/delta_0000001_0000001_000{s}/{name}"
-        for s in range(3)
-        for name in ("_orc_acid_version", "bucket_00000", "bucket_00001")
-    ]
-
-
-def test_the_sink_with_speculative_copies_of_stalled_tasks(cluster: SparkCluster, tmp_path: Path) -> None:
-    """Each micro-batch's task of partition 0 stalls on its first attempt until its copy has passed it."""
-    warehouse, url, ms = local_events(tmp_path)
     (tmp_path / "in").mkdir()
-    for n in range(2):
-        lines = (json.dumps({"id": i, "msg": m}) for i, m in rows(n * 1500, 1500))
+    for n in range(2):  # two files: two micro-batches of the exactly-once sink
+        lines = (json.dumps({"id": i, "msg": m}) for i, m in rows(3000 + n * 1500, 1500))
         (tmp_path / "in" / f"part-{n}.json").write_text("\n".join(lines) + "\n")
     marker = tmp_path / "marker"
     marker.mkdir()
     stream = {"input": str(tmp_path / "in"), "checkpoint": str(tmp_path / "checkpoint")}
-    job = {"conf": SPECULATION, "options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events",
-           "schema": SCHEMA, "stream": stream, "slow": {"marker": str(marker), "rows": 200}}  # fmt: skip
-    run_job(cluster, tmp_path, job)
+    job = {"conf": SPECULATION, "probe": True, "options": {"metastore": url, "warehouse": str(warehouse)},
+           "table": "c.events", "schema": SCHEMA, "append": rows(0, 3000), "slices": 3, "stream": stream,
+           "slow": {"marker": str(marker), "rows": 200}, "read": True}  # fmt: skip
+    answer = run_job(cluster, tmp_path, job)
 
-    assert len(list(marker.glob("passed-*"))) == 2, "Spark did not copy each micro-batch's stalled task"
-    assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(3000))
-    deltas = {f.split("/")[2] for f in table_files(warehouse)}
-    assert deltas == {f"delta_000000{w}_000000{w}_000{s}" for w in (1, 2) for s in range(3)}
+    driver_pid, driver_cwd = answer["driver"]
+    assert all(pid != driver_pid and cwd != driver_cwd and not leaked for pid, cwd, leaked in answer["tasks"])
+    assert len({cwd for _, cwd, _ in answer["tasks"]}) == 2  # two executors, each in its own work dir
+    # the append's stage and each micro-batch's: a copy of each stalled task passed it
+    assert len(list(marker.glob("passed-*"))) == 3, "Spark did not copy each stage's stalled task"
+    assert sorted(map(tuple, answer["rows"])) == sorted(map(tuple, rows(0, 6000)))
+    assert sorted(ms.table("c.events").scan().to_arrow()["id"].to_pylist()) == list(range(6000))
+    (sink,) = [v for k, v in ms.table("c.events").properties.items() if k.startswith(PROPERTY_PREFIX)]
+    assert json.loads(sink)["batchId"] == 1  # the sink committed its two micro-batches, once each
+    # one delta of each task's statement, and nothing of the losing attempts (their files were never moved in)
+    assert table_files(warehouse) == [
+        f"c.db/events/delta_000000{w}_000000{w}_000{s}/{name}"
+        for w in (1, 2, 3)
+        for s in range(3)
+        for name in ("_orc_acid_version", "bucket_00000", "bucket_00001")
+    ]
