@@ -30,8 +30,10 @@ import argparse
 import contextlib
 import json
 import os
+import pickle
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -61,6 +63,8 @@ CONFIGS = ((1, 2), (2, 1))
 BUCKET_FILE = re.compile(r"bucket_(\d+)$")
 #: Seconds Spark's listener has to report every job of an operation finished, and the executors to register.
 REST_DEADLINE = 60.0
+#: Each case's figures, a JSON object a line, in the work directory (``--report`` prints them again).
+RESULTS = "cases.jsonl"
 EXECUTOR_DEADLINE = 180.0
 
 
@@ -220,6 +224,22 @@ class Measured:
         }
 
 
+def plan_files(location: dict[str, str]) -> dict[str, float]:
+    """What the merge's driver plans before its job, on its own: the files of the table's snapshot listed into
+    bucket tasks (seconds, files, and the plan's pickled bytes, which go to the executors with the job)."""
+    from acidstream import Metastore
+
+    ms = Metastore.connect(location["metastore"], warehouse=location["warehouse"])
+    try:
+        start = time.perf_counter()
+        plan = ms.table(TABLE).scan(columns=["id"], with_row_id=True).plan_files()
+        seconds = time.perf_counter() - start
+    finally:
+        ms.close()
+    files = sum(len(t.insert_files) + len(t.delete_files) for t in plan.tasks)
+    return {"seconds": seconds, "files": files, "pickled": len(pickle.dumps(plan.tasks))}
+
+
 def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     """In the driver's process: warm up on the twin, then time the merge and the compaction of the table."""
     from acidstream import spark as acid
@@ -247,12 +267,13 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         table_dir = root / "wh" / "bench.db" / TABLE.split(".")[1]
         out: dict[str, Any] = {"setup": setup}
 
+        planning = plan_files(location)
         merge = Measured(spark, "merge", spec["worker_pids"])
         task_bytes = merge_task_bytes(table_dir, spark.sparkContext.defaultParallelism)
         source = spark.read.parquet(str(root / "upsert.parquet"))
         with merge.timing():
             counts = acid.merge(spark, TABLE, source, ["id"], **location)
-        out["merge"] = {**merge.report(task_bytes), "counts": counts}
+        out["merge"] = {**merge.report(task_bytes), "counts": counts, "planning": planning}
 
         compaction = Measured(spark, "compaction", spec["worker_pids"])
         task_bytes = list(file_bytes(table_dir).values())
@@ -344,8 +365,8 @@ def print_tables(
     for op in ("merge", "compaction"):
         for size in sizes:
             a, b = runs[(op, size, one)], runs[(op, size, two)]
-            wall = [y["wall"] / x["wall"] for x, y in zip(a, b, strict=True)]
-            drv = [y["driver_only"] / x["driver_only"] for x, y in zip(a, b, strict=True)]
+            wall = [y["wall"] / x["wall"] for x, y in zip(a, b, strict=False)]
+            drv = [y["driver_only"] / x["driver_only"] for x, y in zip(a, b, strict=False)]
             both = a + b
             print(
                 f"| {op} | {size:,} | {_med(wall)}× | {_med(drv)}× | "
@@ -355,6 +376,15 @@ def print_tables(
                 f"{statistics.median(r['result_bytes'] for r in both) / 1024:.1f} | "
                 f"{statistics.median(r['shuffle_bytes'] for r in both) / 1024:.1f} |"
             )
+    print("\nThe merge's planning on the driver, alone (the table's snapshot listed into bucket tasks):\n")
+    print("| rows | files | seconds | plan pickled KiB |")
+    print("|---:|---:|---:|---:|")
+    for size in sizes:
+        plans = [r["planning"] for c in CONFIGS for r in runs[("merge", size, c)]]
+        print(
+            f"| {size:,} | {plans[0]['files']:,} | {_med([p['seconds'] for p in plans])} | "
+            f"{plans[0]['pickled'] / 1024:.0f} |"
+        )
     small, large = sizes[0], sizes[-1]
     print(f"\nGrowth from {small:,} to {large:,} rows ({large / small:g}× the rows and files), medians over "
           "both clusters and all rounds:\n")  # fmt: skip
@@ -386,9 +416,10 @@ def main() -> None:
     parser.add_argument("--rows-per-txn", type=int, default=100_000)
     parser.add_argument("--percent", type=float, default=1.0, help="rows updated and rows inserted, each")
     parser.add_argument("--repeat", type=int, default=3, help="rounds")
-    parser.add_argument("--warm", type=int, default=2, help="warm-up merges of the twin per application")
+    parser.add_argument("--warm", type=int, default=1, help="warm-up merges of the twin per application")
     parser.add_argument("--dir", type=Path, help="work directory (kept; default: a temporary one)")
     add_busy_option(parser)
+    parser.add_argument("--report", action="store_true", help="print the tables of the cases kept in --dir")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -396,36 +427,53 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     root = args.dir or Path(tempfile.mkdtemp(prefix="bench_spark_cluster_"))
+    if args.report:
+        report(root / RESULTS, sizes)
+        return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the clusters on the way out
     start = time.perf_counter()
     for size in sizes:
-        (root / str(size)).mkdir(parents=True, exist_ok=True)
-        build(root / str(size), size, args.rows_per_txn, args.percent)
-        snapshot(root / str(size))
-        save_warm(root / str(size))
+        if not (root / str(size) / "saved").exists():  # a kept --dir's tables serve again
+            (root / str(size)).mkdir(parents=True, exist_ok=True)
+            build(root / str(size), size, args.rows_per_txn, args.percent)
+            snapshot(root / str(size))
+            save_warm(root / str(size))
     print(f"built {', '.join(f'{s:,}' for s in sizes)} rows in {time.perf_counter() - start:.1f} s ({root})")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load0 = load_note(args.busy)
-    runs: dict[tuple[str, int, tuple[int, int]], list[dict[str, Any]]] = {}
+    header = (
+        f"{', '.join(f'{s:,}' for s in sizes)} rows ({args.rows_per_txn:,} a txn), {args.percent:g}% updated + "
+        f"{args.percent:g}% new; {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"started {started}; at the start {load_note(args.busy)}; {args.warm} warm-up merges per application"
+    )
+    results = root / RESULTS
+    results.write_text(json.dumps({"header": header}) + "\n")
     with contextlib.ExitStack() as stack, busy(args.busy):
         clusters = {c: stack.enter_context(standalone(root / f"cluster-{c[0]}x{c[1]}", *c)) for c in CONFIGS}
         for r in range(args.repeat):
             for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
                 for size in sizes if r % 2 == 0 else sizes[::-1]:
+                    case_start = time.perf_counter()
                     out = drive(root / str(size), clusters[config], args.warm)
-                    setup = out.pop("setup")
-                    for op, figures in out.items():
-                        runs.setdefault((op, size, config), []).append(figures)
-                    print(f"round {r + 1}, {_label(*config)}, {size:,} rows: application and executors up "
-                          f"{setup['start']:.1f} s, warm-up {setup['warm']:.1f} s, merge {out['merge']['wall']:.2f} s, "
-                          f"compaction {out['compaction']['wall']:.2f} s (load {os.getloadavg()[0]:.1f})",
-                          flush=True)  # fmt: skip
-        load1 = load_note(args.busy)
+                    with open(results, "a") as saved:
+                        saved.write(json.dumps({"size": size, "config": config, "out": out}) + "\n")
+                    print(f"round {r + 1}, {_label(*config)}, {size:,} rows, {time.perf_counter() - case_start:.0f} s: "
+                          f"application and executors up {out['setup']['start']:.1f} s, warm-up "
+                          f"{out['setup']['warm']:.1f} s, merge {out['merge']['wall']:.2f} s, compaction "
+                          f"{out['compaction']['wall']:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+        print(f"took {time.perf_counter() - start:.0f} s")
+    report(results, sizes)
+
+
+def report(results: Path, sizes: list[int]) -> None:
+    """The tables of the cases saved in ``results`` (one JSON object a line), rounds as they came."""
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    runs: dict[tuple[str, int, tuple[int, int]], list[dict[str, Any]]] = {}
+    for case in lines[1:]:
+        for op in ("merge", "compaction"):
+            runs.setdefault((op, case["size"], tuple(case["config"])), []).append(case["out"][op])
+    rounds = min(len(v) for v in runs.values())
     print(
-        f"\n{', '.join(f'{s:,}' for s in sizes)} rows ({args.rows_per_txn:,} a txn), {args.percent:g}% updated + "
-        f"{args.percent:g}% new; {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"started {started}; at the start {load0}; at the end {load1}; medians of {args.repeat} rounds "
-        f"(ranges in brackets), {args.warm} warm-up merges per application; took "
-        f"{time.perf_counter() - start:.0f} s\n"
+        f"\n{lines[0]['header']}; at the end {load_note(0)}; medians of {rounds} rounds (ranges in brackets)\n"
     )
     print_tables(runs, sizes)
 
