@@ -76,7 +76,7 @@ def _publish(job: BucketJob, result: BucketResult, attempt: str) -> BucketResult
     return replace(result, files=tuple(moved))
 
 
-def _remove_attempts(jobs: Sequence[BucketJob]) -> None:
+def _remove_job_attempts(jobs: Sequence[BucketJob]) -> None:
     """Delete every attempt's directory of the jobs' outputs (those Spark did not take: killed, lost, losing
     copies), and the attempts' directory once empty."""
     outputs: dict[tuple[str, str], set[str]] = {}
@@ -109,7 +109,7 @@ def spark_runner(spark: SparkSession) -> JobRunner:
             return [_publish(job, *done) for job, done in zip(jobs, ran, strict=True)]
         finally:
             with contextlib.suppress(OSError):
-                _remove_attempts(jobs)
+                _remove_job_attempts(jobs)
 
     return run
 
