@@ -182,7 +182,6 @@ class Measured:
         ]
         stage_ids = {s for j in jobs for s in j["stageIds"]}
         tasks: list[dict[str, Any]] = []
-        launches: list[float] = []
         for stage in _rest(ui, f"applications/{app}/stages"):
             if stage["stageId"] not in stage_ids or stage["status"] != "COMPLETE":
                 continue
@@ -190,8 +189,7 @@ class Measured:
                 ui,
                 f"applications/{app}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000",
             )
-            tasks.extend(listed)
-            launches.extend(_when(t["launchTime"]) for t in listed)
+            tasks.extend({**t, "stageId": stage["stageId"]} for t in listed)
         first_launch = {  # per job: its submission to its first task's launch (the driver planning the job)
             j["jobId"]: min(
                 (_when(t["launchTime"]) for t in tasks if t.get("stageId") in j["stageIds"]), default=None
