@@ -107,17 +107,28 @@ class BatchFiles:
     def path_for(self, dest: Destination, bucket_id: int) -> str:
         return f"{dest.location}/{self.delta_name}/{bucket_file(bucket_id)}"
 
-    def insert(self, dest: Destination, bucket_id: int, write_id: int, rows: pa.RecordBatch) -> None:
+    def insert(
+        self,
+        dest: Destination,
+        bucket_id: int,
+        write_id: int,
+        rows: pa.RecordBatch,
+        nbytes: int | None = None,
+    ) -> None:
+        """Buffer ``rows`` (``nbytes`` bytes, if the caller knows) for (partition, bucket), opening its file
+        on first use."""
+        if nbytes is None:
+            nbytes = rows.nbytes
         key = (dest.name, bucket_id)
         writer = self._writers.get(key)
         if writer is None:
             writer = self._open(dest, bucket_id)
         bucket_property = BucketCodec.V1.encode(bucket_id, self.statement_id if self.statement_id else 0)
         try:
-            writer.insert(write_id, bucket_property, rows)
+            writer.insert(write_id, bucket_property, rows, nbytes=nbytes)
         except OSError as exc:
             raise StreamingIOFailure(f"writing {self._paths[key]}: {exc}") from exc
-        size = rows.nbytes
+        size = nbytes
         if size:
             self._unflushed.add(key)
         self._unflushed_bytes += size

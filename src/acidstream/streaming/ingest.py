@@ -134,7 +134,7 @@ class RecordIngest:
         assert files is not None
         for routed in self.router.route(rows):
             dest = self.destination(routed.partition_values) if self.dynamic else self.static_dest
-            files.insert(dest, routed.bucket_id, self._write_id, routed.rows)
+            files.insert(dest, routed.bucket_id, self._write_id, routed.rows, routed.nbytes)
             self.txn_touched.setdefault(dest.name, dest)
             self.all_touched.setdefault(dest.name, dest)
         self._stats.records_written += rows.num_rows

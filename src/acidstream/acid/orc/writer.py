@@ -384,10 +384,20 @@ class AcidWriter:
     def key_index(self) -> KeyIndex:
         return KeyIndex(tuple(self._keys))
 
-    def insert(self, write_id: int, bucket_property: int, rows: pa.RecordBatch | pa.Table) -> None:
-        """Insert events; rowId restarts at 0 whenever the write id changes (OrcRecordUpdater.insert)."""
+    def insert(
+        self,
+        write_id: int,
+        bucket_property: int,
+        rows: pa.RecordBatch | pa.Table,
+        *,
+        nbytes: int | None = None,
+    ) -> None:
+        """Insert events; rowId restarts at 0 whenever the write id changes (OrcRecordUpdater.insert).
+        ``nbytes``: the rows' bytes, where the caller knows them (pyarrow counts a slice's slowly)."""
         self._check_open()
         batches = self._row_batches(rows)  # validate before touching the rowId counter
+        if len(batches) != 1 or batches[0] is not rows:
+            nbytes = None  # cast or split: counted anew
         if write_id != self._insert_write_id:
             self._insert_write_id, self._next_row_id = write_id, 0
         for batch in batches:
@@ -404,6 +414,7 @@ class AcidWriter:
             self._append(
                 InsertedRows(batch, write_id, bucket_property, first_row_id),
                 (write_id, bucket_property, first_row_id + n - 1),
+                nbytes,
             )
             self._counts[EventKind.INSERT] += n
 
@@ -667,15 +678,21 @@ class AcidWriter:
                 self._repaired_timestamps |= check_writable(batch.column(i), target.names[i])
         return batches
 
-    def _append(self, batch: pa.RecordBatch | InsertedRows, last_key: RecordKey | None = None) -> None:
-        """Buffer events; ``last_key``: the key of the batch's last event (given for inserted rows)."""
+    def _append(
+        self,
+        batch: pa.RecordBatch | InsertedRows,
+        last_key: RecordKey | None = None,
+        nbytes: int | None = None,
+    ) -> None:
+        """Buffer events; ``last_key``: the key of the batch's last event (given for inserted rows); ``nbytes``:
+        their bytes, if known."""
         if last_key is None:
             assert isinstance(batch, pa.RecordBatch)
             last = batch.num_rows - 1
             ot, bk, rid = (batch.column(i) for i in (1, 2, 3))
             last_key = (ot[last].as_py(), bk[last].as_py(), rid[last].as_py())
         self._pending.append(batch)
-        self._pending_bytes += batch.nbytes
+        self._pending_bytes += batch.nbytes if nbytes is None else nbytes
         self._last_key = last_key
         if self._pending_bytes >= self._options.stripe_bytes:
             self._await_files()  # what creating the files raised, as it is (as flush_encoded raises it)
