@@ -17,10 +17,17 @@ from acidstream.acid.orc.stripes import EncodedEvents
 from acidstream.acid.orc.writer import AcidWriter, TakenEvents, encode_together
 from acidstream.runtime import ENCODE_THREADS, completed_future, encode_pool
 
+#: Below this many rows a file on average, encoding is mostly Python (splicing, per-file headers) holding the
+#: GIL: a second thread would only take turns with the first (and on a busy machine wait for it to be
+#: scheduled), so such commits encode in the calling thread. 50 partitions x 5 buckets of 40 rows: 12% less
+#: CPU in one thread than in two.
+SHARD_MIN_ROWS_PER_FILE = 1024
+
 
 def encode_sharded(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[EncodedEvents]:
-    """``encode_together(items)``, in the items' order, encoded in up to ``ENCODE_THREADS`` shards."""
-    shards = _shards(items, ENCODE_THREADS)
+    """``encode_together(items)``, in the items' order, encoded in up to ``ENCODE_THREADS`` shards (one for
+    files of a few rows each, see :data:`SHARD_MIN_ROWS_PER_FILE`)."""
+    shards = _shards(items, shard_count(items))
     encodings = [
         _Encoding(partial(encode_together, [items[i] for i in shard]), in_pool=len(shards) > 1)
         for shard in shards
@@ -49,6 +56,12 @@ class _Encoding:
 
     def result(self) -> list[EncodedEvents]:
         return self._future.result()
+
+
+def shard_count(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> int:
+    """``ENCODE_THREADS``, or 1 for files of fewer than ``SHARD_MIN_ROWS_PER_FILE`` rows on average."""
+    rows = sum(_rows(taken) for _, taken in items)
+    return ENCODE_THREADS if rows >= SHARD_MIN_ROWS_PER_FILE * len(items) else 1
 
 
 def _shards(items: Sequence[tuple[AcidWriter, TakenEvents]], n: int) -> list[list[int]]:
