@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acidstream.acid.orc import AcidWriter, WriterOptions
 from acidstream.acid.orc.protobuf import Message
-from acidstream.acid.orc.tail import PS, PostscriptTemplate, build_tail, read_tail
+from acidstream.acid.orc.tail import (
+    PS,
+    SMALLEST_COMPRESSED_SECTION,
+    PostscriptTemplate,
+    build_tail,
+    read_tail,
+)
+from acidstream.acid.types import Column, parse_type
+
+COLUMNS = [Column("id", parse_type("int"))]
 
 
 def pyarrow_postscript(compression: str) -> Message:
@@ -58,3 +71,27 @@ def test_built_tail_reads_back() -> None:
     again = read_tail(pa.BufferReader(pa.py_buffer(rebuilt)), len(rebuilt))
     assert again.footer == tail.footer and again.metadata == tail.metadata
     assert again.compression == tail.compression and again.block_size == tail.block_size
+
+
+@pytest.mark.parametrize("compression", ["ZLIB", "ZSTD"])
+def test_a_tiny_files_tail_sections_are_stored_as_they_are(tmp_path: Path, compression: str) -> None:
+    """A file of a few rows: its metadata and footer are "original" chunks (deflate's set-up costs more than it
+    saves there), which pyarrow and our reader read; a section as long as SMALLEST_COMPRESSED_SECTION is
+    compressed."""
+    path = str(tmp_path / "bucket_00000")
+    writer = AcidWriter(
+        pafs.LocalFileSystem(), path, COLUMNS, options=WriterOptions(compression), side_file=False
+    )
+    writer.insert(1, 536870912, pa.table({"id": pa.array([1, 2, 3], pa.int32())}))
+    writer.close()
+    data = Path(path).read_bytes()
+    tail = read_tail(pa.BufferReader(data), len(data))
+    footer_length = tail.postscript.uint(PS.FOOTER_LENGTH) or 0
+    metadata_length = tail.postscript.uint(PS.METADATA_LENGTH) or 0
+    footer_at = len(data) - 1 - data[-1] - footer_length
+    for at in (footer_at - metadata_length, footer_at):
+        assert data[at] & 1 == 1  # the chunk header's "original" bit
+    assert po.ORCFile(pa.BufferReader(data)).read().num_rows == 3
+    template = PostscriptTemplate(tail.postscript)
+    built = build_tail(template, bytes(SMALLEST_COMPRESSED_SECTION), b"")
+    assert built[0] & 1 == 0 and len(built) < SMALLEST_COMPRESSED_SECTION
