@@ -20,12 +20,16 @@ Partitions exist before the clock on both sides: each side first appends one unt
 table (on acidstream's timed connection, which then knows them) and one to a warm-up table. Records and tables
 are made before the clock. Every case runs in its own process; rounds interleave the cases, their order
 alternating from round to round; each row gives the median and the range over rounds, each ratio the median of
-per-round ratios. ``--busy N`` runs N CPU-bound processes beside every case. Each case reports the CPU
+per-round ratios. ``--busy N`` runs N CPU-bound processes beside every case. Both sides' tables go under
+``--dir`` (default: the system's temporary directory), and the machine's dirty pages are written out (``sync``)
+between cases, untimed: on ext4 without a journal, creating a file skips every inode of its block group freed
+in the last ~30 s whose table block is still dirty, so one case's deleted files (thousands, for acidstream's
+Hive layout) made the next case's creates cost up to 1 ms each. Each case reports the CPU
 seconds of its process (all threads) and the seconds its threads waited runnable for a core (the run queue) in
 the timed part: on a busy machine the wall time is mostly the latter.
 
     python bench/bench_streaming_partitions.py [--records 200000] [--txns 20] [--partitions 1,10,50]
-        [--durability none,full] [--rounds 3] [--busy N]
+        [--durability none,full] [--rounds 3] [--busy N] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -293,6 +297,9 @@ def main() -> None:
         "--hive", action="store_true", help="against Hive's Java client, over a Hive 4 metastore (per record)"
     )
     add_busy_option(parser)
+    parser.add_argument(
+        "--dir", default=None, help="where both sides' tables go (default: the temp directory)"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -302,7 +309,7 @@ def main() -> None:
             print(json.dumps(case_acidstream_thrift(uri, table, args.records, args.txns, p)))
             return
         p, bulk, durable = rest
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
             print(json.dumps(CASES[name](Path(tmp), args.records, args.txns, p, bulk, durable)))
         return
     counts = [int(p) for p in args.partitions.split(",")]
@@ -321,14 +328,17 @@ def main() -> None:
                 for name in order:
                     case = json.dumps([name, p, bulk, durable])
                     common = ["--records", str(args.records), "--txns", str(args.txns)]
+                    common += ["--dir", args.dir] if args.dir else []
                     runs.setdefault((name, p, bulk, durable), []).append(
                         run_script(__file__, [*common, "--case", case])
                     )
+                    os.sync()  # the case's deleted files written out (see the module's docstring)
             print(f"round {r + 1} done, {load_note(args.busy)}", file=sys.stderr)
         load1 = load_note(args.busy)
     print(
         f"\n{args.records:,} records in {args.txns} txns after an untimed one, {args.rounds} rounds (order "
         f"alternating); {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {started}; "
+        f"tables under {args.dir or tempfile.gettempdir()}; "
         f"at the start {load0}; at the end {load1}\n"
     )
     print(
