@@ -60,6 +60,18 @@ def test_a_bad_token_string_is_refused_without_showing_it() -> None:
         Metastore.connect("thrift://127.0.0.1:1", delegation_token="c2VjcmV0LXRva2Vu")
 
 
+def commit_one_row(ms: Any, table: str) -> list[dict[str, Any]]:
+    """One streaming commit of one row into ``secured.{table}``, and the table read back."""
+    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
+    builder = StreamingConnection.builder().with_metastore(ms).with_database("secured").with_table(table)
+    with builder.with_record_writer(writer).connect() as conn:
+        conn.begin_transaction()
+        conn.write(b"1,one")
+        conn.commit_transaction()
+    rows: list[dict[str, Any]] = ms.table(f"secured.{table}").scan().to_arrow().to_pylist()
+    return rows
+
+
 @pytest.fixture
 def keytab_client(hive4_kerberos_metastore: str, kdc: Any) -> Any:
     keytab = str(kdc.dir / "alice.keytab")
@@ -87,19 +99,7 @@ def test_a_process_without_kerberos_streams_and_reads_with_a_token(
             "CREATE TABLE secured.by_token (id int, msg string) STORED AS ORC "
             "TBLPROPERTIES ('transactional'='true')"
         )
-        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-        with (
-            StreamingConnection.builder()
-            .with_metastore(ms)
-            .with_database("secured")
-            .with_table("by_token")
-            .with_record_writer(writer)
-            .connect()
-        ) as conn:
-            conn.begin_transaction()
-            conn.write(b"1,one")
-            conn.commit_transaction()
-        assert ms.table("secured.by_token").scan().to_arrow().to_pylist() == [{"id": 1, "msg": "one"}]
+        assert commit_one_row(ms, "by_token") == [{"id": 1, "msg": "one"}]
         with pytest.raises(
             AuthenticationError, match="handed out only to a client authenticated by Kerberos"
         ):
@@ -139,20 +139,7 @@ def test_a_token_seals_every_message_where_the_metastore_asks_privacy(
         assert ms.backend._call("get_table_req", request).table.parameters["big"] == big
         (_, client), *_ = ms.backend.connection._idle
         assert client._iprot.trans.qop == "auth-conf"  # agreed, not the auth the metastore offers too
-        writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-        with (
-            StreamingConnection.builder()
-            .with_metastore(ms)
-            .with_database("secured")
-            .with_table("by_sealed_token")
-            .with_record_writer(writer)
-            .connect()
-        ) as conn:
-            conn.begin_transaction()
-            conn.write(b"1,one")
-            conn.commit_transaction()
-        rows = ms.table("secured.by_sealed_token").scan().to_arrow().to_pylist()
-        assert rows == [{"id": 1, "msg": "one"}]
+        assert commit_one_row(ms, "by_sealed_token") == [{"id": 1, "msg": "one"}]
     with pytest.raises(
         AuthenticationError, match=r"offers QOP auth-conf, auth .*asks for auth-int.*kerberos_qop"
     ):
