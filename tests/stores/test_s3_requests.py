@@ -152,3 +152,23 @@ def test_of_two_writers_racing_for_one_file_the_store_takes_one_and_keeps_its_by
     with fs.open_input_file(path) as after:
         assert after.read() == kept  # neither replaced nor deleted by the refused writer's cleanup
     assert not [p for m, p, _ in recorded.requests if m == "DELETE"]
+
+
+def test_a_compaction_lists_each_delta_once(tmp_path: Path, recorded: Recorded) -> None:
+    """The compactor checks its deltas' lengths against their commits, then plans them: from one listing of
+    each delta directory, not two."""
+    with Metastore.connect(
+        f"sqlite:///{tmp_path / 'ms.db'}", warehouse=f"s3://{BUCKET}/{tmp_path.name}/wh"
+    ) as ms:
+        ms.execute(DDL)
+        table = ms.table("t")
+        for first in (0, 100, 200):
+            ids = list(range(first, first + 10))
+            table.merge(
+                pa.table({"id": ids, "v": [str(i) for i in ids], "p": [0] * 10}), on=["id"], workers=1
+            )
+        recorded.clear()
+        ms.compact("default.t", partition="p=0", kind="major", wait=True)
+        listed = [q for q in recorded.of("GET", listing=True) if "delta_" in q]
+        assert ms.table("t").scan().to_arrow().num_rows == 30
+    assert len(listed) == 3 and len(set(listed)) == 3, listed

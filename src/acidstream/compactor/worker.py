@@ -57,6 +57,7 @@ from acidstream.errors import AcidStreamError, InvalidObjectException, NoSuchObj
 from acidstream.metastore.backend import Capability
 from acidstream.metastore.identity import client_identity
 from acidstream.metastore.models import CompactionInfo, TableDefinition
+from acidstream.read.listing import each_listed_once
 from acidstream.runtime import completed_future
 from acidstream.storage import capabilities, sync, sync_files, table_filesystem
 from acidstream.txn.heartbeat import Heartbeater, heartbeat_interval
@@ -217,15 +218,16 @@ class Claimed:
             return None
         # the txn list hides other compactions' outputs published in place and not committed (or aborted)
         state = get_acid_state(target.fs, target.path, write_ids, ms.snapshot())
+        listing = each_listed_once(target.fs)  # the deltas' listings serve the check, then the plan
         if state.deltas:
             low = min(d.min_write_id for d in state.deltas)
             high = max(d.max_write_id for d in state.deltas)
             recorded = ms.recorded_lengths(ci.table_name, ci.partition, low, high)
-            check_recorded(target.fs, state.deltas, recorded)
+            check_recorded(listing, state.deltas, recorded)
         state = self._pre_pass(state, write_ids, tmp, run_jobs)
         in_place = IN_PLACE in self._meta
         plan = plan_partition(
-            target.fs,
+            listing,
             target.location,
             target.path,
             target.path if in_place else tmp,
