@@ -12,10 +12,10 @@ import javax.security.sasl.SaslServer;
 
 /**
  * The JDK's own DIGEST-MD5 server, set up as a Hive Metastore sets it up for delegation tokens (no protocol, the
- * server name "default"), for tests/metastore/test_hive_digest_layers.py. Arguments: user, password, QOP,
- * strength. One hex line each way on stdin and stdout: the challenge out, the client's response in, the final
- * answer (rspauth) out; then each line in is a message the client wrapped, which goes back reversed, wrapped by
- * the server.
+ * server name "default", every cipher offered), for tests/metastore/test_hive_digest_layers.py. Arguments: user
+ * and password. Sessions one after another, one line each way on stdin and stdout: the QOP in; the challenge out
+ * (hex), the client's response in, the final answer (rspauth) out; then each line in is a message the client
+ * wrapped, which goes back reversed, wrapped by the server, until an empty line ends the session.
  */
 public class DigestMd5Server {
     public static void main(String[] args) throws Exception {
@@ -32,23 +32,25 @@ public class DigestMd5Server {
                 }
             }
         };
-        Map<String, String> props = Map.of(Sasl.QOP, args[2], Sasl.STRENGTH, args[3]);
-        SaslServer server = Sasl.createSaslServer("DIGEST-MD5", null, "default", props, handler);
         HexFormat hex = HexFormat.of();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
-        System.out.println(hex.formatHex(server.evaluateResponse(new byte[0])));
-        System.out.flush();
-        System.out.println(hex.formatHex(server.evaluateResponse(hex.parseHex(in.readLine()))));
-        System.out.flush();
-        for (String line = in.readLine(); line != null; line = in.readLine()) {
-            byte[] wrapped = hex.parseHex(line);
-            byte[] message = server.unwrap(wrapped, 0, wrapped.length);
-            byte[] reversed = new byte[message.length];
-            for (int i = 0; i < message.length; i++) {
-                reversed[i] = message[message.length - 1 - i];
-            }
-            System.out.println(hex.formatHex(server.wrap(reversed, 0, reversed.length)));
+        for (String qop = in.readLine(); qop != null && !qop.isEmpty(); qop = in.readLine()) {
+            Map<String, String> props = Map.of(Sasl.QOP, qop);
+            SaslServer server = Sasl.createSaslServer("DIGEST-MD5", null, "default", props, handler);
+            System.out.println(hex.formatHex(server.evaluateResponse(new byte[0])));
             System.out.flush();
+            System.out.println(hex.formatHex(server.evaluateResponse(hex.parseHex(in.readLine()))));
+            System.out.flush();
+            for (String line = in.readLine(); line != null && !line.isEmpty(); line = in.readLine()) {
+                byte[] wrapped = hex.parseHex(line);
+                byte[] message = server.unwrap(wrapped, 0, wrapped.length);
+                byte[] reversed = new byte[message.length];
+                for (int i = 0; i < message.length; i++) {
+                    reversed[i] = message[message.length - 1 - i];
+                }
+                System.out.println(hex.formatHex(server.wrap(reversed, 0, reversed.length)));
+                System.out.flush();
+            }
         }
     }
 }
