@@ -16,6 +16,8 @@
 #                                      ignore.secure.ports.for.testing). The URI names localhost; DIR/conf says
 #                                      the cluster is kerberized and names the NameNode's principal.
 #   bash scripts/hdfs.sh stop DIR      stops the cluster started in DIR.
+# ACIDSTREAM_HDFS_SETTINGS="NAME=VALUE ..." at start: more HDFS settings for the cluster (an hdfs-site.xml on its
+# classpath, DIR/site/hdfs-site.xml), e.g. dfs.namenode.delegation.token.renew-interval=15000 for tokens that expire in 15 s.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pom="$root/interop/hdfs/pom.xml"
@@ -116,7 +118,16 @@ start() {
         read -ra secure <<<"$args"
         opts=(-Djava.security.krb5.conf="$kdc/krb5.conf")
     fi
-    (cd "$dir" && exec nohup "$java_bin" "${java_opts[@]}" "${opts[@]}" -cp "$home/lib/*" acidstream.hdfs.MiniHdfs \
+    local setting
+    mkdir -p "$dir/site"
+    {
+        echo '<configuration>'
+        for setting in ${ACIDSTREAM_HDFS_SETTINGS:-}; do
+            printf '  <property><name>%s</name><value>%s</value></property>\n' "${setting%%=*}" "${setting#*=}"
+        done
+        echo '</configuration>'
+    } >"$dir/site/hdfs-site.xml"
+    (cd "$dir" && exec nohup "$java_bin" "${java_opts[@]}" "${opts[@]}" -cp "$home/lib/*:$dir/site" acidstream.hdfs.MiniHdfs \
         "$dir" "${secure[@]}" >"$dir/hdfs.log" 2>&1 </dev/null) &
     echo $! >"$dir/pid"
     local waited=0

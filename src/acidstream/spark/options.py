@@ -31,7 +31,7 @@ from acidstream.metastore.location import (
     default_metastore_url,
     is_hive,
 )
-from acidstream.spark.tokens import job_token
+from acidstream.spark.tokens import hdfs_job_token, job_token
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -208,10 +208,27 @@ def session_job(spark: SparkSession) -> JobSettings:
     delegation token of this driver's for its workers where its Hive settings authenticate by Kerberos
     (:func:`acidstream.spark.tokens.job_token`: executors have no Kerberos tickets of their own)."""
     job = job_settings(dict(spark.sparkContext.getConf().getAll()))
-    token = job_token(dict(job.defaults).get("metastore"), job.hive)
-    if token is None:
-        return job
-    return dataclasses.replace(job, hive=tuple(sorted({**dict(job.hive), "delegation_token": token}.items())))
+    defaults = dict(job.defaults)
+    return with_tokens(job, defaults.get("metastore"), defaults.get("warehouse"))
+
+
+def with_tokens(job: JobSettings, url: str | None, warehouse: str | None) -> JobSettings:
+    """``job`` with delegation tokens of this process's for its workers (:mod:`acidstream.spark.tokens`): the
+    Hive Metastore's where its Hive settings reach the Hive Metastore ``url`` by Kerberos, and HDFS's where its
+    HDFS settings reach the namenode of ``warehouse`` (or, for a Hive Metastore, of the default filesystem) by
+    Kerberos; neither where the settings name one already."""
+    if "delegation_token" not in dict(job.hdfs):
+        token = hdfs_job_token(warehouse, url)
+        if token is not None:
+            job = dataclasses.replace(job, hdfs=_with(job.hdfs, "delegation_token", token))
+    token = job_token(url, job.hive)
+    if token is not None:
+        job = dataclasses.replace(job, hive=_with(job.hive, "delegation_token", token))
+    return job
+
+
+def _with(pairs: tuple[tuple[str, Any], ...], key: str, value: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted({**dict(pairs), key: value}.items()))
 
 
 @dataclass(frozen=True)
@@ -243,6 +260,9 @@ def resolve(
     job = (job or JobSettings()).with_options(options)
     job.apply()
     url, warehouse = metastore_location({**dict(job.defaults), **options})
+    # Kerberos, the metastore or the warehouse named only by the options: the tokens are this planner's (a
+    # Python worker on the driver's machine, which renews them while it lives)
+    job = with_tokens(job, url, warehouse)
     ms = client(url, warehouse, job.hive)
     table = ms.table(table_name(options))
     if writable and not table.is_transactional:

@@ -1,12 +1,17 @@
-"""Hive Metastore delegation tokens for a Spark job's executors, which have no Kerberos tickets of their own.
+"""Delegation tokens for a Spark job's executors, which have no Kerberos tickets of their own: the Hive
+Metastore's and HDFS's.
 
-When the job's Hive settings (``spark.acidstream.hive.*``) authenticate by Kerberos and its metastore
-(``spark.acidstream.metastore``) is a Hive Metastore, the driver gets a delegation token from it (one per
-metastore and settings, however often the data source is registered) and the job carries it to every worker
-with its other settings (:class:`~acidstream.spark.options.JobSettings`, whose repr shows no value): there a
-client connects with the token (SASL DIGEST-MD5) instead of Kerberos. The driver renews its tokens before they
-expire while it runs (a long streaming query outlives a token's renew interval, a day by default), and cancels
-them when it ends. ``spark.acidstream.hive.delegation_token`` set by the user is used as given, never cancelled.
+When the job's Hive settings (``spark.acidstream.hive.*``, or the data source's options) authenticate by
+Kerberos and its metastore is a Hive Metastore, the driver gets a delegation token from it (one per metastore and
+settings, however often the data source is registered); when its HDFS settings reach a kerberized namenode
+(``[hdfs] kerberos``, or ``hadoop.security.authentication = kerberos`` in the Hadoop configuration) and name no
+token, it gets an HDFS delegation token (WebHDFS ``GETDELEGATIONTOKEN``) from the namenode of the job's
+warehouse, or of the default filesystem where the tables' locations are a Hive Metastore's. The job carries them
+to every worker with its other settings (:class:`~acidstream.spark.options.JobSettings`, whose repr shows no
+value): there a client connects with the token (SASL DIGEST-MD5, ``delegation=``) instead of Kerberos. The
+process that got a token renews it before it expires while it runs (a long streaming query outlives a token's
+renew interval, a day by default), and cancels it when it ends. A token the user set
+(``spark.acidstream.hive.delegation_token``, ``[hdfs] delegation_token``) is used as given, never cancelled.
 """
 
 from __future__ import annotations
@@ -15,70 +20,131 @@ import atexit
 import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from acidstream.errors import AcidStreamError
 from acidstream.metastore.location import is_hive
-
-if TYPE_CHECKING:
-    from acidstream.metastore.hive.client import HiveMetastoreClient
-    from acidstream.metastore.hive.digest import DelegationToken
 
 #: The Hive settings that make a client authenticate by Kerberos.
 KERBEROS_SETTINGS = ("kerberos", "kerberos_principal", "kerberos_keytab")
 #: A token is renewed once this share of the time to its expiry has passed.
 RENEW_AT = 0.5
+#: Seconds before a failed renewal is tried again (the server may be restarting).
+RETRY_AFTER = 60.0
 
-#: This driver's tokens and the clients that got them, by metastore URL and Hive settings.
-_tokens: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[HiveMetastoreClient, DelegationToken]] = {}
+
+@dataclass(frozen=True, eq=False)
+class _Token:
+    """A token this process got: its string form, how to renew it (its new expiry, seconds since the epoch)
+    and how to end it. Its repr shows no secret."""
+
+    text: str = field(repr=False)
+    renew: Callable[[], float] = field(repr=False)
+    cancel: Callable[[], None] = field(repr=False)
+
+
+#: This process's tokens, by what they are for: ("hive", metastore URL, Hive settings) or ("hdfs", location).
+_tokens: dict[tuple[Any, ...], _Token] = {}
 _lock = threading.Lock()
 
 
 def job_token(url: str | None, hive: tuple[tuple[str, Any], ...]) -> str | None:
-    """A delegation token of this driver's for the job's workers (its string form), where the job's metastore
-    ``url`` is a Hive Metastore its ``hive`` settings reach by Kerberos and name no token; else None."""
+    """A Hive Metastore delegation token of this process's for the job's workers (its string form), where the
+    job's metastore ``url`` is a Hive Metastore its ``hive`` settings reach by Kerberos and name no token; else
+    None."""
     settings = dict(hive)
     if not url or not is_hive(url) or "delegation_token" in settings:
         return None
     if not any(settings.get(k) for k in KERBEROS_SETTINGS):
         return None
-    with _lock:
-        if (url, hive) not in _tokens:
-            from acidstream.metastore.hive.client import HiveMetastoreClient
 
-            backend = HiveMetastoreClient.open(url, **settings)
-            token = backend.get_delegation_token()
+    def get() -> _Token:
+        from acidstream.metastore.hive.client import HiveMetastoreClient
+
+        backend = HiveMetastoreClient.open(url, **settings)
+        token = backend.get_delegation_token()
+
+        def cancel() -> None:
+            try:
+                backend.cancel_delegation_token(token)
+            finally:
+                backend.close()
+
+        return _Token(token.text, lambda: backend.renew_delegation_token(token), cancel)
+
+    return _held(("hive", url, hive), get)
+
+
+def hdfs_job_token(warehouse: str | None, metastore: str | None) -> str | None:
+    """An HDFS delegation token of this process's for the job's workers, where HDFS is reached by Kerberos
+    with this process's HDFS settings and they name no token: from the namenode of ``warehouse`` when it is on
+    HDFS, else, for a Hive ``metastore`` (whose tables' locations are its own), of the Hadoop configuration's
+    default filesystem when that is HDFS; else None."""
+    from acidstream.errors import StorageLocationError
+    from acidstream.storage import hdfs_client
+
+    if warehouse and warehouse.startswith(("hdfs://", "webhdfs://")):
+        location = warehouse
+    elif metastore and is_hive(metastore):
+        location = "hdfs:///"
+    else:
+        return None
+    try:
+        client = hdfs_client(location)
+    except StorageLocationError:
+        if location == "hdfs:///":
+            return None  # no HDFS default filesystem: the tables are elsewhere
+        raise
+    if client.login is None:  # an open cluster, or a token given
+        return None
+
+    def get() -> _Token:
+        text = client.get_delegation_token()
+        return _Token(
+            text,
+            lambda: client.renew_delegation_token(text) / 1000,
+            lambda: client.cancel_delegation_token(text),
+        )
+
+    return _held(("hdfs", client.url), get)
+
+
+def _held(key: tuple[Any, ...], get: Callable[[], _Token]) -> str:
+    """The token this process holds for ``key``, got (and renewed from then on) the first time."""
+    with _lock:
+        if key not in _tokens:
+            token = get()
             if not _tokens:
                 atexit.register(cancel_tokens)
-            _tokens[url, hive] = backend, token
+            _tokens[key] = token
             threading.Thread(
-                target=_renew, args=(backend, token), name="acidstream-token-renewal", daemon=True
+                target=_renew, args=(token,), name="acidstream-token-renewal", daemon=True
             ).start()
-        return _tokens[url, hive][1].text
+        return _tokens[key].text
 
 
-def _renew(backend: HiveMetastoreClient, token: DelegationToken) -> None:
+def _renew(token: _Token) -> None:
     """Renew ``token`` each time :data:`RENEW_AT` of the time to its expiry has passed, while it is this
-    driver's; a failed renewal is tried again a minute later (the metastore may be restarting)."""
-    expiry = time.time()
-    with contextlib.suppress(AcidStreamError):
-        expiry = backend.renew_delegation_token(token)
+    process's; a failed renewal is tried again :data:`RETRY_AFTER` seconds later."""
     while True:
-        time.sleep(max(60.0, (expiry - time.time()) * RENEW_AT))
+        try:
+            wait = max(1.0, (token.renew() - time.time()) * RENEW_AT)
+        except (AcidStreamError, OSError):
+            wait = RETRY_AFTER
+        time.sleep(wait)
         with _lock:
-            if all(held is not token for _, held in _tokens.values()):
+            if all(held is not token for held in _tokens.values()):
                 return
-        with contextlib.suppress(AcidStreamError):
-            expiry = backend.renew_delegation_token(token)
 
 
 def cancel_tokens() -> None:
-    """Cancel the tokens this driver got (at its exit: the job has ended); a metastore that cannot be reached
+    """Cancel the tokens this process got (at its exit: the job has ended); a server that cannot be reached
     then lets them expire."""
     with _lock:
         held = list(_tokens.values())
         _tokens.clear()
-    for backend, token in held:
-        with contextlib.suppress(AcidStreamError):
-            backend.cancel_delegation_token(token)
-        backend.close()
+    for token in held:
+        with contextlib.suppress(AcidStreamError, OSError):
+            token.cancel()
