@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter, repl
+from acidstream.acid.attempts import remove_if_empty
 from acidstream.acid.sidefile import read_flush_lengths
 from acidstream.compactor import Cleaner, CompactorConfig
 from acidstream.errors import AcidStreamError, StorageLocationError
@@ -337,8 +338,12 @@ def test_the_webhdfs_filesystem_does_what_pyarrow_filesystems_do(
         fs.delete_file(f"{root}/g")
     with pytest.raises(FileNotFoundError):
         fs.open_input_file(f"{root}/g")
+    remove_if_empty(fs, f"{root}/a/b")  # holds f: kept, in one non-recursive DELETE (no listing to race)
+    assert fs.get_file_info(f"{root}/a/b/f").type == pafs.FileType.File
     fs.delete_dir_contents(f"{root}/a")
     assert fs.get_file_info(pafs.FileSelector(f"{root}/a")) == []
+    remove_if_empty(fs, f"{root}/a")
+    assert fs.get_file_info(f"{root}/a").type == pafs.FileType.NotFound
     fs.delete_dir(root)
     assert fs.get_file_info(root).type == pafs.FileType.NotFound
     with pytest.raises(FileNotFoundError):

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 from acidstream.acid.names import parse_dir_name
 from acidstream.acid.writeids import ValidTxnList, ValidWriteIdList
 from acidstream.errors import AcidFormatError
-from acidstream.storage import local_path
+from acidstream.storage import is_object_store, local_path
 
 #: The directory where task attempts write (hidden: its name starts with ``_``).
 ATTEMPTS_DIR = "_acidstream_attempts"
@@ -63,11 +63,14 @@ def attempt_over(name: str, write_ids: ValidWriteIdList, txns: ValidTxnList) -> 
 
 
 def remove_if_empty(fs: pafs.FileSystem, directory: str) -> None:
-    """Delete ``directory`` if it is empty (another job's attempts may be writing in it): atomically on a local
-    disk; elsewhere, where only a recursive delete exists, if a listing finds it empty."""
+    """Delete ``directory`` if it is empty, in one operation that refuses a non-empty one (another job's attempts
+    may be writing in it: a listing and then a recursive delete would race them): ``rmdir`` on a local disk,
+    HDFS's non-recursive ``DELETE`` there. An object store has no empty directories: nothing to delete."""
     local = local_path(fs, directory)
     with contextlib.suppress(OSError):
         if local is not None:
             os.rmdir(local)
-        elif not fs.get_file_info(pafs.FileSelector(directory)):  # a missing one raises FileNotFoundError
-            fs.delete_dir(directory)
+        elif not is_object_store(fs):
+            fs.delete_file(
+                directory
+            )  # WebHDFS: DELETE recursive=false, refused for a directory that holds any
