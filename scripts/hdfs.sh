@@ -81,14 +81,17 @@ started() {
     echo "hdfs://$host:$rpc"
 }
 
-# DIR/hdfs.keytab: new keys of hdfs/localhost, HTTP/localhost and HTTP/127.0.0.1 from the KDC in KDC_DIR; the
-# launcher's arguments on stdout.
+# DIR/hdfs.keytab: keys of hdfs/localhost, HTTP/localhost and HTTP/127.0.0.1 from the KDC in KDC_DIR, made there
+# by the first cluster of that KDC and reused by the next (new keys would leave a running cluster's keytab stale:
+# its namenode would then refuse every SPNEGO ticket, "Checksum failed"); the launcher's arguments on stdout.
 kerberos() {
-    local dir="$1" kdc="$2" realm name rkt=""
+    local dir="$1" kdc="$2" realm name known rkt=""
     [ -f "$kdc/krb5.conf" ] || die "no KDC in $kdc (scripts/kdc.sh start)"
     realm="$(sed -n 's/^ *default_realm *= *//p' "$kdc/krb5.conf")"
     for name in hdfs/localhost HTTP/localhost HTTP/127.0.0.1; do
-        rkt+="rkt $(bash "$root/scripts/kdc.sh" keytab "$kdc" "$name")"$'\n'
+        known="$kdc/${name//\//_}.keytab"
+        [ -f "$known" ] || known="$(bash "$root/scripts/kdc.sh" keytab "$kdc" "$name")"
+        rkt+="rkt $known"$'\n'
     done
     rm -f "$dir/hdfs.keytab"
     printf '%swkt %s\nquit\n' "$rkt" "$dir/hdfs.keytab" | KRB5_CONFIG="$kdc/krb5.conf" ktutil >/dev/null ||
