@@ -14,18 +14,10 @@ from pathlib import Path
 import pytest
 
 from acidstream.spark.stream_write import PROPERTY_PREFIX
+from support.lostexecutors import SPECULATION
 from support.sparkcluster import SCHEMA, SparkCluster, local_events, rows, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-#: Speculate as soon as half a stage's tasks are done and a task runs 1.5 times the median (Spark's default
-#: multiplier), checked every 100 ms.
-SPECULATION = {
-    "spark.speculation": "true",
-    "spark.speculation.interval": "100ms",
-    "spark.speculation.quantile": "0.5",
-    "spark.speculation.minTaskRuntime": "0s",
-}
 
 
 def table_files(warehouse: Path) -> list[str]:

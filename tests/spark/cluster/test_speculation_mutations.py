@@ -7,20 +7,19 @@ table: once the cleaner has run, the table holds the compaction's base and nothi
 
 from __future__ import annotations
 
-import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_executor_loss import executor_of, stalled_worker
-from test_speculation import SPECULATION
 
 from acidstream.catalog import Metastore
 from acidstream.compactor import CompactorConfig
 from acidstream.compactor.cleaner import Cleaner
 from acidstream.metastore import TxnStatus
+from support.lostexecutors import SPECULATION, executor_of, run_killing, stalled_worker
 from support.sparkcluster import SCHEMA, SparkCluster, local_events, popen_job, rows, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -73,16 +72,11 @@ def test_a_merge_and_a_compaction_lose_the_executor_of_a_task(cluster: SparkClus
     marker.mkdir()
     job = {"options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events", "schema": SCHEMA,
            "append": rows(0, 3000), "steps": STEPS, "stall": str(marker), "read": True}  # fmt: skip
-    driver = popen_job(cluster, tmp_path, job)
-    seen: set[str] = set()
-    try:
+
+    def kill(driver: subprocess.Popen[str], seen: set[str]) -> None:
         for _ in STEPS:
             os.kill(executor_of(stalled_worker(marker, driver, seen)), signal.SIGKILL)
-        out, err = driver.communicate()
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.communicate()
-    assert driver.returncode == 0, err[-4000:]
+
+    answer = run_killing(popen_job(cluster, tmp_path, job), kill)
     assert len(list(marker.glob("passed-*"))) == 2, "no later attempt of a killed task ran"
-    check(json.loads(out.strip().splitlines()[-1]), ms, warehouse)
+    check(answer, ms, warehouse)
