@@ -6,8 +6,13 @@ cleaner then deletes the directories the compaction recorded as replaced, its le
 the directories of aborted writes up to the compaction's highest write id; before deleting it checks that none of
 them is still part of the table's current state. It also deletes the task attempts' directories (hidden, never
 read: :mod:`acidstream.acid.attempts`) that a Spark job killed outright, or a losing attempt that outlived it,
-left in the table's and the partition's directory, once the transaction they wrote for is over. Finally the aborted write ids no remaining file can hold stop
-being snapshot exceptions (``mark_cleaned``).
+left in the table's and the partition's directory, once the transaction they wrote for is over. Finally the aborted
+write ids no remaining file can hold stop being snapshot exceptions (``mark_cleaned``).
+
+Tables that no compaction is cleaning get the same for their writes' attempts from :meth:`Cleaner.sweep_attempts`
+(the housekeeper's), as Hive's cleaner deletes aborted txns' directories of tables with no compaction: it looks
+only where a write can have staged since the table's last compaction (the tables the metastore records a write or
+an aborted txn of: the initiator's candidates), with one listing of each one's attempts directory.
 """
 
 from __future__ import annotations
@@ -63,6 +68,28 @@ class Cleaner:
             for ci in self.ms.find_ready_to_clean(self.config.retention)
             if self.ms.claim_cleaning(ci.id)
         ]
+
+    def sweep_attempts(self) -> list[str]:
+        """Delete the write attempts' directories whose txn is over in every table written (or with an aborted
+        txn) since its last compaction, one listing of its attempts directory each; the paths deleted. A table
+        whose store does not answer waits for the next sweep."""
+        removed: list[str] = []
+        tables = sorted({c.table_name for c in self.ms.find_potential_compactions(0)})
+        if not tables:
+            return removed
+        txns = self.ms.snapshot()
+        for name in tables:
+            try:
+                location = self.ms.table(name).location
+                with reading_from(location):
+                    fs, path = table_filesystem(location)
+                    write_ids = self.ms.get_valid_write_ids(name, snapshot=txns)
+                    removed += _remove_ended_attempts(fs, path, write_ids, txns)
+            except NoSuchObjectException:
+                continue  # dropped with its files
+            except (AcidStreamError, OSError) as exc:
+                log.warning("sweeping the task attempts of %s waits: %s", name, exc)
+        return removed
 
     def clean(self, ci: CompactionInfo) -> CleanOutcome:
         """Clean after ``ci``. When its store does not answer, the request stays ready for cleaning (the claim
@@ -125,16 +152,19 @@ class Cleaner:
 
 def _remove_ended_attempts(
     fs: pafs.FileSystem, directory: str, write_ids: ValidWriteIdList, txns: ValidTxnList
-) -> None:
+) -> list[str]:
     """Delete the attempt directories in ``directory``'s attempts directory whose txn is over (no committer
-    will move their files any more), and that directory once empty."""
+    will move their files any more), and that directory once empty; the paths deleted."""
     attempts = f"{directory}/{ATTEMPTS_DIR}"
+    removed = []
     for info in fs.get_file_info(pafs.FileSelector(attempts, allow_not_found=True)):
         if attempt_over(info.base_name, write_ids, txns):
             log.info("removing %s: the transaction it wrote for is over", info.path)
             with contextlib.suppress(FileNotFoundError):
                 fs.delete_dir(info.path)
+                removed.append(info.path)
     remove_if_empty(fs, attempts)
+    return removed
 
 
 def _max_write_id(name: str) -> int:

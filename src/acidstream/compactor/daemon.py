@@ -1,4 +1,5 @@
-"""``CompactorDaemon``: the compactor's threads in one process — initiator, N workers, cleaner, housekeeper.
+"""``CompactorDaemon``: the compactor's threads in one process — initiator, N workers, cleaner, housekeeper (txn
+timeouts, recovery of dead workers' requests, history purge, and the sweep of ended txns' task attempts).
 
 Several daemons (on several hosts, sharing a PostgreSQL metastore) may run at once: claims are exclusive, so no
 request is compacted twice, and any daemon's housekeeper recovers the requests of a daemon that died.
@@ -58,6 +59,7 @@ class CompactorDaemon:
         summary = self.compact_once()
         if self.compactor.services_here:
             self.compactor.ms.purge_compaction_history()
+            self._sweep_attempts()
         return summary
 
     def compact_once(self) -> Summary:
@@ -109,7 +111,15 @@ class CompactorDaemon:
         summary = Summary(recovered=self.compactor.recover())
         if self.compactor.services_here:
             self.compactor.ms.purge_compaction_history()
+            self._sweep_attempts()
         return summary
+
+    def _sweep_attempts(self) -> None:
+        """Delete the task attempts that ended txns left in tables no compaction is cleaning (a killed Spark
+        driver's: :meth:`~acidstream.compactor.cleaner.Cleaner.sweep_attempts`), at the housekeeper's pace."""
+        removed = self.compactor.cleaner.sweep_attempts()
+        if removed:
+            self.compactor.event(f"housekeeper removed {len(removed)} task attempts of ended txns")
 
     def _timeouts(self) -> list[int]:
         """Abort timed-out txns, unless the metastore server does it itself (Hive's)."""

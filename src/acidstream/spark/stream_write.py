@@ -28,6 +28,7 @@ continue the sink.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import json
@@ -41,9 +42,9 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from acidstream.errors import StreamingConnectionError, TransactionError
+from acidstream.errors import AcidStreamError, StreamingConnectionError, TransactionError
 from acidstream.metastore.models import TableDefinition, TxnStatus
-from acidstream.spark.commit import commit_write
+from acidstream.spark.commit import commit_write, remove_attempts
 from acidstream.spark.options import ResolvedTable, flag
 from acidstream.spark.task_write import TaskResult, TxnKeepAlive, statement_id_for, write_task
 from acidstream.spark.writelock import lock_for_write
@@ -237,7 +238,7 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
         query_id = written[0].query_id
         state = SinkState.load(ms, self.target.name, self.sink_id)
         if not check_batch(state, self.sink_id, query_id, batchId, self.takeover):
-            ms.abort_txn(txn_id)
+            self._abort(ms, [txn_id], {write_id})  # a replay: its tasks' files are never to be moved in
             return
         key = PROPERTY_PREFIX + self.sink_id
         if state is None and key not in ms.table(self.target.name).properties:
@@ -251,22 +252,45 @@ class AcidStreamWriter(DataSourceStreamArrowWriter):
                 "sinkId": self.sink_id,
             }
         )
-        commit_write(
-            ms,
-            self.target.name,
-            txn_id,
-            write_id,
-            [m.result for m in written if m.result is not None],
-            partitioned=bool(self.target.table.partition_keys),
-            key=key,
-            value=value,
-        )
+        try:
+            commit_write(
+                ms,
+                self.target.name,
+                txn_id,
+                write_id,
+                [m.result for m in written if m.result is not None],
+                partitioned=bool(self.target.table.partition_keys),
+                key=key,
+                value=value,
+            )
+        except Exception:
+            with contextlib.suppress(AcidStreamError, OSError):
+                if ms.get_txn_state(txn_id) is TxnStatus.OPEN:
+                    self._abort(ms, [txn_id], {write_id})
+            raise
         stale = [t for t in _labelled_open_txns(ms, sink_label(self.sink_id)) if t != txn_id]
-        if stale:  # txns of killed runs or lost elections of this sink: never to be committed
-            ms.abort_txns(stale)
+        # txns of killed runs or lost elections of this sink: never to be committed
+        self._abort(ms, stale, set())
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        self.target.in_worker()  # the commit worker: the job's stores, for the attempts' files
         ms = self.target.metastore()
         open_txns = _labelled_open_txns(ms, batch_label(self.sink_id, batchId))
-        if open_txns:
-            ms.abort_txns(open_txns)
+        wrote = {m.write_id for m in messages if isinstance(m, StreamMessage) and m.write_id is not None}
+        self._abort(ms, open_txns, wrote)
+
+    def _abort(self, ms: MetastoreFacade, txn_ids: Sequence[int], write_ids: set[int]) -> None:
+        """Abort the sink's ``txn_ids``, then delete the attempts their tasks wrote (and those of ``write_ids``):
+        no commit will move them in. Tasks still writing find the txn over and delete their own; what a failure
+        here leaves, the compactor's housekeeper deletes."""
+        if not txn_ids and not write_ids:
+            return
+        if txn_ids:
+            # idempotent: the write id each txn has (a task may have allocated it); a fresh one for a txn without.
+            # A txn that ended meanwhile refuses: its attempts are the housekeeper's to delete.
+            with contextlib.suppress(AcidStreamError):
+                allocated = ms.allocate_table_write_ids(list(txn_ids), self.target.name)
+                write_ids = write_ids | {w for _, w in allocated}
+            ms.abort_txns(list(txn_ids))
+        for write_id in sorted(write_ids):
+            remove_attempts(self.target.table.location, write_id)
