@@ -75,6 +75,7 @@ class AcidBatchWriter(DataSourceArrowWriter):
             ) from exc
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        self.target.in_worker()  # the commit worker: the job's stores, for the attempts' files
         ms = self.target.metastore()
         if ms.get_txn_state(self.txn_id).name == "OPEN":
             ms.abort_txn(self.txn_id)
