@@ -1,14 +1,13 @@
 """A Spark standalone cluster on loopback for the benchmarks: a master and N workers of C cores each, every daemon
 its own JVM from pyspark's jars (``bin/spark-class``), every worker on a loopback address of its own (Spark sees N
-hosts) with an environment, home, temporary and work directory of its own, as the tests' cluster starts them.
+hosts) with an environment, home, temporary and work directory of its own: the daemons of the tests' cluster
+(``tests/support/sparkcluster.py``, whose environment and teardown it shares), in other numbers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.sparkcluster import daemon_env, free_port, stop_daemons
+
+__all__ = ["Cluster", "free_port", "standalone"]
 
 #: Seconds the daemons have to come up on a loaded machine.
 START_DEADLINE = 240.0
@@ -45,34 +49,6 @@ class Cluster:
         }
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _daemon_env(home: Path, host: str) -> dict[str, str]:
-    """A daemon's whole environment, written out rather than inherited (no AWS or acidstream variables)."""
-    for folder in ("home", "tmp", "work", "local"):
-        (home / folder).mkdir(parents=True, exist_ok=True)
-    env = {
-        "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home / "home"),
-        "TMPDIR": str(home / "tmp"),
-        "SPARK_HOME": os.path.dirname(pyspark.__file__),
-        "SPARK_DAEMON_MEMORY": "256m",
-        "SPARK_LOCAL_DIRS": str(home / "local"),
-        "SPARK_WORKER_DIR": str(home / "work"),
-        "SPARK_LOCAL_IP": host,
-        "PYSPARK_PYTHON": sys.executable,
-        "LANG": "C.UTF-8",
-    }
-    if "JAVA_HOME" in os.environ:
-        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-    return env
-
-
 @contextmanager
 def standalone(root: Path, workers: int, cores: int) -> Iterator[Cluster]:
     """Start a master and ``workers`` workers of ``cores`` cores under ``root``; stop them on the way out."""
@@ -82,7 +58,7 @@ def standalone(root: Path, workers: int, cores: int) -> Iterator[Cluster]:
     processes: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, args: list[str], host: str) -> None:
-        env = _daemon_env(root / name, host)
+        env = daemon_env(root / name, host)
         with open(root / name / "daemon.log", "ab") as log:
             processes.append(
                 subprocess.Popen(
@@ -109,15 +85,7 @@ def standalone(root: Path, workers: int, cores: int) -> Iterator[Cluster]:
             time.sleep(0.5)
         yield Cluster(master, workers, cores, tuple(p.pid for p in processes[1:]))
     finally:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 15)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)
-                process.wait()
+        stop_daemons(processes)
 
 
 def _alive_workers(ui_port: int) -> int:

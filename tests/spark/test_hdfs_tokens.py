@@ -19,6 +19,7 @@ from acidstream import Metastore
 from acidstream.storage import configure_stores
 from support.deps import import_or_skip
 from support.hdfscluster import HdfsUnavailable, MiniHdfs, hdfs_cluster
+from support.ticketless import ticketless_workers
 
 pytestmark = pytest.mark.spark
 
@@ -61,15 +62,7 @@ def test_a_stream_writes_on_past_its_first_tokens_expiry(
         ms.execute(
             "CREATE TABLE ticks (id bigint, at string) STORED AS ORC TBLPROPERTIES ('transactional'='true')"
         )
-    environment = spark.sparkContext.environment
-    saved = dict(environment)
-    environment.update(
-        {
-            "HADOOP_CONF_DIR": str(short_tokens.conf_dir),
-            "KRB5_CONFIG": str(kdc.krb5_conf),
-            "KRB5CCNAME": f"FILE:{tmp_path / 'worker-ccache'}",  # no ticket there
-        }
-    )
+    restore_workers = ticketless_workers(spark, short_tokens.conf_dir, kdc, tmp_path / "worker-ccache")
     # the warehouse in the session's configuration, as the job's spark-submit would set it: the driver gets the
     # token at register() (the shared session's configuration is live; the key goes again below)
     live = spark.sparkContext._jsc.sc().conf()
@@ -106,8 +99,7 @@ def test_a_stream_writes_on_past_its_first_tokens_expiry(
         if query is not None and query.isActive:
             query.stop()
         live.remove("spark.acidstream.warehouse")
-        environment.clear()
-        environment.update(saved)
+        restore_workers()  # before register(), which reads the workers' environment
         register(spark)
         configure_stores(**previous)
     with Metastore.connect(options["metastore"], warehouse=warehouse) as ms:

@@ -20,6 +20,7 @@ from acidstream.errors import AcidStreamError, AuthenticationError
 from acidstream.storage import check_location, configure_stores, hdfs_client, table_filesystem
 from support.deps import import_or_skip
 from support.hdfscluster import MiniHdfs
+from support.ticketless import ticketless_workers
 
 import_or_skip("requests_gssapi")
 
@@ -235,15 +236,7 @@ def test_spark_executors_without_a_ticket_write_with_the_jobs_delegation_token(
     options = {"metastore": f"sqlite:///{tmp_path / 'm.db'}", "warehouse": warehouse}
     with Metastore.connect(options["metastore"], warehouse=warehouse) as ms:
         ms.execute(DDL)
-    environment = spark.sparkContext.environment
-    saved = dict(environment)
-    environment.update(
-        {
-            "HADOOP_CONF_DIR": str(secured.conf_dir),
-            "KRB5_CONFIG": str(kdc.krb5_conf),
-            "KRB5CCNAME": f"FILE:{tmp_path / 'executor-ccache'}",  # no ticket there
-        }
-    )
+    restore_workers = ticketless_workers(spark, secured.conf_dir, kdc, tmp_path / "executor-ccache")
     frame = spark.range(0, 40, numPartitions=2).selectExpr(
         "cast(id as int) id", "id * 100 amount", "if(id % 2 = 0, 'us', 'eu') region"
     )
@@ -259,8 +252,7 @@ def test_spark_executors_without_a_ticket_write_with_the_jobs_delegation_token(
         read = job.read.format("acidstream").options(**options).load("sales")
         assert sorted(r.id for r in read.collect()) == list(range(40))
     finally:
-        environment.clear()
-        environment.update(saved)
+        restore_workers()
         configure_stores(hdfs={})
         register(spark)
         owner.cancel_delegation_token(token)

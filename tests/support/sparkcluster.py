@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +56,7 @@ class SparkCluster:
         }
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -101,7 +101,7 @@ def spark_cluster(root: Path, workers: int = 2) -> Iterator[SparkCluster]:
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
         raise SparkClusterUnavailable("no java on the PATH")
     spark_class = os.path.join(_spark_home(), "bin", "spark-class")
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port = free_port(), free_port()
     master = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
@@ -147,15 +147,21 @@ def spark_cluster(root: Path, workers: int = 2) -> Iterator[SparkCluster]:
             time.sleep(0.5)
         yield SparkCluster(master, root)
     finally:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 15)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)
-                process.wait()
+        stop_daemons(processes)
+
+
+def stop_daemons(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop each daemon started in a session of its own, with what it started (SIGTERM to its process group,
+    SIGKILL after 30 s), and wait for it."""
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, 15)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait()
 
 
 def run_driver(
