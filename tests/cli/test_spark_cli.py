@@ -1,5 +1,6 @@
-"""The Spark commands without Spark: main-job's summary keeps long values whole; spark-shell -e refuses an
-obviously wrong query before it starts Spark."""
+"""The Spark commands without Spark: main-job's summary keeps long values whole, and it refuses a landing
+directory it cannot use before it starts Spark; spark-shell -e refuses an obviously wrong query before it starts
+Spark."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
+from acidstream.cli import cli
 from acidstream.cli._text import console
 from acidstream.cli.spark import summary_table
 from acidstream.spark.main_job import JobReport
@@ -94,3 +97,24 @@ def test_main_job_says_it_waits_for_an_unreachable_metastore_before_starting_spa
     assert res.returncode == 4, res.stderr
     assert res.stderr.startswith(f"waiting for the metastore at {url} to answer...\n")
     assert "MetastoreUnavailable" in res.stderr and not (tmp_path / "_logs").exists()  # Spark never started
+
+
+@pytest.mark.parametrize("landing", [[], ["--landing", "s3://acidstream-tests/landing"]])
+def test_main_job_on_s3_refuses_a_missing_or_object_store_landing_before_spark_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landing: list[str]
+) -> None:
+    """A warehouse on S3 needs a landing directory that renames atomically (Spark's checkpoint): a usage error
+    naming the setting, before the metastore is reached or Spark starts (the endpoint is a closed port)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acidstream.toml").write_text('[s3]\nendpoint_override = "127.0.0.1:1"\nscheme = "http"\n')
+    args = [
+        "main-job",
+        "--warehouse",
+        "s3://acidstream-tests/wh",
+        "--metastore",
+        "postgresql://x@127.0.0.1:1/n",
+    ]
+    res = CliRunner().invoke(cli, [*args, *landing])
+    assert res.exit_code == 2, res.output
+    assert "is on an object store" in res.output and "--landing" in res.output
+    assert "waiting for the metastore" not in res.output

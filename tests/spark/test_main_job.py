@@ -16,19 +16,23 @@ from click.testing import CliRunner
 from acidstream.catalog import Metastore
 from acidstream.cli import cli
 from acidstream.cli.spark import DEFAULT_ROWS_HELP, ROWS_PER_FILE_HELP
-from acidstream.errors import TransactionError
+from acidstream.errors import StorageLocationError, TransactionError
 from acidstream.spark.main_job import (
     DEFAULT_ROWS,
     MANIFEST,
     POOL_PROPERTY,
     ROWS_PER_FILE,
     JobConfig,
+    LandedRun,
     SnapshotWatcher,
     check_whole,
     default_files,
     land_files,
+    landing_directory,
     prepare,
+    spark_path,
 )
+from acidstream.storage import configure_stores
 from acidstream.streaming.connection import StreamingConnection
 from acidstream.streaming.writers import StrictDelimitedInputWriter
 
@@ -139,3 +143,33 @@ def test_a_failed_run_stops_its_compactor(acid_spark: Any, tmp_path: Path) -> No
     assert res.exit_code == 6, res.output
     assert "saw part of a transaction" in res.output
     assert [t.name for t in threading.enumerate() if "compactor" in t.name] == []
+
+
+def test_the_landing_directory_defaults_to_the_warehouse_and_is_never_on_an_object_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local: ``<warehouse>/_landing``, or the one named (made absolute: executors do not share the driver's
+    directory), read by Spark as a ``file:`` URI. HDFS: under the warehouse, as it is. S3: none by default, and
+    none there: a typed error naming the setting (no request is sent: the endpoint is a closed port)."""
+    monkeypatch.chdir(tmp_path)
+    assert landing_directory(str(tmp_path / "wh")) == str(tmp_path / "wh" / "_landing")
+    assert landing_directory("s3://b/wh", "land") == str(tmp_path / "land")
+    assert landing_directory("hdfs://nn:8020/wh/") == "hdfs://nn:8020/wh/_landing"
+    run = LandedRun(str(tmp_path / "land" / "run-1"), 0, (10,))
+    assert run.files == f"file://{tmp_path}/land/run-1/part-*.csv"
+    assert run.checkpoint == f"file://{tmp_path}/land/run-1/_checkpoint"
+    assert spark_path("hdfs://nn:8020/wh/_landing") == "hdfs://nn:8020/wh/_landing"
+    previous = configure_stores(
+        s3={"endpoint_override": "127.0.0.1:1", "scheme": "http", "region": "us-east-1"}
+    )
+    try:
+        with pytest.raises(
+            StorageLocationError, match=r"warehouse s3://b/wh is on an object store.*--landing"
+        ):
+            landing_directory("s3://b/wh")
+        with pytest.raises(
+            StorageLocationError, match=r"--landing, JobConfig.landing\) s3a://b/l is on an obj"
+        ):
+            landing_directory(str(tmp_path / "wh"), "s3a://b/l")
+    finally:
+        configure_stores(**previous)

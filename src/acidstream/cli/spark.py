@@ -49,6 +49,14 @@ ROWS_PER_FILE_HELP = "25,000"
     "--reset", is_flag=True, help="Drop testing.alerts and its runs' landing files and checkpoints first."
 )
 @click.option(
+    "--landing",
+    default=None,
+    metavar="DIR",
+    help="Where the runs' landing files and streaming checkpoints go: a local directory (on a cluster, one "
+    "every node mounts) or an hdfs:// one, never an object store.  [default: <warehouse>/_landing; a warehouse "
+    "on S3 needs one]",
+)
+@click.option(
     "--query-interval",
     type=click.FloatRange(0.1),
     default=0.5,
@@ -75,6 +83,7 @@ def main_job(
     rows: int | None,
     files: int | None,
     reset: bool,
+    landing: str | None,
     query_interval: float,
     master: str | None,
     spark_conf: dict[str, str],
@@ -90,8 +99,20 @@ def main_job(
     micro-batches, commits each transaction, runs the compactor), the executors write the rows. The metastore,
     warehouse and store settings travel with the job; the workers need acidstream installed (docs/spark.md).
     """
-    from acidstream.spark.main_job import DEFAULT_ROWS, JobConfig, default_files, describe, run
+    from acidstream.errors import StorageLocationError
+    from acidstream.spark.main_job import (
+        DEFAULT_ROWS,
+        JobConfig,
+        default_files,
+        describe,
+        landing_directory,
+        run,
+    )
 
+    try:
+        landing = landing_directory(warehouse, landing or "")
+    except StorageLocationError as exc:
+        raise click.UsageError(str(exc)) from exc  # before Spark takes half a minute to start
     console = text_console()
     rows = rows or DEFAULT_ROWS
     cfg = JobConfig(
@@ -102,6 +123,7 @@ def main_job(
         reset=reset,
         query_interval=query_interval,
         hive=tuple(sorted(hive_settings().items())) if is_hive(metastore) else (),
+        landing=landing,
     )
     with open_metastore(metastore, warehouse, create=True):
         pass  # reachable (or said to be waited for), before Spark takes half a minute to start

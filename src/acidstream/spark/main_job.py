@@ -1,8 +1,12 @@
 """The end-to-end pipeline behind ``acidstream main-job``: landing CSV files → Spark Structured Streaming →
 the demo table ``testing.alerts``, queried with Spark SQL while it fills.
 
-Each run lands its files in a directory of its own under ``<warehouse>/_landing``, beside its streaming
-checkpoint and a manifest of what it holds (:class:`LandedRun`); its stream reads that directory only. Once all
+Each run lands its files in a directory of its own under the landing directory (:func:`landing_directory`:
+``<warehouse>/_landing`` unless told otherwise), beside its streaming checkpoint and a manifest of what it holds
+(:class:`LandedRun`); its stream reads that directory only. The landing directory is a local one (on a cluster,
+one every node mounts at the same path) or on HDFS, reached through :mod:`acidstream.storage` by the driver and
+through Hadoop's own filesystems by Spark (its file source and checkpoint), never on an object store: Spark's
+checkpoint and the run directories' hand-offs below rely on atomic renames, which an object store lacks. Once all
 of a run's files are committed the directory goes, checkpoint and all. A run stopped before that (a signal, a
 crash) leaves it, and the next run resumes it instead of landing new files: Spark's checkpoint replays the
 micro-batch that was under way, and the sink's commit record in the table (one sink for every run) skips it if
@@ -30,10 +34,10 @@ keep checking whole transactions while compactions replace the files under them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import os
-import shutil
+import posixpath
 import statistics
 import threading
 import time
@@ -43,10 +47,19 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.fs as pafs
+
 from acidstream.compactor import CompactorConfig, CompactorDaemon, Summary
-from acidstream.errors import AcidStreamError, TransactionError
+from acidstream.errors import AcidStreamError, StorageLocationError, TransactionError
 from acidstream.spark.options import HIVE_CONF
 from acidstream.spark.read import reader_agent_info
+from acidstream.storage import (
+    delete_locations,
+    is_object_store,
+    local_path,
+    make_directories,
+    table_filesystem,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,6 +115,8 @@ class JobConfig:
     #: ``Metastore.connect``'s options for a Hive Metastore (Kerberos, TLS: ``[hive]``), as sorted pairs; not in
     #: the repr (a delegation token is a secret)
     hive: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+    #: where the runs' landing files and checkpoints go (:func:`landing_directory`); empty: the default
+    landing: str = ""
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings that carry the job's metastore, warehouse and Hive settings to every process
@@ -154,6 +169,48 @@ class JobReport:
         return len({n for n in self.snapshots if self.files_before < n < self.files_committed})
 
 
+#: The landing directory's name in the warehouse, where it goes unless told otherwise.
+LANDING = "_landing"
+#: The setting that names the landing directory, as errors name it.
+LANDING_SETTING = "the landing directory (--landing, JobConfig.landing)"
+
+
+def landing_directory(warehouse: str, landing: str = "") -> str:
+    """Where the runs land: ``landing`` (a local path made absolute), else ``<warehouse>/_landing``.
+
+    It must rename atomically: Spark commits its checkpoint's logs by renaming, and a run directory is hidden
+    by one rename before it goes. A local disk (on a cluster, one every node mounts, so that every executor
+    reads the files) and HDFS do; an object store does not (Spark's own docs warn against checkpoints there).
+    So a warehouse on S3 needs a landing directory named, and one named on an object store is refused: a
+    :class:`StorageLocationError` naming the setting, before anything is landed or Spark starts."""
+    location = landing or _join(warehouse, LANDING)
+    fs, path = table_filesystem(location)
+    if not is_object_store(fs):
+        return path if local_path(fs, path) is not None else location.rstrip("/")
+    if landing:
+        raise StorageLocationError(
+            f"{LANDING_SETTING} {landing} is on an object store, where nothing renames atomically, as Spark's "
+            "streaming checkpoint and the job's runs need: name a local directory every Spark node mounts, or "
+            "one on HDFS"
+        )
+    raise StorageLocationError(
+        f"the warehouse {warehouse} is on an object store, where nothing renames atomically, as Spark's "
+        f"streaming checkpoint and the job's runs need: set {LANDING_SETTING} to a local directory every Spark "
+        "node mounts, or one on HDFS"
+    )
+
+
+def _join(location: str, name: str) -> str:
+    """``name`` in the directory ``location`` (a local path or a URI)."""
+    return posixpath.join(location.rstrip("/") if "://" in location else location, name)
+
+
+def spark_path(location: str) -> str:
+    """``location`` as Spark's file source and checkpoint should read it: a local path as a ``file:`` URI (a
+    cluster's default filesystem may be HDFS), a URI as it is."""
+    return location if "://" in location else f"file://{location}"
+
+
 def default_files(rows: int) -> int:
     """Landing files for ``rows`` rows when not given: one per :data:`ROWS_PER_FILE` rows."""
     return max(1, -(-rows // ROWS_PER_FILE))
@@ -171,13 +228,14 @@ class LandedRun:
     streaming checkpoint and its manifest, in one directory: they are kept and dropped together, so a stream
     over these files never starts without its checkpoint's record of what it committed."""
 
+    #: the run's directory: a local path or a URI (:func:`landing_directory`)
     path: str
     first_id: int
     sizes: tuple[int, ...]
 
     @property
     def name(self) -> str:
-        return os.path.basename(self.path)
+        return posixpath.basename(self.path)
 
     @property
     def rows(self) -> int:
@@ -189,21 +247,25 @@ class LandedRun:
 
     @property
     def files(self) -> str:
-        """The stream's source: the landing files only (not the manifest or the checkpoint beside them)."""
-        return os.path.join(self.path, "part-*.csv")
+        """The stream's source, for Spark: the landing files only (not the manifest or the checkpoint beside
+        them)."""
+        return spark_path(_join(self.path, "part-*.csv"))
 
     @property
     def checkpoint(self) -> str:
-        return os.path.join(self.path, "_checkpoint")
+        """The stream's checkpoint, for Spark."""
+        return spark_path(_join(self.path, "_checkpoint"))
 
     def rows_of(self, files: set[int]) -> int:
         return sum(self.sizes[f] for f in files)
 
 
 def land_files(landing: str, rows: int, files: int, first_id: int) -> LandedRun:
-    """Write ``files`` CSV files (``id,msg,continent,country``) into a new run directory, then its manifest."""
-    run_dir = os.path.join(landing, f"run-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}")
-    os.makedirs(run_dir)
+    """Write ``files`` CSV files (``id,msg,continent,country``) into a new run directory of the landing
+    directory (:func:`landing_directory`'s), then its manifest."""
+    run_dir = _join(landing, f"run-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}")
+    fs, path = table_filesystem(run_dir)
+    make_directories(fs, path)
     per_file = -(-rows // files)
     sizes = []
     next_id = first_id
@@ -215,36 +277,39 @@ def land_files(landing: str, rows: int, files: int, first_id: int) -> LandedRun:
             f"{i},alert {i},{PLACES[i % len(PLACES)][0]},{PLACES[i % len(PLACES)][1]}\n"
             for i in range(next_id, next_id + n)
         ]
-        _write_atomically(os.path.join(run_dir, f"part-{f:05d}.csv"), "".join(lines))
+        _write_atomically(fs, posixpath.join(path, f"part-{f:05d}.csv"), "".join(lines))
         sizes.append(n)
         next_id += n
     run = LandedRun(run_dir, first_id, tuple(sizes))
-    _write_atomically(os.path.join(run_dir, MANIFEST), json.dumps({"first_id": first_id, "sizes": sizes}))
+    _write_atomically(fs, posixpath.join(path, MANIFEST), json.dumps({"first_id": first_id, "sizes": sizes}))
     return run
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Hidden (``.name.tmp``, which the stream's pattern does not match) until complete."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.rename(tmp, path)
+def _write_atomically(fs: pafs.FileSystem, path: str, text: str) -> None:
+    """Hidden (``.name.tmp``, which the stream's pattern does not match) until complete, then renamed."""
+    tmp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.tmp")
+    with fs.open_output_stream(tmp) as out:
+        out.write(text.encode())
+    fs.move(tmp, path)
 
 
 def unfinished_run(landing: str) -> LandedRun | None:
     """The earliest landed run whose files are not all committed yet, to be resumed; directories without a
     manifest (a landing cut short, before any stream read it) and retired ones left half-removed are removed."""
-    if not os.path.isdir(landing):
-        return None
+    fs, root = table_filesystem(landing)
+    listed = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
     runs = []
-    for name in sorted(os.listdir(landing)):
-        path = os.path.join(landing, name)
-        manifest = os.path.join(path, MANIFEST)
-        if name.startswith(".") or not os.path.exists(manifest):
-            shutil.rmtree(path, ignore_errors=True)
+    for info in sorted(listed, key=lambda i: i.base_name):
+        if info.type != pafs.FileType.Directory:
             continue
-        with open(manifest, encoding="utf-8") as handle:
-            data = json.load(handle)
+        manifest = posixpath.join(info.path, MANIFEST)
+        if info.base_name.startswith(".") or fs.get_file_info(manifest).type != pafs.FileType.File:
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_dir(info.path)
+            continue
+        with fs.open_input_stream(manifest) as handle:
+            data = json.loads(handle.read())
+        path = _join(landing, info.base_name)
         runs.append(LandedRun(path, int(data["first_id"]), tuple(int(n) for n in data["sizes"])))
     return runs[0] if runs else None
 
@@ -252,9 +317,10 @@ def unfinished_run(landing: str) -> LandedRun | None:
 def retire(run: LandedRun) -> None:
     """Drop a run whose files are all committed: hidden first (one rename, so no later run can mistake a
     half-removed directory for one to resume), then removed."""
-    hidden = os.path.join(os.path.dirname(run.path), f".retired-{run.name}")
-    os.rename(run.path, hidden)
-    shutil.rmtree(hidden)
+    fs, path = table_filesystem(run.path)
+    hidden = posixpath.join(posixpath.dirname(path), f".retired-{run.name}")
+    fs.move(path, hidden)
+    fs.delete_dir(hidden)
 
 
 def next_id(ms: Metastore) -> int:
@@ -272,7 +338,7 @@ def prepare(cfg: JobConfig) -> Metastore:
     if cfg.reset:
         if any(t == "alerts" for t in _tables(ms)):
             ms.execute(f"DROP TABLE {TABLE}")  # and its files, as Hive drops a managed table
-        shutil.rmtree(os.path.join(cfg.warehouse, "_landing"), ignore_errors=True)  # runs and checkpoints
+        delete_locations([landing_directory(cfg.warehouse, cfg.landing)])  # runs and checkpoints
     ms.execute("CREATE DATABASE IF NOT EXISTS testing")
     ms.execute(CREATE_TABLE)
     return ms
@@ -417,8 +483,8 @@ def run(
     run)`` as the sink commits, ``on_compaction(summary)`` after each compactor pass that did something. Once
     ``stop`` is set, the streaming query stops (or never starts) and the micro-batch under way is aborted: the
     report says what was committed, and the next run resumes the rest."""
+    landing = landing_directory(cfg.warehouse, cfg.landing)  # refused before anything is done
     ms = prepare(cfg)
-    landing = os.path.join(cfg.warehouse, "_landing")
     landed = unfinished_run(landing)
     resumed = landed is not None
     if landed is None:
@@ -490,7 +556,7 @@ def _run(
         transactions=_committed_since(ms, write_ids_before),
         table_rows=table.scan(columns=["id"]).count(),
         partitions=len(ms.list_partitions(TABLE)),
-        files=sum(1 for _, _, names in os.walk(table.location) for n in names if n.startswith("bucket_")),
+        files=bucket_files(table.location),
         snapshots=watcher.snapshots,
         compaction=compaction.counts(),
         first_batch_seconds=first_batch_seconds,
@@ -502,6 +568,13 @@ def _run(
         files_committed=len(after),
         stopped=not complete,
     )
+
+
+def bucket_files(location: str) -> int:
+    """The bucket files below a table's directory, on whichever store it is."""
+    fs, path = table_filesystem(location)
+    listed = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return sum(1 for i in listed if i.type == pafs.FileType.File and i.base_name.startswith("bucket_"))
 
 
 def _start_ingest(spark: SparkSession, cfg: JobConfig, landed: LandedRun) -> Any:
