@@ -2,6 +2,7 @@
 # Hive 4 beside the tests, from Maven Central (interop/hive/pom.xml):
 #   bash scripts/hive.sh fetch         resolve Hive's jars, build our driver classes, unpack the metastore's schema
 #                                      scripts; cached in $ACIDSTREAM_HIVE_HOME, a no-op (<1 s) when up to date.
+#                                      lib/ holds Hadoop's S3A (hadoop-aws, the AWS SDK's S3 client) too.
 #                                      Prints the cache directory: lib/ (Hive 4), streaming3/ (Hive's streaming
 #                                      client, see interop/hive/streaming3/pom.xml), scripts/.
 #   bash scripts/hive.sh start DIR     a standalone Hive Metastore with ACID on, its Derby database, warehouse,
@@ -67,26 +68,36 @@ fetch() {
     build="$(mktemp -d)"
     trap 'rm -rf "$build"' RETURN
     cp -r "$root/interop/hive/pom.xml" "$root/interop/hive/src" "$root/interop/hive/streaming3" "$build/"
-    rm -rf "$home/lib" "$home/streaming3" "$home/scripts"
-    mkdir -p "$home/lib" "$home/streaming3"
+    # built beside the cache, then swapped in: a JVM of the cache still running meanwhile (another test run's)
+    # finds its jars until the swap, not an empty lib/
+    local next="$home/next"
+    rm -rf "$next"
+    mkdir -p "$next/lib" "$next/streaming3"
     local mvn=(mvn -B -q -Dstyle.color=never)
     (
         cd "$build"
         # Maven 3.8's jansi writes ESC[0m around every line even in batch mode with colours off
         export MAVEN_OPTS="${MAVEN_OPTS:+$MAVEN_OPTS }-Djansi.noreset=true"
         "${mvn[@]}" package
-        "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib"
+        "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$next/lib"
         # The schema scripts ship only in the metastore's binary distribution.
         "${mvn[@]}" dependency:copy -DoutputDirectory="$build/dist" \
             -Dartifact="org.apache.hive:hive-standalone-metastore-server:$version:tar.gz:bin"
         cd streaming3
         "${mvn[@]}" package
-        "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/streaming3"
+        "${mvn[@]}" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$next/streaming3"
     ) >&2 || die "Maven could not build interop/hive (see above)"
-    cp "$build"/target/acidstream-hive-referee-*.jar "$home/lib/"
-    cp "$build"/streaming3/target/acidstream-hive-streamer-*.jar "$home/streaming3/"
+    cp "$build"/target/acidstream-hive-referee-*.jar "$next/lib/"
+    cp "$build"/streaming3/target/acidstream-hive-streamer-*.jar "$next/streaming3/"
     tar -xzf "$build"/dist/*.tar.gz -C "$build/dist" --wildcards '*/scripts/metastore/upgrade/derby/*'
-    mv "$build"/dist/apache-hive-metastore-*/scripts "$home/scripts"
+    mv "$build"/dist/apache-hive-metastore-*/scripts "$next/scripts"
+    local part
+    for part in lib streaming3 scripts; do
+        rm -rf "$next/old"
+        [ ! -e "$home/$part" ] || mv "$home/$part" "$next/old"
+        mv "$next/$part" "$home/$part"
+    done
+    rm -rf "$next"
     echo "$want" >"$home/fetched"
     echo "$home"
 }

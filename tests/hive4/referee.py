@@ -148,6 +148,27 @@ class Referee(JsonLinesJvm):
         view.hadoop = {"conf": dict(conf), "kerberos": dict(kerberos) if kerberos else None}
         return view
 
+    def on_s3(self, endpoint: str, access_key: str, secret_key: str) -> Referee:
+        """This referee reading, selecting and writing ``s3a://`` locations on the S3 server at ``endpoint``
+        (``http://host:port``) through Hadoop's S3A, as a Hive job configured for an S3-compatible store: path-style
+        requests, plain HTTP, the credentials as Hadoop settings (``fs.s3a.*``, sent with each request, never
+        logged) and no other credential provider (no lookup of an instance's metadata service)."""
+        return self.on_hadoop(
+            {
+                "fs.s3a.endpoint": endpoint,
+                "fs.s3a.endpoint.region": "us-east-1",
+                "fs.s3a.path.style.access": "true",
+                "fs.s3a.connection.ssl.enabled": "false",
+                "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+                "fs.s3a.access.key": access_key,
+                "fs.s3a.secret.key": secret_key,
+                # uploads buffered in memory: on disk, S3A would take its buffer directory from the local
+                # filesystem of the conf that made it, which a read's may have set to RawLocalFs (no
+                # LocalFileSystem, as Hadoop's disk buffer wants)
+                "fs.s3a.fast.upload.buffer": "array",
+            }
+        )
+
     def read(
         self,
         location: str | Path,

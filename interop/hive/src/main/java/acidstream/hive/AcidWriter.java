@@ -106,7 +106,7 @@ final class AcidWriter {
     if (dir.toUri().getScheme() == null || "file".equals(dir.toUri().getScheme())) {
       fs = new RawLocalFs();
       fs.initialize(java.net.URI.create("file:///"), conf);
-    } else { // HDFS: the cluster's own client, hflush and all
+    } else { // HDFS or S3 (s3a://): the store's own Hadoop client, HDFS's hflush and all
       fs = dir.getFileSystem(conf);
     }
     AcidOutputFormat.Options options =

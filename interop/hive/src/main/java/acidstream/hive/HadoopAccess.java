@@ -10,8 +10,9 @@ import org.apache.hadoop.security.UserGroupInformation;
 /**
  * How a request reaches files beyond the local disk, as a Hive job on a cluster would: {@code conf}, Hadoop
  * settings set on the job's configuration (an HDFS cluster's client configuration: its namenode's principal,
- * data transfer protection...), and {@code kerberos}, {@code {"principal", "keytab", "krb5conf"}}: the request
- * runs as that principal, logged in from the keytab ({@code UserGroupInformation}), on a kerberized cluster.
+ * data transfer protection...; an S3 store's {@code fs.s3a.*} endpoint and keys, never logged), and {@code
+ * kerberos}, {@code {"principal", "keytab", "krb5conf"}}: the request runs as that principal, logged in from
+ * the keytab ({@code UserGroupInformation}), on a kerberized cluster.
  *
  * <p>Hadoop's security switch is process-wide, and the referee serves every test of a session: it is on for a
  * Kerberos request only, off again after it, so that other requests read as before.
