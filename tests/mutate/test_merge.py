@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pytest
 
+from acidstream import faults
 from acidstream.catalog import Metastore
 from acidstream.errors import (
     BucketIdException,
@@ -19,6 +23,7 @@ from acidstream.errors import (
 )
 from acidstream.metastore import TxnStatus as MsState
 from acidstream.mutate.merge import TableMutation
+from acidstream.read.delegating import DelegatingHandler
 from support.accounts import ACCOUNTS_DDL, frame, table_frame
 
 
@@ -240,3 +245,67 @@ def test_concurrent_updates_of_different_partitions_both_commit(ms: Metastore, a
 def _new_name(target: pa.Table, name: str) -> pa.Table:
     idx = target.schema.get_field_index("name")
     return target.set_column(idx, "name", pa.array([name] * target.num_rows))
+
+
+class _Rendezvous(DelegatingHandler):
+    """A store that is not a local disk (as HDFS and S3 are not) whose data files, when closed, wait (up to a
+    minute) until another data file is being closed too: ``together`` is set if two ever were."""
+
+    def __init__(self, base: pafs.FileSystem) -> None:
+        super().__init__(base)
+        self.together = threading.Event()
+        self._closing = 0
+        self._lock = threading.Lock()
+
+    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        stream = self._base.open_output_stream(path)
+        return stream if "/bucket_" not in path else pa.PythonFile(_Closing(stream, self), mode="w")
+
+    def closing(self, stream: pa.NativeFile) -> None:
+        with self._lock:
+            self._closing += 1
+            if self._closing > 1:
+                self.together.set()
+        self.together.wait(60)
+        try:
+            stream.close()
+        finally:
+            with self._lock:
+                self._closing -= 1
+
+
+class _Closing(io.RawIOBase):
+    """A data file of a :class:`_Rendezvous` store."""
+
+    def __init__(self, stream: pa.NativeFile, store: _Rendezvous) -> None:
+        super().__init__()
+        self.stream, self.store = stream, store
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return int(self.stream.write(data))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.store.closing(self.stream)
+            super().close()
+
+
+def test_a_merge_on_a_remote_store_closes_its_files_side_by_side(ms: Metastore, accounts: str) -> None:
+    """On a store where closing a file sends it (HDFS, S3: a round trip or two each), the files a merge
+    writes are closed side by side, not one after another; the merge is as exact."""
+    ms.table(accounts).merge(frame(list(range(40)), "a"), on=["id"])
+    before = table_frame(ms, accounts)
+    source = frame(list(range(0, 40, 3)), "b")
+    store: list[_Rendezvous] = []
+
+    def remote(fs: pafs.FileSystem) -> pafs.FileSystem:
+        store.append(_Rendezvous(fs))
+        return pafs.PyFileSystem(store[-1])
+
+    with faults.armed("storage.filesystem", remote):
+        assert ms.table(accounts).merge(source, on=["id"]) == {"inserted": 0, "updated": 14, "deleted": 0}
+    assert any(s.together.is_set() for s in store)
+    pd.testing.assert_frame_equal(table_frame(ms, accounts), reference_upsert(before, source))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import enum
 from collections.abc import Mapping, Sequence
+from concurrent import futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +55,9 @@ from acidstream.mutate.bucket_id import BucketIdResolver
 from acidstream.mutate.ordering import GroupingValidator, PartitionValues, SequenceValidator
 from acidstream.mutate.record_id import ROW_ID, ROW_ID_TYPE, RecordIdentifier, row_id_arrays
 from acidstream.mutate.table import AcidTable, MutationSummary, PartitionMutations, TableType
+from acidstream.read.planning import remote_pool
 from acidstream.runtime import file_pool
-from acidstream.storage import table_filesystem
+from acidstream.storage import local_path, table_filesystem
 
 if TYPE_CHECKING:
     from acidstream.metastore import MetastoreFacade
@@ -475,13 +477,27 @@ class MutatorCoordinator:
         left = self._left
         taken = [(w, t) for w, _ in left if (t := w.take_pending_events()) is not None]
         encoded = {id(w): e for (w, _), e in zip(taken, encode_sharded(taken), strict=True)}
-        for writer, mutations in left:
+
+        def finish(writer: AcidWriter) -> None:
             chunk = encoded.get(id(writer))
             try:
                 writer.flush_encoded([chunk] if chunk is not None else [])
             except FileExistsError as exc:
                 raise self._taken(exc) from exc
             writer.close()
+
+        writers = [w for w, _ in left]
+        if len(writers) > 1 and local_path(self._fs, "/") is None:
+            # On HDFS or S3 a close sends the file (a round trip or two, waiting on the store): side by side.
+            # Every close ends before the first failure (in order) is raised, so abort() races none of them.
+            closing = [remote_pool().submit(finish, w) for w in writers]
+            futures.wait(closing)
+            for done in closing:
+                done.result()
+        else:
+            for writer in writers:
+                finish(writer)
+        for writer, mutations in left:
             mutations.files.append(writer.path)
             written = writer.written_prefix
             mutations.checksums[writer.path] = (written.length, written.crc32)
