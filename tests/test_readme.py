@@ -9,7 +9,8 @@ fresh interpreter, shell blocks in ``bash -eu`` with ``acidstream`` on PATH (and
 ``interop`` linked into the directory, for the guides' "Try it locally" blocks, which start a server of their
 own, use it and stop it), TOML blocks are read as an ``acidstream.toml``. Blocks needing Spark (they import ``acidstream.spark`` or ``pyspark``, in any form, or run
 ``spark-shell``) run in this process on the suite's one SparkSession, so only the test marked ``spark`` runs
-them, and no other block starts a JVM. Both tests begin with the examples before the first Spark one: those run
+them, and no other block starts a JVM; the other test runs the rest only where that one is not selected (a run
+without Spark), not a second time. Both tests begin with the examples before the first Spark one: those run
 once, and each test goes on from a copy of the directory they leave.
 """
 
@@ -294,9 +295,13 @@ def test_a_python_block_importing_spark_in_any_form_needs_spark(code: str) -> No
     assert Block("python", code.replace("spark", "repl"), 1).kind == "python"
 
 
-def test_examples_run_as_written(workspace: Path) -> None:
+def test_examples_run_as_written(request: pytest.FixtureRequest) -> None:
     """Every example that needs no Spark, the README's, then the guides' (Spark's are the other test's, the
-    servers to try have their own)."""
+    servers to try have their own): for a run without Spark (``-m 'not spark'``). Where the Spark test is
+    selected too it runs these very blocks, in order among Spark's, so this one does not run them again."""
+    if any(item.name == test_examples_run_as_written_with_spark.__name__ for item in request.session.items):
+        pytest.skip("test_examples_run_as_written_with_spark runs these examples too, in order among Spark's")
+    workspace: Path = request.getfixturevalue("workspace")
     blocks = example_blocks()
     for block in blocks[before_spark(blocks) :]:
         if not block.kind.endswith(("spark", "server")):
@@ -310,6 +315,7 @@ def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> N
     for block in blocks[before_spark(blocks) :]:
         if block.kind != "bash server":
             run_block(block, workspace)
+    assert (workspace / "bad.jsonl").read_text().count("\n") == 1  # the dead-letter example wrote its record
 
 
 @pytest.mark.parametrize("block", [b for b in example_blocks() if b.kind == "bash server"], ids=str)
