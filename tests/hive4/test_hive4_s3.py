@@ -11,6 +11,7 @@ settings).
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,9 +74,16 @@ def test_hive_reads_what_we_stream_merge_and_compact(on_s3: tuple[Metastore, Ref
     committed |= {10: (10, -1, "us"), 99: (99, 9900, "eu")}
     del committed[21]
     judge(referee, ms, "default.sales", expected=committed.values())
+    before = ms.snapshot()
     ms.compact("default.sales", "region=eu", kind="major", wait=True)
-    assert any(name.startswith("base_") for name in _listing(ms, "region=eu"))
+    [base] = [name for name in _listing(ms, "region=eu") if re.fullmatch(r"base_\d+_v\d+", name)]
     judge(referee, ms, "default.sales", expected=committed.values())
+    # the base was written in place, under its txn's visibility suffix: Hive reads it now, and a snapshot from
+    # before that txn committed still reads the deltas, alike
+    eu = f"{ms.table('sales').location}/region=eu"
+    for txns, chosen in ((ms.snapshot(), base), (before, None)):
+        assert referee.select(eu, ms.get_valid_write_ids("default.sales", snapshot=txns), txns)[0] == chosen
+    assert judge(referee, ms, "default.sales", before, expected=committed.values())
 
 
 def _listing(ms: Metastore, partition: str) -> list[str]:
