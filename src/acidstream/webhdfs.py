@@ -31,7 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -185,6 +185,8 @@ class WebHdfsClient:
         self.session = requests.Session()
         self._delegation = delegation
         self.login = SpnegoLogin(kerberos, self.url, host) if kerberos and not delegation else None
+        #: The DataNode a namenode last sent a read to: its WebHDFS URL and the query it was sent with.
+        self._datanode: tuple[str, dict[str, str]] | None = None
 
     def __repr__(self) -> str:
         who = "a delegation token" if self._delegation else repr(self.login) if self.login else self.user
@@ -259,6 +261,30 @@ class WebHdfsClient:
                     raise
                 time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of ``path`` from ``offset`` (fewer at its end). A namenode answers ``OPEN`` with a
+        redirect to a DataNode, which reads the file (through its own HDFS client, from whichever DataNodes
+        hold its blocks) and sends the bytes: two exchanges a read. The DataNode and the query the namenode
+        sent the first read with (its RPC address, and on a kerberized cluster a delegation token of the
+        caller's) serve every later read of any file, one exchange each. When that DataNode fails the read
+        for any reason but the file's own (gone, forbidden), the namenode is asked again."""
+        datanode = self._datanode
+        if datanode is not None:
+            base, query = datanode
+            url = base + quote(path, safe="/")
+            try:
+                return self._send(
+                    "OPEN", "GET", path, url, {**query, "offset": offset, "length": length}, None
+                ).content
+            except (FileNotFoundError, PermissionError):
+                raise
+            except (OSError, AuthenticationError):
+                self._datanode = None  # gone, or its token expired: the namenode names one again
+        answer = self.call("OPEN", "GET", path, offset=offset, length=length)
+        if answer.history:
+            self._datanode = _datanode_of(answer.history[-1].headers.get("Location", ""), path)
+        return answer.content
 
     def send_data(self, op: str, method: str, path: str, location: str, data: bytes) -> None:
         """Send ``data`` to the DataNode ``location`` a namenode's ``CREATE`` or ``APPEND`` redirected to."""
@@ -340,6 +366,17 @@ def _is_spnego_failure(exc: BaseException) -> bool:
     return isinstance(exc, SPNEGOExchangeError)
 
 
+def _datanode_of(location: str, path: str) -> tuple[str, dict[str, str]] | None:
+    """The DataNode's WebHDFS URL (``location`` up to ``/webhdfs/v1``) and its query but for the range, from a
+    namenode's redirect of an ``OPEN`` of ``path``; None for a redirect of another shape."""
+    parts = urlsplit(location)
+    root, found, rest = parts.path.partition("/webhdfs/v1/")
+    if not parts.scheme or not found or unquote("/" + rest) != path:
+        return None
+    query = {k: v for k, v in parse_qsl(parts.query) if k not in ("offset", "length")}
+    return f"{parts.scheme}://{parts.netloc}{root}/webhdfs/v1", query
+
+
 class _Reader(io.RawIOBase):
     """A file's bytes as of its length when opened, read by ``OPEN`` requests of at least :data:`READ_AHEAD`
     bytes. A file that ends early (replaced or cut meanwhile) fails the read instead of returning less."""
@@ -383,7 +420,7 @@ class _Reader(io.RawIOBase):
 
     def _fetch(self, offset: int, length: int) -> None:
         length = min(length, self.size - offset)
-        data = self.client.call("OPEN", "GET", self.path, offset=offset, length=length).content
+        data = self.client.read_range(self.path, offset, length)
         if len(data) != length:
             raise OSError(
                 f"WebHDFS OPEN {self.path} at {self.client.url}: {len(data)} bytes at offset {offset} where "

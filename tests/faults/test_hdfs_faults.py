@@ -253,3 +253,34 @@ def test_a_merge_whose_namenode_hangs_fails_in_time_and_ends_its_txn(
         monkeypatch.setenv("ACIDSTREAM_WEBHDFS_PORT", str(hdfs_namenode.webhdfs_port))
         ms.execute("DELETE FROM t WHERE id = 1")
         assert visible_seqs(ms, "t") == {0: 9, 1: 10}
+
+
+def test_reads_after_the_first_go_to_its_datanode_and_back_to_the_namenode_when_it_fails(
+    behind_proxy: CutProxy, hdfs_namenode: MiniHdfs
+) -> None:
+    """A read is the namenode's redirect and the DataNode's bytes; the namenode's redirect serves every read
+    after it (of any file) at that DataNode: with the namenode away, a planned file (its length known from a
+    listing) still reads whole. When the DataNode it named fails (here: a closed port), the namenode is asked
+    for one again and the read succeeds."""
+    fs, root = table_filesystem(f"{hdfs_namenode.uri}/{uuid.uuid4().hex[:12]}")
+    contents = {f"{root}/f{i}": bytes([65 + i]) * (1000 + i) for i in range(3)}
+    for path, data in contents.items():
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+    first, second, third = contents
+    handler = fs.handler
+    assert handler.read_prefix(first, len(contents[first])) == contents[first]
+    behind_proxy.cut()
+    try:
+        assert handler.read_prefix(second, len(contents[second])) == contents[second]
+        with pytest.raises(OSError):  # what has no known length asks the namenode first
+            fs.open_input_file(second)
+    finally:
+        behind_proxy.restore()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        gone = closed.getsockname()[1]
+    _, query = handler.client._datanode
+    handler.client._datanode = (f"http://127.0.0.1:{gone}/webhdfs/v1", query)
+    assert handler.read_prefix(third, len(contents[third])) == contents[third]
+    assert handler.client._datanode is not None and str(gone) not in handler.client._datanode[0]
