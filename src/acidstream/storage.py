@@ -13,7 +13,7 @@ import getpass
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
@@ -369,7 +369,17 @@ def file_exists(fs: pafs.FileSystem, path: str) -> bool:
     return True
 
 
-def create_new(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
+class OutputStream(Protocol):
+    """What :func:`create_new` returns: pyarrow's output streams, or a Python file for a local one."""
+
+    def write(self, data: bytes | pa.Buffer, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def create_new(fs: pafs.FileSystem, path: str) -> OutputStream:
     """An output stream of a file that must not exist yet: Hive's ``create(overwrite=false)``, the
     no-overwrite rule of data files (they may hold committed rows). ``FileExistsError`` (``"... already
     exists"``) when one is there, which is left as it was; the store itself refuses where it can, so that two
@@ -380,14 +390,17 @@ def create_new(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
       flush or its close, which then raises);
     * S3: a ``PUT`` with ``If-None-Match: *`` at its close (:mod:`acidstream.s3objects`), or for a file over
       10 MiB a HEAD before pyarrow's multipart upload;
-    * elsewhere (and S3 without botocore): a look before the filesystem's own create, one request."""
+    * elsewhere (and S3 without botocore): a look before the filesystem's own create, one request.
+
+    A local file is written through the descriptor that created it (a Python file: one open, where pyarrow's
+    stream would open the file again, and each write a call into pyarrow)."""
     local = local_path(fs, path)
     if local is not None:
         try:
-            os.close(os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            fd = os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             raise FileExistsError(f"{path} already exists") from None
-        return fs.open_output_stream(path)
+        return open(fd, "wb")
     if isinstance(fs, pafs.PyFileSystem) and fs.type_name == "py::webhdfs":
         return fs.handler.open_new(path)
     client = s3objects.client_for(fs)
@@ -411,7 +424,7 @@ def read_prefix(fs: pafs.FileSystem, path: str, length: int) -> pa.Buffer:
         return source.read_buffer(length)
 
 
-def flush(fs: pafs.FileSystem, path: str, stream: pa.NativeFile) -> None:
+def flush(fs: pafs.FileSystem, path: str, stream: OutputStream) -> None:
     """Flush ``stream`` (opened on ``fs`` for ``path``) so that other readers see what was written to it.
 
     ``stream.flush()`` does that on a local disk. pyarrow's streams over Python files (``PyFileSystem``, here

@@ -230,13 +230,20 @@ class Message:
     def set(self, number: int, wire: int, value: int | bytes) -> Message:
         """Replace every occurrence of a field by one value, keeping the position of the first occurrence."""
         fields = self.fields
-        for i, f in enumerate(fields):
+        at = -1
+        repeated = False
+        for i, f in enumerate(fields):  # one pass, no helper call: stripes set a few fields each
             if f[0] == number:
-                fields[i] = (number, wire, value)
-                if any(g[0] == number for g in fields[i + 1 :]):  # rare: a repeated scalar
-                    self.fields = fields[: i + 1] + [g for g in fields[i + 1 :] if g[0] != number]
-                return self
-        fields.append((number, wire, value))
+                if at < 0:
+                    at = i
+                else:
+                    repeated = True  # rare: a repeated scalar
+        if at < 0:
+            fields.append((number, wire, value))
+            return self
+        fields[at] = (number, wire, value)
+        if repeated:
+            self.fields = fields[: at + 1] + [g for g in fields[at + 1 :] if g[0] != number]
         return self
 
     def set_uint(self, number: int, value: int) -> Message:

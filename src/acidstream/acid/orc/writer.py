@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -56,7 +57,15 @@ from acidstream.acid.sidefile import SideFileWriter
 from acidstream.acid.types import Column, HiveType
 from acidstream.errors import StreamingIOFailure
 from acidstream.faults import fault_point
-from acidstream.storage import create_new, flush, is_object_store, make_directories, truncate
+from acidstream.storage import (
+    OutputStream,
+    create_new,
+    flush,
+    is_object_store,
+    local_path,
+    make_directories,
+    truncate,
+)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -297,7 +306,7 @@ def _encode_shared(items: Sequence[tuple[AcidWriter, TakenEvents]]) -> list[Enco
 class AcidWriter:
     """One ORC event file (one bucket of one base/delta/delete_delta directory). Not thread-safe."""
 
-    _out: pa.NativeFile
+    _out: OutputStream
     _side: SideFileWriter | None
 
     def __init__(
@@ -905,9 +914,21 @@ def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
     Writers of one directory (a compaction's buckets) may make the file at the same time; on HDFS the later
     create replaces the earlier one's file while it is written, whose writer then fails: the file is there.
     On an object store the file is put without asking first (a PUT replaces an object whole, and every
-    writer's holds the same bytes), and no directory is made (:func:`make_directories`): one request."""
-    make_directories(fs, directory)
+    writer's holds the same bytes), and no directory is made (:func:`make_directories`): one request.
+    On a local disk the file is made with ``O_EXCL`` instead of looked for first: one call where there were
+    two, and a file another writer made is left as it is."""
     version = f"{directory}/{ORC_ACID_VERSION_FILE}"
+    local = local_path(fs, version)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        try:
+            fd = os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return
+        with open(fd, "wb") as out:
+            out.write(ORC_ACID_VERSION.encode("ascii"))
+        return
+    make_directories(fs, directory)
     if is_object_store(fs) or fs.get_file_info(version).type == pafs.FileType.NotFound:
         try:
             with fs.open_output_stream(version) as out:
