@@ -329,11 +329,12 @@ JOBS = ("streaming", "merge", "compaction")
 def run(store: Store, args: argparse.Namespace, acid_first: bool) -> dict[str, Any]:
     """One round of every job on ``store``, with the load average before and after it."""
     before = os.getloadavg()[0]
-    out: dict[str, Any] = {
-        "streaming": streaming(store, args.records, args.txns, acid_first),
-        "merge": merge(store, args.merge_rows, acid_first),
-        "compaction": compaction(store, acid_first),
+    jobs = {
+        "streaming": lambda: streaming(store, args.records, args.txns, acid_first),
+        "merge": lambda: merge(store, args.merge_rows, acid_first),
+        "compaction": lambda: compaction(store, acid_first),
     }
+    out: dict[str, Any] = {job: jobs[job]() for job in args.jobs}
     out["load"] = (before, os.getloadavg()[0])
     out["acidstream_first"] = acid_first
     return out
@@ -348,7 +349,7 @@ def _requests(counts: dict[str, float]) -> str:
 def _progress(store: str, i: int, result: dict[str, Any]) -> None:
     """One line per job as each round ends (a long run's rounds so far survive its interruption)."""
     first = "acidstream" if result["acidstream_first"] else "peer"
-    for job in JOBS:
+    for job in (j for j in JOBS if j in result):
         r = result[job]
         print(
             f"round {i + 1} {store} {job} ({first} first, load {result['load'][0]:.1f}-{result['load'][1]:.1f}): "
@@ -374,6 +375,8 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
     print("|---|---|---:|---|---:|---:|---:|---|---|")
     for job in JOBS:
         for store, rounds in results.items():
+            if job not in rounds[0]:
+                continue
             runs = [r[job] for r in rounds]
             ratios = [r["peer_s"] / r["acidstream_s"] for r in runs]
             loads = [x for r in rounds for x in r["load"]]
@@ -392,13 +395,23 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
             )
     for store, rounds in results.items():
         last = rounds[-1]
-        print(
-            f"\n{store}: streamed table {last['streaming']['acidstream_files']} files at the end "
-            f"(deltalake's {last['streaming']['peer_files']}); merged table "
-            f"{last['merge']['acidstream_files']} files after the merge (deltalake's "
-            f"{last['merge']['peer_files']}); the compaction read {last['compaction']['files_read']} files, "
-            f"{last['compaction']['rows']:,} rows"
-        )
+        parts = []
+        if "streaming" in last:
+            parts.append(
+                f"streamed table {last['streaming']['acidstream_files']} files at the end "
+                f"(deltalake's {last['streaming']['peer_files']})"
+            )
+        if "merge" in last:
+            parts.append(
+                f"merged table {last['merge']['acidstream_files']} files after the merge (deltalake's "
+                f"{last['merge']['peer_files']})"
+            )
+        if "compaction" in last:
+            parts.append(
+                f"the compaction read {last['compaction']['files_read']} files, "
+                f"{last['compaction']['rows']:,} rows"
+            )
+        print(f"\n{store}: " + "; ".join(parts))
 
 
 def main() -> None:
@@ -411,7 +424,15 @@ def main() -> None:
     parser.add_argument("--stores", default="local,s3", help="comma list of local, s3, hdfs")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, acidstream first in even ones")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--jobs",
+        default=",".join(JOBS),
+        help="comma list of streaming, merge, compaction (the compaction's table is the streaming job's)",
+    )
     args = parser.parse_args()
+    args.jobs = [j for j in JOBS if j in args.jobs.split(",")]
+    if "compaction" in args.jobs and "streaming" not in args.jobs:
+        parser.error("--jobs compaction compacts the streaming job's table: add streaming")
     stores = args.stores.split(",")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results: dict[str, list[dict[str, Any]]] = {s: [] for s in stores}
