@@ -111,11 +111,14 @@ def test_edge_shapes(values: list[int]) -> None:
 
 
 def test_a_position_at_a_full_chunk_names_that_chunk() -> None:
-    """SHORT_REPEAT triples of 2 bytes: a row group starts where 64 KiB of runs end, the chunk full but not yet
-    compressed, so its position is (that chunk, 65536), not (the next chunk, 0)."""
-    values = np.repeat(np.tile([1, 2], 20_000), 3)
-    assert len(values) > 3 * (BLOCK // 2 + 1)
-    assert_as_orc_cpp(values, stride=3)
+    """SHORT_REPEAT runs of ten 7-byte values, 8 bytes each, a row group each: a row group starts where 64 KiB of
+    runs end, the chunk full but not yet compressed, so its position is (that chunk, 65536), not (the next
+    chunk, 0). (8,400 row groups: triples of 2 bytes took 40,000.)"""
+    values = np.repeat(np.tile([1 << 50, (1 << 50) + 1], 4_200), 10)
+    assert len(values) > 10 * (BLOCK // 8 + 1)
+    _, index, _ = orc_cpp(values, CompressionKind.ZLIB, 10)
+    assert [BLOCK, 10] in [positions for positions, _ in index]
+    assert_as_orc_cpp(values, stride=10)
 
 
 def test_the_acid_columns_of_a_compaction_are_what_orc_cpp_writes() -> None:
