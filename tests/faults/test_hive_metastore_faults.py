@@ -29,7 +29,7 @@ from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWrite
 from acidstream.compactor.worker import Worker
 from acidstream.errors import CommitOutcomeUnknown, MetastoreUnavailable, MetastoreUrlError
 from acidstream.metastore.models import TxnStatus
-from hive4.referee import hive_sh
+from hive4.referee import BRISK_HOUSEKEEPING, hive_sh
 from hive4.referee import start_brisk_metastore as start
 from support.deps import import_or_skip
 from support.dropproxy import DropProxy
@@ -125,6 +125,8 @@ def test_the_cli_says_one_line_of_its_own_for_an_unreachable_metastore(
 # --- a metastore of this module's own, killed at a chosen call -------------------------------------------------
 
 COLUMNS = [("id", "int"), ("msg", "string")]
+#: How often the module's metastore runs its housekeeping (times out txns), in seconds
+HOUSEKEEPER_INTERVAL = float(BRISK_HOUSEKEEPING["ACIDSTREAM_HIVE_HOUSEKEEPER_INTERVAL"].removesuffix("s"))
 
 
 def kill(state: Path) -> None:
@@ -299,12 +301,14 @@ def test_the_house_keeper_aborts_a_silent_txn_and_heartbeats_keep_a_live_one(own
         (silent,) = ms.open_txns(1)  # a client that died: never heartbeated
         conn = connection(ms, "kept")
         conn.begin_transaction()
+        # past here, the live batch without heartbeats would have been aborted (five housekeeping rounds late)
+        kept_until = time.monotonic() + ms.txn_timeout + 5 * HOUSEKEEPER_INTERVAL
         conn.write(b"1,kept")
         while ms.get_txn_state(silent) is TxnStatus.OPEN:
             time.sleep(1)
         # aborted, and then deleted by Hive's txn cleaner (it wrote nothing): never taken for committed
         assert ms.get_txn_state(silent) in (TxnStatus.ABORTED, TxnStatus.UNKNOWN)
-        time.sleep(ms.txn_timeout)  # a whole timeout more: the live batch's heartbeats keep it
+        time.sleep(max(0.0, kept_until - time.monotonic()))  # the live batch's heartbeats keep it
         conn.commit_transaction()
         conn.close()
         assert rows(ms, "kept") == [(1, "kept")]
