@@ -1,8 +1,8 @@
 """Reading a plan's files from a remote store (S3, HDFS) ahead of their reader, several at a time.
 
 A reader opens its files one after another, and on a remote store each costs two or three round trips before
-its bytes arrive (pyarrow's S3 client asks for the object's size, then gets it; WebHDFS asks for the file's
-status, then opens it at the namenode, which sends the reader to a DataNode): a merge reading 320 small delta
+its bytes arrive (pyarrow's S3 client asks for the object's size, then gets it; WebHDFS asked for the file's
+status, then opened it at the namenode, which sent the reader to a DataNode): a merge reading 320 small delta
 files spent most of its time waiting on them. The files a plan names, and their lengths, are known before the
 first is opened, so they are fetched side by side, a bounded window ahead of the one being read.
 """
