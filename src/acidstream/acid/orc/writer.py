@@ -41,7 +41,7 @@ from acidstream.acid.orc.events import (
     unsorted_at,
 )
 from acidstream.acid.orc.nested import has_struct, push_down_nulls
-from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields
+from acidstream.acid.orc.protobuf import LENGTH_DELIMITED, VARINT, Message, encode_fields, encode_varint
 from acidstream.acid.orc.stats import FileStatistics
 from acidstream.acid.orc.stripes import (
     EncodedEvents,
@@ -815,31 +815,30 @@ class AcidWriter:
         self._offset += size
 
     def _write_tail(self) -> None:
-        """Footer fields in canonical order: the changing ones encoded now, the template's as encoded once."""
+        """Footer fields in canonical order: the changing ones encoded now, the template's as encoded once.
+
+        Assembled from encoded pieces (the field tags and the ACID version's metadata item are constants):
+        every flush of every file writes one, and a commit to many partitions flushes hundreds of tiny files.
+        """
         footer = b"".join(
             (
-                encode_fields(
-                    [
-                        (FOOTER.HEADER_LENGTH, VARINT, len(MAGIC)),
-                        (FOOTER.CONTENT_LENGTH, VARINT, self._offset - len(MAGIC)),  # ORC C++ convention
-                        *((FOOTER.STRIPES, LENGTH_DELIMITED, s) for s in self._stripes),
-                    ]
-                ),
+                _TAIL_HEAD,
+                encode_varint(self._offset - len(MAGIC)),  # ORC C++ convention
+                *(_field(_STRIPES_TAG, s) for s in self._stripes),
                 self._footer_types,
-                encode_fields(
-                    [
-                        *(
-                            (FOOTER.METADATA, LENGTH_DELIMITED, _metadata_item(k, v))
-                            for k, v in self._user_metadata()
-                        ),
-                        (FOOTER.NUMBER_OF_ROWS, VARINT, self._rows),
-                        *((FOOTER.STATISTICS, LENGTH_DELIMITED, s) for s in self._file_statistics()),
-                    ]
+                _field(_METADATA_TAG, _KEY_INDEX_NAME + _field(b"\x12", self.key_index.encode().encode())),
+                _field(
+                    _METADATA_TAG,
+                    _ACID_STATS_NAME + _field(b"\x12", format_acid_stats(*self._counts).encode()),
                 ),
+                _ACID_VERSION_ITEM,
+                _ROWS_TAG,
+                encode_varint(self._rows),
+                *(_field(_STATISTICS_TAG, s) for s in self._file_statistics()),
                 self._layout.unindexed_trailer if self._repaired_timestamps else self._footer_trailer,
             )
         )
-        metadata = encode_fields([(1, LENGTH_DELIMITED, s) for s in self._stripe_stats])  # StripeStatistics
+        metadata = b"".join([_field(b"\x0a", s) for s in self._stripe_stats])  # StripeStatistics
         tail = build_tail(self._postscript, footer, metadata)
         self._write(tail)
         self._crc = crc32(tail, self._crc)
@@ -860,14 +859,6 @@ class AcidWriter:
 
     def _file_statistics(self) -> list[bytes]:
         return self._column_stats if self._file_stats is None else self._file_stats.encoded()
-
-    def _user_metadata(self) -> list[tuple[str, str]]:
-        """Sorted by key, as ORC Java's TreeMap writes them; stats count every event accepted so far."""
-        return [
-            (ACID_KEY_INDEX, self.key_index.encode()),
-            (ACID_STATS, format_acid_stats(*self._counts)),
-            (ACID_VERSION, ORC_ACID_VERSION),
-        ]
 
     def _await_files(self) -> None:
         """Wait for files created in the background (see ``create_in``); raises what creating them raised."""
@@ -946,11 +937,25 @@ def prepare_directory_once(fs: pafs.FileSystem, directory: str, ready: set[str])
         ready.add(directory)
 
 
-def _metadata_item(name: str, value: str) -> bytes:
-    """A UserMetadataItem."""
-    return encode_fields(
-        [(1, LENGTH_DELIMITED, name.encode("utf-8")), (2, LENGTH_DELIMITED, value.encode("utf-8"))]
-    )
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field whose encoded tag is ``tag``."""
+    return tag + encode_varint(len(payload)) + payload
+
+
+#: A tail's encoded pieces (Footer fields, in order): headerLength (always 3) and contentLength's tag; the tags
+#: of stripes, user metadata, numberOfRows and statistics. User metadata is sorted by key, as ORC Java's
+#: TreeMap writes it: the key index, the ACID stats (both counting every event accepted so far), the version.
+_TAIL_HEAD = encode_fields([(FOOTER.HEADER_LENGTH, VARINT, len(MAGIC))]) + bytes(
+    [FOOTER.CONTENT_LENGTH << 3 | VARINT]
+)
+_STRIPES_TAG, _METADATA_TAG, _STATISTICS_TAG = (
+    bytes([n << 3 | LENGTH_DELIMITED]) for n in (FOOTER.STRIPES, FOOTER.METADATA, FOOTER.STATISTICS)
+)
+_ROWS_TAG = bytes([FOOTER.NUMBER_OF_ROWS << 3 | VARINT])
+_KEY_INDEX_NAME, _ACID_STATS_NAME = (_field(b"\x0a", k.encode()) for k in (ACID_KEY_INDEX, ACID_STATS))
+_ACID_VERSION_ITEM = _field(
+    _METADATA_TAG, _field(b"\x0a", ACID_VERSION.encode()) + _field(b"\x12", ORC_ACID_VERSION.encode())
+)
 
 
 #: Footer fields every tail sets itself; the template's others are written as they are.
