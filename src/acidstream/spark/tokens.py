@@ -10,14 +10,21 @@ warehouse, or of the default filesystem where the tables' locations are a Hive M
 to every worker with its other settings (:class:`~acidstream.spark.options.JobSettings`, whose repr shows no
 value): there a client connects with the token (SASL DIGEST-MD5, ``delegation=``) instead of Kerberos. The
 process that got a token renews it before it expires while it runs (a long streaming query outlives a token's
-renew interval, a day by default), and cancels it when it ends. A token the user set
-(``spark.acidstream.hive.delegation_token``, ``[hdfs] delegation_token``) is used as given, never cancelled.
+renew interval, a day by default), and cancels it when the job ends: the driver at its exit; a planner (a
+Spark Python worker, whose end says nothing of the job's) through a process of its own that cancels the tokens
+once the SparkSession has stopped or the driver has ended (:mod:`acidstream.spark.tokenwatch`). A token the user
+set (``spark.acidstream.hive.delegation_token``, ``[hdfs] delegation_token``) is used as given, never cancelled.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import os
+import pickle
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,11 +45,12 @@ RETRY_AFTER = 60.0
 @dataclass(frozen=True, eq=False)
 class _Token:
     """A token this process got: its string form, how to renew it (its new expiry, seconds since the epoch)
-    and how to end it. Its repr shows no secret."""
+    and how to end it, here and (picklable, with settings only) in another process. Its repr shows no secret."""
 
     text: str = field(repr=False)
     renew: Callable[[], float] = field(repr=False)
     cancel: Callable[[], None] = field(repr=False)
+    cancel_elsewhere: Callable[[], None] = field(repr=False)
 
 
 #: This process's tokens, by what they are for: ("hive", metastore URL, Hive settings) or ("hdfs", location).
@@ -72,9 +80,22 @@ def job_token(url: str | None, hive: tuple[tuple[str, Any], ...]) -> str | None:
             finally:
                 backend.close()
 
-        return _Token(token.text, lambda: backend.renew_delegation_token(token), cancel)
+        elsewhere = functools.partial(_cancel_hive, url, hive, token.text)
+        return _Token(token.text, lambda: backend.renew_delegation_token(token), cancel, elsewhere)
 
     return _held(("hive", url, hive), get)
+
+
+def _cancel_hive(url: str, hive: tuple[tuple[str, Any], ...], text: str) -> None:
+    """Cancel Hive Metastore token ``text`` with a client of the settings that got it."""
+    from acidstream.metastore.hive.client import HiveMetastoreClient
+    from acidstream.metastore.hive.digest import DelegationToken
+
+    backend = HiveMetastoreClient.open(url, **dict(hive))
+    try:
+        backend.cancel_delegation_token(DelegationToken(text))
+    finally:
+        backend.close()
 
 
 def hdfs_job_token(warehouse: str | None, metastore: str | None) -> str | None:
@@ -83,7 +104,7 @@ def hdfs_job_token(warehouse: str | None, metastore: str | None) -> str | None:
     HDFS, else, for a Hive ``metastore`` (whose tables' locations are its own), of the Hadoop configuration's
     default filesystem when that is HDFS; else None."""
     from acidstream.errors import StorageLocationError
-    from acidstream.storage import hdfs_client
+    from acidstream.storage import current_stores, hdfs_client
 
     if warehouse and warehouse.startswith(("hdfs://", "webhdfs://")):
         location = warehouse
@@ -106,9 +127,18 @@ def hdfs_job_token(warehouse: str | None, metastore: str | None) -> str | None:
             text,
             lambda: client.renew_delegation_token(text) / 1000,
             lambda: client.cancel_delegation_token(text),
+            functools.partial(_cancel_hdfs, location, current_stores()["hdfs"], text),
         )
 
     return _held(("hdfs", client.url), get)
+
+
+def _cancel_hdfs(location: str, settings: dict[str, Any], text: str) -> None:
+    """Cancel HDFS token ``text`` on ``location``'s namenode, with the HDFS settings that got it."""
+    from acidstream.storage import configure_stores, hdfs_client
+
+    configure_stores(hdfs=settings)
+    hdfs_client(location).cancel_delegation_token(text)
 
 
 def _held(key: tuple[Any, ...], get: Callable[[], _Token]) -> str:
@@ -116,13 +146,43 @@ def _held(key: tuple[Any, ...], get: Callable[[], _Token]) -> str:
     with _lock:
         if key not in _tokens:
             token = get()
-            if not _tokens:
+            if in_spark_worker():
+                _watcher_of_this_worker(token)
+            elif not _tokens:
                 atexit.register(cancel_tokens)
             _tokens[key] = token
             threading.Thread(
                 target=_renew, args=(token,), name="acidstream-token-renewal", daemon=True
             ).start()
         return _tokens[key].text
+
+
+def in_spark_worker() -> bool:
+    """Whether this process is one of Spark's Python workers (a planner's, a task's), which Spark started with
+    the secret of its worker factory, rather than a driver."""
+    return "PYTHON_WORKER_FACTORY_SECRET" in os.environ
+
+
+_watcher: subprocess.Popen[bytes] | None = None
+
+
+def _watcher_of_this_worker(token: _Token) -> None:
+    """Hand ``token``'s cancellation to the process that cancels this worker's tokens once its parent (Spark's
+    Python daemon, or the driver's JVM) has ended, started the first time (:mod:`acidstream.spark.tokenwatch`).
+    Without it (it could not start, or died), the token expires unrenewed once this worker is gone."""
+    global _watcher
+    with contextlib.suppress(OSError, pickle.PicklingError):
+        if _watcher is None or _watcher.poll() is not None:
+            _watcher = subprocess.Popen(
+                [sys.executable, "-m", "acidstream.spark.tokenwatch", str(os.getppid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # Spark's SIGHUP to its workers' process group does not reach it
+            )
+        assert _watcher.stdin is not None
+        pickle.dump(token.cancel_elsewhere, _watcher.stdin)
+        _watcher.stdin.flush()
 
 
 def _renew(token: _Token) -> None:
