@@ -416,6 +416,27 @@ def test_creates_directory_and_never_overwrites(tmp_path: Path, fs: pafs.FileSys
     assert not os.path.exists(path + "_flush_length")
 
 
+@pytest.mark.parametrize("subtree", [False, True])
+def test_version_file_made_once_and_an_existing_one_left_as_it_is(
+    tmp_path: Path, fs: pafs.FileSystem, subtree: bool
+) -> None:
+    """A local directory's ``_orc_acid_version`` is made with O_EXCL (no look first): a new directory (and its
+    parents) gets one holding "2", a directory that has one keeps it, whatever it holds."""
+    where = pafs.SubTreeFileSystem(str(tmp_path), fs) if subtree else fs
+    root = "" if subtree else f"{tmp_path}/"
+    made = f"{root}t/p=1/delta_0000001_0000001/bucket_00000"
+    kept = f"{root}t/p=2/delta_0000001_0000001/bucket_00000"
+    (tmp_path / "t" / "p=2" / "delta_0000001_0000001").mkdir(parents=True)
+    (tmp_path / "t" / "p=2" / "delta_0000001_0000001" / "_orc_acid_version").write_bytes(b"another")
+    for path in (made, kept):
+        w = AcidWriter(where, path, COLS, options=WriterOptions(), side_file=False)
+        w.insert(1, B0, rows(1))
+        w.close()
+        assert read_events(where, path).num_rows == 1
+    assert (tmp_path / "t" / "p=1" / "delta_0000001_0000001" / "_orc_acid_version").read_bytes() == b"2"
+    assert (tmp_path / "t" / "p=2" / "delta_0000001_0000001" / "_orc_acid_version").read_bytes() == b"another"
+
+
 def test_files_created_in_an_executor_are_awaited_and_never_overwrite(
     tmp_path: Path, fs: pafs.FileSystem
 ) -> None:
