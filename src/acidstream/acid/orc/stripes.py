@@ -391,12 +391,9 @@ def _splice_stripe(
             framed = _frame(kind, bytes(stream), block)
             parts.append(framed)
             listed.append(_stream(stream_kind, column + SHIFT - drop, len(framed)))
-    their_encodings = [_ld(0x12, e) for e in encodings]
     new_footer = _frame(
         kind,
-        b"".join(
-            (*(_ld(0x0A, s) for s in listed), _OUR_ENCODINGS, *their_encodings[drop:], encode_fields(other))
-        ),
+        b"".join([_ld(0x0A, s) for s in listed]) + _footer_rest(tuple(encodings), tuple(other), drop),
         block,
     )
     data_part = b"".join(parts)
@@ -405,6 +402,15 @@ def _splice_stripe(
     out.set_uint(STRIPE.DATA_LENGTH, len(data_part))
     out.set_uint(STRIPE.FOOTER_LENGTH, len(new_footer))
     return data_part + new_footer, out
+
+
+@lru_cache(maxsize=64)
+def _footer_rest(
+    encodings: tuple[bytes, ...], other: tuple[tuple[int, int, int | bytes], ...], drop: int
+) -> bytes:
+    """A spliced stripe footer after its streams: our columns' encodings, theirs but the first ``drop``, and
+    the footer's other fields. The same for every stripe of one schema (made once, not per tiny file)."""
+    return b"".join((_OUR_ENCODINGS, *(_ld(0x12, e) for e in encodings[drop:]), encode_fields(other)))
 
 
 def _stream_fields(stream: bytes) -> tuple[int, int, int]:
@@ -430,6 +436,7 @@ _OUR_ENCODINGS = b"".join(
 )
 
 
+@lru_cache(maxsize=1024)
 def _stream_head(kind: int, column: int) -> bytes:
     """A Stream message (kind, column, length) up to its length."""
     return b"\x08" + encode_varint(kind) + b"\x10" + encode_varint(column) + b"\x18"
