@@ -27,6 +27,12 @@
 #                                      the same, taking SASL PLAIN only (metastore.authentication CONFIG: Hive 4's
 #                                      metastore.client.auth.mode=PLAIN clients) from USER with PASSWORD; with
 #                                      --tls, PLAIN over TLS as it is deployed.
+#   bash scripts/hive.sh start DIR --s3 ENDPOINT
+#                                      the same, reaching an S3-compatible server at ENDPOINT (http://host:port)
+#                                      through Hadoop's S3A, as a metastore whose databases and tables live on S3
+#                                      must (it makes and deletes a managed table's directory itself): path-style
+#                                      requests, region us-east-1, the keys from AWS_ACCESS_KEY_ID and
+#                                      AWS_SECRET_ACCESS_KEY in its environment (never written to its config).
 #   bash scripts/hive.sh stop DIR      stops the metastore started in DIR.
 #   bash scripts/hive.sh classpath     the referee's Java classpath (after fetch).
 set -euo pipefail
@@ -111,8 +117,8 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-site_xml() { # dir port [kdc_dir [tls [plain_user:password]]]
-    local dir="$1" port="$2" kdc="${3:-}" tls="${4:-}" plain="${5:-}"
+site_xml() { # dir port [kdc_dir [tls [plain_user:password [s3_endpoint]]]]
+    local dir="$1" port="$2" kdc="${3:-}" tls="${4:-}" plain="${5:-}" s3="${6:-}"
     # No DbNotificationListener (metastore.transactional.event.listeners): its jar,
     # hive-hcatalog-server-extensions, is not published for Hive 4.0.x.
     # Hive's transaction housekeeping (of metastore.task.threads.remote), as production metastores run it:
@@ -173,6 +179,17 @@ site_xml() { # dir port [kdc_dir [tls [plain_user:password]]]
             metastore.authentication.config.password "${plain#*:}"
         )
     fi
+    if [ -n "$s3" ]; then
+        # S3A as a Hive deployment on an S3-compatible store sets it; the keys come from the environment
+        props+=(
+            fs.s3a.endpoint "$s3"
+            fs.s3a.endpoint.region us-east-1
+            fs.s3a.path.style.access true
+            fs.s3a.connection.ssl.enabled "$([[ "$s3" == https:* ]] && echo true || echo false)"
+            fs.s3a.aws.credentials.provider com.amazonaws.auth.EnvironmentVariableCredentialsProvider
+            fs.s3a.fast.upload.buffer array
+        )
+    fi
     xml_properties "${props[@]}"
 }
 
@@ -212,12 +229,13 @@ tls_keystore() { # dir: a self-signed certificate for localhost in DIR/keystore.
 start() {
     local dir="${1:?usage: hive.sh start DIR}"
     shift
-    local kdc="" qop=authentication tls="" plain=""
+    local kdc="" qop=authentication tls="" plain="" s3=""
     while [ $# -gt 0 ]; do
         case "$1" in
         --kerberos) kdc="$(cd "${2:?--kerberos KDC_DIR}" && pwd)"; shift 2 ;;
         --qop) qop="${2:?--qop authentication|integrity|privacy}"; shift 2 ;;
         --tls) tls=1; shift ;;
+        --s3) s3="${2:?--s3 ENDPOINT}"; shift 2 ;;
         --plain)
             plain="${2:?--plain USER:PASSWORD}"
             [[ "$plain" == *:* ]] || die "--plain takes USER:PASSWORD"
@@ -241,7 +259,11 @@ start() {
     local port
     port="$(cat "$dir/port" 2>/dev/null || free_port)"
     [ -z "$tls" ] || tls_keystore "$dir/tls"
-    site_xml "$dir" "$port" "$kdc" "$tls" "$plain" >"$dir/conf/metastore-site.xml"
+    if [ -n "$s3" ]; then
+        [ -n "${AWS_ACCESS_KEY_ID:-}" ] && [ -n "${AWS_SECRET_ACCESS_KEY:-}" ] ||
+            die "--s3 takes its keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which are not set"
+    fi
+    site_xml "$dir" "$port" "$kdc" "$tls" "$plain" "$s3" >"$dir/conf/metastore-site.xml"
     cp "$root/interop/hive/log4j2.properties" "$dir/conf/metastore-log4j2.properties"
     local -a secure=()
     if [ -n "$kdc" ]; then
@@ -289,5 +311,5 @@ fetch) fetch ;;
 start) shift; start "$@" ;;
 stop) stop "${2:-}" ;;
 classpath) classpath ;;
-*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] [--tls] [--plain USER:PASSWORD] | stop DIR | classpath" ;;
+*) die "usage: hive.sh fetch | start DIR [--kerberos KDC_DIR [--qop QOP]] [--tls] [--plain USER:PASSWORD] [--s3 ENDPOINT] | stop DIR | classpath" ;;
 esac

@@ -99,11 +99,14 @@ def hive4(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="session")
-def hive4_metastore(hive4_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A standalone Hive Metastore with ACID on, on a loopback port: its ``thrift://`` URI."""
+def hive4_metastore(
+    hive4_home: Path, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A standalone Hive Metastore with ACID on, on a loopback port: its ``thrift://`` URI. It reaches the
+    session's S3 server through S3A (``--s3``), as a metastore whose databases may live on S3 must."""
     state = tmp_path_factory.mktemp("hive4-metastore")
     try:
-        uri = hive_sh("start", str(state))
+        uri = hive_sh("start", str(state), "--s3", s3_endpoint)
     except HiveUnavailable as exc:
         hive_unavailable(str(exc))
         raise
