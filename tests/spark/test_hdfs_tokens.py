@@ -8,7 +8,6 @@ the driver renews the token meanwhile."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from acidstream import Metastore
 from acidstream.storage import configure_stores
 from support.deps import import_or_skip
 from support.hdfscluster import HdfsUnavailable, MiniHdfs, hdfs_cluster
-from support.ticketless import ticketless_workers
+from support.ticketless import driver_with_ticket, ticketless_workers
 
 pytestmark = pytest.mark.spark
 
@@ -52,11 +51,8 @@ def test_a_stream_writes_on_past_its_first_tokens_expiry(
 ) -> None:
     from acidstream.spark import register
 
-    monkeypatch.setenv("HADOOP_CONF_DIR", str(short_tokens.conf_dir))
-    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'driver-ccache'}")
-    kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "driver-ccache")
+    warehouse = driver_with_ticket(monkeypatch, short_tokens, kdc, tmp_path / "driver-ccache")
     previous = configure_stores(hdfs={})
-    warehouse = f"{short_tokens.uri}/{uuid.uuid4().hex[:12]}/wh"
     options = {"metastore": f"sqlite:///{tmp_path / 'm.db'}", "warehouse": warehouse}
     with Metastore.connect(options["metastore"], warehouse=warehouse) as ms:
         ms.execute(

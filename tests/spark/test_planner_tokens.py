@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from acidstream.errors import AcidStreamError
 from acidstream.storage import configure_stores, table_filesystem
 from support.deps import import_or_skip
 from support.hdfscluster import MiniHdfs
+from support.ticketless import driver_with_ticket
 
 pytestmark = pytest.mark.spark
 
@@ -64,11 +64,8 @@ def _refused(token: str, warehouse: str) -> bool:
 def test_a_planners_token_is_cancelled_when_the_session_stops(
     hdfs_kerberos_namenode: MiniHdfs, kdc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HADOOP_CONF_DIR", str(hdfs_kerberos_namenode.conf_dir))
-    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache'}")
-    kdc.kinit("alice", kdc.dir / "alice.keytab", tmp_path / "ccache")
+    warehouse = driver_with_ticket(monkeypatch, hdfs_kerberos_namenode, kdc, tmp_path / "ccache")
     previous = configure_stores(hdfs={})
-    warehouse = f"{hdfs_kerberos_namenode.uri}/{uuid.uuid4().hex[:12]}/wh"
     options = {"metastore": f"sqlite:///{tmp_path / 'm.db'}", "warehouse": warehouse, "table": "t"}
     with Metastore.connect(options["metastore"], warehouse=warehouse) as ms:
         ms.execute("CREATE TABLE t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
