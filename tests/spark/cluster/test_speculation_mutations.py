@@ -3,7 +3,10 @@ has written its files, before reporting them: with ``spark.speculation`` on, Spa
 other host, and both attempts merge (or compact) the same buckets; or its executor's JVM is killed (``kill -9``)
 and Spark retries it on the other executor. Either way every row is in the table once, the merge committed
 once, the compaction published once, no txn or lock is left open, and nothing of the other attempts is in the
-table: once the cleaner has run, the table holds the compaction's base and nothing else."""
+table: once the cleaner has run, the table holds the compaction's base and nothing else.
+
+The speculative copies' case runs in tests/spark/cluster/test_speculation.py's driver, after the batch write's
+and the sink's (one driver and one set of executors for both); :func:`check` is both cases'."""
 
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ from acidstream.catalog import Metastore
 from acidstream.compactor import CompactorConfig
 from acidstream.compactor.cleaner import Cleaner
 from acidstream.metastore import TxnStatus
-from support.lostexecutors import SPECULATION, executor_of, run_killing, stalled_worker
-from support.sparkcluster import SCHEMA, SparkCluster, local_events, popen_job, rows, run_job
+from support.lostexecutors import executor_of, run_killing, stalled_worker
+from support.sparkcluster import SCHEMA, SparkCluster, local_events, popen_job, rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -48,20 +51,6 @@ def check(answer: dict[str, Any], ms: Metastore, warehouse: Path) -> None:
         f"base_0000002/{n}" for n in ("_metadata_acid", "_orc_acid_version", "bucket_00000", "bucket_00001")
     ]
     assert [p.name for p in (warehouse / "c.db" / "events").iterdir()] == ["base_0000002"]
-
-
-def test_a_merge_and_a_compaction_with_speculative_copies_of_stalled_tasks(
-    cluster: SparkCluster, tmp_path: Path
-) -> None:
-    warehouse, url, ms = local_events(tmp_path)
-    marker = tmp_path / "marker"
-    marker.mkdir()
-    job = {"conf": SPECULATION, "options": {"metastore": url, "warehouse": str(warehouse)}, "table": "c.events",
-           "schema": SCHEMA, "append": rows(0, 3000), "steps": STEPS, "stall": str(marker), "read": True}  # fmt: skip
-    answer = run_job(cluster, tmp_path, job)
-
-    assert len(list(marker.glob("passed-*"))) == 2, "Spark did not copy the merge's and the compaction's task"
-    check(answer, ms, warehouse)
 
 
 def test_a_merge_and_a_compaction_lose_the_executor_of_a_task(cluster: SparkCluster, tmp_path: Path) -> None:
