@@ -19,19 +19,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream import Metastore
 from acidstream.storage import configure_stores
-from hive4.judge import judge, our_rows
+from hive4.judge import judge
 from hive4.referee import Referee
+from hive4.storecases import SALES_DDL, hive_writes_into_ours, stream_with_an_open_txn
 from support.deps import import_or_skip
 from support.hdfscluster import MiniHdfs
 
 pytestmark = pytest.mark.hive4
-
-DDL = (
-    "CREATE TABLE sales (id int, amount bigint) PARTITIONED BY (region string) CLUSTERED BY (id) INTO 2 BUCKETS "
-    "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-)
 
 
 def _client_conf(cluster: MiniHdfs) -> dict[str, str]:
@@ -74,26 +70,11 @@ def on_hdfs(
         configure_stores(**previous)
 
 
-def _rows_of(txn: int) -> list[tuple[int, int, str]]:
-    """Three rows of txn ``txn``: ids ``10t .. 10t+2``, in both partitions."""
-    return [(i, i * 100, "eu" if i % 2 else "us") for i in range(txn * 10, txn * 10 + 3)]
-
-
 def test_hive_reads_what_we_stream_merge_and_compact(on_hdfs: tuple[Metastore, Referee]) -> None:
     ms, referee = on_hdfs
-    ms.execute(DDL)
-    committed = {}
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    builder = StreamingConnection.builder().with_metastore(ms).with_database("default").with_table("sales")
-    with builder.with_record_writer(writer).with_transaction_batch_size(3).connect() as conn:
-        for t in (1, 2):
-            conn.begin_transaction()
-            for row in _rows_of(t):
-                conn.write(",".join(map(str, row)).encode())
-                committed[row[0]] = row
-            conn.commit_transaction()
-        # the batch's files are still open: Hive reads their committed prefix by the side files
-        judge(referee, ms, "default.sales", expected=committed.values(), splits=("etl",))
+    ms.execute(SALES_DDL.format(db="default"))
+    # the batch's files are still open: Hive reads their committed prefix by the side files
+    committed = stream_with_an_open_txn(ms, referee, "default", splits=("etl",))
     changes = pd.DataFrame({"id": [10, 99], "amount": [-1, 9900], "region": ["us", "eu"]})
     ms.table("sales").merge(changes, on=["id"])
     committed |= {10: (10, -1, "us"), 99: (99, 9900, "eu")}
@@ -113,26 +94,5 @@ def _listing(ms: Metastore, partition: str) -> list[Path]:
 
 
 def test_we_read_what_hive_writes(on_hdfs: tuple[Metastore, Referee]) -> None:
-    """Hive's writer (``OrcRecordUpdater`` through Hadoop's HDFS client) adds two rows and deletes one of ours
-    in a txn of our metastore: both readers return the same rows and ROW__IDs, exactly those committed."""
-    ms, referee = on_hdfs
-    ms.execute("CREATE TABLE notes (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
-    ms.table("notes").merge(pd.DataFrame({"id": [1, 2, 3], "msg": ["a", "b", "c"]}), on=["id"])
-    [(row_id, _)] = [(rid, row) for rid, row in our_rows(ms, "default.notes", ms.snapshot()) if row[0] == 2]
-    [txn] = ms.open_txns(1)
-    [(_, write_id)] = ms.allocate_table_write_ids([txn], "default.notes")
-    referee.write(
-        ms.table("notes").location,
-        [("id", "int"), ("msg", "string")],
-        [
-            ("insert", write_id, [4, "hive"]),
-            ("insert", write_id, [5, "hive too"]),
-            ("delete", write_id, list(row_id)),
-        ],
-        bucket=0,
-        min_write_id=write_id,
-        max_write_id=write_id,
-        statement_id=0,
-    )
-    ms.commit_txn(txn)
-    judge(referee, ms, "default.notes", expected=[(1, "a"), (3, "c"), (4, "hive"), (5, "hive too")])
+    """Hive's writer, through Hadoop's HDFS client: :func:`hive_writes_into_ours`."""
+    hive_writes_into_ours(*on_hdfs)

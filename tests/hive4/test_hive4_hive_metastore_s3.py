@@ -20,22 +20,18 @@ import pyarrow.compute as pc
 import pytest
 from pyarrow import fs as pafs
 
-from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter, repl
+from acidstream import Metastore, repl
 from acidstream.errors import UnsupportedCapability
 from acidstream.storage import table_filesystem
 from hive4.judge import judge
 from hive4.referee import Referee
+from hive4.storecases import SALES_DDL, stream_with_an_open_txn
 from support.deps import import_or_skip
 from support.s3server import BUCKETS
 
 pytestmark = pytest.mark.hive4
 
 hms = import_or_skip("hive_metastore.ttypes", reason="the hive extra (pyiceberg[hive]) is not installed")
-
-DDL = (
-    "CREATE TABLE {db}.sales (id int, amount bigint) PARTITIONED BY (region string) CLUSTERED BY (id) "
-    "INTO 2 BUCKETS STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-)
 
 
 @pytest.fixture
@@ -57,11 +53,6 @@ def s3_database(hive4_metastore: str, s3_endpoint: str) -> Iterator[tuple[Metast
             ms.drop_database(db, cascade=True, if_exists=True)
 
 
-def _rows_of(txn: int) -> list[tuple[int, int, str]]:
-    """Three rows of txn ``txn``: ids ``10t .. 10t+2``, in both partitions."""
-    return [(i, i * 100, "eu" if i % 2 else "us") for i in range(txn * 10, txn * 10 + 3)]
-
-
 def _keys(location: str) -> list[str]:
     """The object keys under ``location`` (an ``s3a://`` URI), relative to it."""
     filesystem, path = table_filesystem(location)
@@ -77,24 +68,10 @@ def test_stream_merge_compact_and_drop_on_s3(
         os.environ["AWS_ENDPOINT_URL"], os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
     )
     table = f"{db}.sales"
-    ms.execute(DDL.format(db=db))
+    ms.execute(SALES_DDL.format(db=db))
     assert ms.table(table).location == f"{location}/sales"  # the metastore placed it, on S3
 
-    committed = {}
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    builder = StreamingConnection.builder().with_metastore(ms).with_database(db).with_table("sales")
-    with builder.with_record_writer(writer).with_transaction_batch_size(3).connect() as conn:
-        for t in (1, 2, 3):
-            conn.begin_transaction()
-            for row in _rows_of(t):
-                conn.write(",".join(map(str, row)).encode())
-                if t < 3:
-                    committed[row[0]] = row
-            if t < 3:
-                conn.commit_transaction()
-        # the batch's third txn is open, its rows written: Hive reads the two committed before it, only
-        judge(referee, ms, table, expected=committed.values())
-        conn.abort_transaction()
+    committed = stream_with_an_open_txn(ms, referee, db)
     # the partitions the commits added were made by the metastore, on S3
     assert {p.location for p in ms.list_partitions(table)} == {
         f"{location}/sales/region=eu",

@@ -21,18 +21,14 @@ import pyarrow.compute as pc
 import pytest
 from pyarrow import fs as pafs
 
-from acidstream import Metastore, StreamingConnection, StrictDelimitedInputWriter
+from acidstream import Metastore
 from acidstream.storage import table_filesystem
-from hive4.judge import judge, our_rows
+from hive4.judge import judge
 from hive4.referee import Referee
+from hive4.storecases import SALES_DDL, hive_writes_into_ours, stream_with_an_open_txn
 from support.s3server import BUCKETS
 
 pytestmark = pytest.mark.hive4
-
-DDL = (
-    "CREATE TABLE sales (id int, amount bigint) PARTITIONED BY (region string) CLUSTERED BY (id) INTO 2 BUCKETS "
-    "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
-)
 
 
 @pytest.fixture
@@ -45,29 +41,10 @@ def on_s3(hive4: Referee, s3_endpoint: str, tmp_path: Path) -> Iterator[tuple[Me
         yield ms, referee
 
 
-def _rows_of(txn: int) -> list[tuple[int, int, str]]:
-    """Three rows of txn ``txn``: ids ``10t .. 10t+2``, in both partitions."""
-    return [(i, i * 100, "eu" if i % 2 else "us") for i in range(txn * 10, txn * 10 + 3)]
-
-
 def test_hive_reads_what_we_stream_merge_and_compact(on_s3: tuple[Metastore, Referee]) -> None:
     ms, referee = on_s3
-    ms.execute(DDL)
-    committed = {}
-    writer = StrictDelimitedInputWriter.builder().with_field_delimiter(",").build()
-    builder = StreamingConnection.builder().with_metastore(ms).with_database("default").with_table("sales")
-    with builder.with_record_writer(writer).with_transaction_batch_size(3).connect() as conn:
-        for t in (1, 2, 3):
-            conn.begin_transaction()
-            for row in _rows_of(t):
-                conn.write(",".join(map(str, row)).encode())
-                if t < 3:
-                    committed[row[0]] = row
-            if t < 3:
-                conn.commit_transaction()
-        # the batch's third txn is open, its rows written: Hive reads the two committed before it, only
-        judge(referee, ms, "default.sales", expected=committed.values())
-        conn.abort_transaction()
+    ms.execute(SALES_DDL.format(db="default"))
+    committed = stream_with_an_open_txn(ms, referee, "default")
     changes = pd.DataFrame({"id": [10, 99], "amount": [-1, 9900], "region": ["us", "eu"]})
     ms.table("sales").merge(changes, on=["id"])
     ms.table("sales").delete(pc.field("id") == 21)
@@ -92,26 +69,5 @@ def _listing(ms: Metastore, partition: str) -> list[str]:
 
 
 def test_we_read_what_hive_writes(on_s3: tuple[Metastore, Referee]) -> None:
-    """Hive's writer (``OrcRecordUpdater`` through S3A) adds two rows and deletes one of ours in a txn of our
-    metastore: both readers return the same rows and ROW__IDs, exactly those committed."""
-    ms, referee = on_s3
-    ms.execute("CREATE TABLE notes (id int, msg string) STORED AS ORC TBLPROPERTIES ('transactional'='true')")
-    ms.table("notes").merge(pd.DataFrame({"id": [1, 2, 3], "msg": ["a", "b", "c"]}), on=["id"])
-    [row_id] = [rid for rid, row in our_rows(ms, "default.notes", ms.snapshot()) if row[0] == 2]
-    [txn] = ms.open_txns(1)
-    [(_, write_id)] = ms.allocate_table_write_ids([txn], "default.notes")
-    referee.write(
-        ms.table("notes").location,
-        [("id", "int"), ("msg", "string")],
-        [
-            ("insert", write_id, [4, "hive"]),
-            ("insert", write_id, [5, "hive too"]),
-            ("delete", write_id, list(row_id)),
-        ],
-        bucket=0,
-        min_write_id=write_id,
-        max_write_id=write_id,
-        statement_id=0,
-    )
-    ms.commit_txn(txn)
-    judge(referee, ms, "default.notes", expected=[(1, "a"), (3, "c"), (4, "hive"), (5, "hive too")])
+    """Hive's writer, through S3A: :func:`hive_writes_into_ours`."""
+    hive_writes_into_ours(*on_s3)
