@@ -349,3 +349,26 @@ def test_the_command_line_takes_kerberos_from_acidstream_toml_and_exits_8_when_r
     assert code == 8, err
     assert "alice" in err and "gone.keytab" in err and "does not exist" in err
     assert "Traceback" not in err
+
+
+def test_reads_straight_to_a_datanode_ask_the_namenode_again_once_its_token_is_cancelled(
+    secured: MiniHdfs, kdc: Any, tmp_path: Path
+) -> None:
+    """Reads after the first go straight to the DataNode the namenode named, with the delegation token the
+    namenode put in that redirect; once that token is no longer valid (cancelled here, expired in a long-lived
+    process) the DataNode refuses it, and the read asks the namenode again instead of failing."""
+    _kinit(kdc, tmp_path)
+    fs, root = table_filesystem(_warehouse(secured))
+    contents = {f"{root}/f{i}": bytes([65 + i]) * (1000 + i) for i in range(2)}
+    for path, data in contents.items():
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+    first, second = contents
+    handler = fs.handler
+    assert handler.read_prefix(first, len(contents[first])) == contents[first]
+    base, query = handler.client._datanode
+    stale = handler.client.get_delegation_token()  # as the DataNode has not seen it yet, it asks the namenode
+    handler.client.cancel_delegation_token(stale)
+    handler.client._datanode = (base, {**query, "delegation": stale})
+    assert handler.read_prefix(second, len(contents[second])) == contents[second]
+    assert handler.client._datanode[1]["delegation"] != stale
