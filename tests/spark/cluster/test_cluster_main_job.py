@@ -39,7 +39,7 @@ from support.sparkcluster import SparkCluster, driver_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROWS, FILES = 600, 6  # six micro-batches (transactions) of 100 rows: a stop after the first leaves five
+ROWS, FILES = 300, 3  # three micro-batches (transactions) of 100 rows: a stop after the first leaves two
 
 
 def executors(cluster: SparkCluster) -> set[tuple[str, str]]:
