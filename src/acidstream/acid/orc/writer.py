@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -908,18 +907,16 @@ def prepare_directory(fs: pafs.FileSystem, directory: str) -> None:
     writer's holds the same bytes), and no directory is made (:func:`make_directories`): one request.
     On a local disk the file is made with ``O_EXCL`` instead of looked for first: one call where there were
     two, and a file another writer made is left as it is."""
+    make_directories(fs, directory)
     version = f"{directory}/{ORC_ACID_VERSION_FILE}"
-    local = local_path(fs, version)
-    if local is not None:
-        os.makedirs(os.path.dirname(local), exist_ok=True)
+    if local_path(fs, version) is not None:
         try:
-            fd = os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            out = create_new(fs, version)
         except FileExistsError:
             return
-        with open(fd, "wb") as out:
+        with contextlib.closing(out):
             out.write(ORC_ACID_VERSION.encode("ascii"))
         return
-    make_directories(fs, directory)
     if is_object_store(fs) or fs.get_file_info(version).type == pafs.FileType.NotFound:
         try:
             with fs.open_output_stream(version) as out:
