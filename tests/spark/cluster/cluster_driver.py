@@ -144,6 +144,7 @@ def main() -> None:
     configure_stores(**job.get("stores", {}))
     spark = session("acidstream-cluster-test", master=job["conf"]["spark.master"], extra_conf=job["conf"])
     register(spark)
+    await_executors(spark, int(spark.conf.get("spark.cores.max")))  # one a core, each on its own worker
     if job.get("stall"):
         stall_steps(job["stall"])
     try:
@@ -155,12 +156,40 @@ def main() -> None:
     print(json.dumps(out))
 
 
+def await_executors(spark: Any, count: int, deadline: float = 300.0) -> None:
+    """Wait until ``count`` executors have registered: Spark's ``minRegisteredResourcesRatio`` waits at most
+    ``maxRegisteredResourcesWaitingTime`` (30 s), and a worker still releasing an earlier job's executor on a
+    loaded machine can take longer, leaving every probed task on one executor."""
+    import time
+
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    end = time.monotonic() + deadline
+    while len(tracker.getExecutorInfos()) - 1 < count:  # the driver is listed too
+        if time.monotonic() > end:
+            raise TimeoutError(f"{count} executors did not register within {deadline:.0f} s")
+        time.sleep(0.2)
+
+
+def probe(spark: Any, rounds: int = 10) -> list[list[Any]]:
+    """Each task's facts (:func:`task_facts`), from rounds of four tasks until every executor has answered.
+    Under ``spark.speculation`` an executor's first task, slow while its Python daemon starts, can lose to a
+    copy on the other executor, so that one round's answers all come from one."""
+    executors = int(spark.conf.get("spark.cores.max"))
+    facts: list[list[Any]] = []
+    for _ in range(rounds):
+        facts += [
+            list(r) for r in spark.sparkContext.parallelize(range(4), 4).mapPartitions(task_facts).collect()
+        ]
+        if len({cwd for _, cwd, _ in facts}) >= executors:
+            break
+    return facts
+
+
 def run(spark: Any, job: dict[str, Any]) -> dict[str, Any]:
     """The job's work (a ``then`` part's, in the same session), and what it saw."""
     out: dict[str, Any] = {}
     if job.get("probe"):
-        rows = spark.sparkContext.parallelize(range(4), 4).mapPartitions(task_facts).collect()
-        out["tasks"] = [list(r) for r in rows]
+        out["tasks"] = probe(spark)
         out["driver"] = [os.getpid(), os.getcwd()]
     options = job.get("options", {})
     if job.get("append") is not None:

@@ -65,9 +65,7 @@ def run(cluster: SparkCluster, tmp_path_factory: pytest.TempPathFactory) -> Run:
     stream = {"input": str(tmp_path / "in"), "checkpoint": str(tmp_path / "checkpoint")}
     then = {"options": {"metastore": mutations_url, "warehouse": str(mutations.warehouse)}, "table": "c.events",
             "schema": SCHEMA, "append": rows(0, 3000), "steps": STEPS, "read": True}  # fmt: skip
-    # the probe's four tasks see both executors only if the scheduler waits for both to register
-    conf = {**SPECULATION, "spark.scheduler.minRegisteredResourcesRatio": "1"}
-    job = {"conf": conf, "probe": True, "options": {"metastore": url, "warehouse": str(sink.warehouse)},
+    job = {"conf": SPECULATION, "probe": True, "options": {"metastore": url, "warehouse": str(sink.warehouse)},
            "table": "c.events", "schema": SCHEMA, "append": rows(0, 3000), "slices": 3, "stream": stream,
            "slow": {"marker": str(sink.marker), "rows": 200}, "read": True,
            "stall": str(mutations.marker), "then": [then]}  # fmt: skip
