@@ -172,7 +172,12 @@ def jvm(spark: Any) -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests using the ``spark``/``jvm`` fixtures are marked ``spark`` automatically, so ``-m 'not spark'`` works."""
+    """Tests using the ``spark``/``jvm`` fixtures are marked ``spark`` automatically, so ``-m 'not spark'`` works.
+    Under pytest-xdist (scripts/test.sh runs two workers, a file each at a time), files with a ``slow`` test go
+    first: started last, a few long files would leave one worker running alone at the end."""
     for item in items:
         if {"spark", "jvm"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
+    if hasattr(config, "workerinput"):  # an xdist worker: the same order on each, as xdist requires
+        slow = {item.path for item in items if item.get_closest_marker("slow")}
+        items.sort(key=lambda item: item.path not in slow)  # stable: collection order otherwise

@@ -309,6 +309,7 @@ def test_examples_run_as_written(request: pytest.FixtureRequest) -> None:
     assert (workspace / "bad.jsonl").read_text().count("\n") == 1  # the dead-letter example wrote its record
 
 
+@pytest.mark.slow
 def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> None:
     """Every example, Spark's included, README first, then the guides' (but the servers to try, below)."""
     blocks = example_blocks()
@@ -318,6 +319,7 @@ def test_examples_run_as_written_with_spark(spark: object, workspace: Path) -> N
     assert (workspace / "bad.jsonl").read_text().count("\n") == 1  # the dead-letter example wrote its record
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in example_blocks() if b.kind == "bash server"], ids=str)
 def test_a_guides_server_to_try_runs_as_written(
     block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest

@@ -46,6 +46,7 @@ def short_timeouts() -> Iterator[None]:
     configure_stores(**previous)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_scans_and_merges_beside_a_writer_and_the_compactor_never_see_false_corruption(
     hdfs_namenode: MiniHdfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -294,6 +294,7 @@ def test_an_aborted_txn_the_cleaner_deleted_is_never_taken_for_committed(own: Pa
         assert ms.get_txn_state(aborted) is TxnStatus.UNKNOWN
 
 
+@pytest.mark.slow
 def test_the_house_keeper_aborts_a_silent_txn_and_heartbeats_keep_a_live_one(own: Path) -> None:
     with Metastore.connect(start(own)) as ms:
         assert ms.txn_timeout == 20

@@ -38,6 +38,7 @@ def _after_timeouts(url: str, warehouse: Path, ledger: Ledger, first_seq: int) -
         assert check_table(ms, "t", ledger, PER_TXN)[first_seq] == PER_TXN
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("batch", [1, 10])
 def test_kill_at_each_point_of_the_commit_path(metastore_url: str, warehouse: Path, batch: int) -> None:

@@ -69,6 +69,7 @@ def _worker_dirs(root: Path) -> list[Path]:
     return sorted(root.glob("*/*delta_*_0001"))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_workers_die_with_a_killed_merge_and_write_nothing_after(metastore_url: str, warehouse: Path) -> None:
     with Metastore.connect(metastore_url, warehouse=str(warehouse)) as ms:

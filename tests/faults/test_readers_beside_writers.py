@@ -23,6 +23,7 @@ SECONDS = 6.0  # at most, per test, once the writer has committed
 FIRST_COMMIT = 60.0  # at most, for the writer's first commit to appear (a loaded machine starts it slowly)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("batch", [1, 10])
 def test_scans_beside_a_writer_never_fail_and_see_whole_transactions(

@@ -99,6 +99,7 @@ def stream(
     table.judge()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 10])
 def test_transaction_batches(hive4: Referee, hive4_metastore: str, ms: Metastore, batch: int) -> None:
     table = HiveTable(hive4, hive4_metastore, partitions=["a", "b"])

@@ -62,6 +62,7 @@ def txn(conn: StreamingConnection, ids: range) -> None:
     conn.commit_transaction()
 
 
+@pytest.mark.slow
 def test_streaming_survives_a_killed_and_restarted_metastore(
     hive4: Referee, own_metastore: tuple[str, Path]
 ) -> None:

@@ -170,6 +170,7 @@ with Metastore.connect(uri) as ms:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["dynamic", "unpartitioned"])
 def test_a_killed_writers_txn_timed_out_stays_invisible_after_the_cleaner(
     hive4: Referee, ms: Metastore, layout: str

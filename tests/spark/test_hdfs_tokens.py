@@ -46,6 +46,7 @@ def short_tokens(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         started.__exit__(None, None, None)
 
 
+@pytest.mark.slow
 def test_a_stream_writes_on_past_its_first_tokens_expiry(
     spark: Any, short_tokens: MiniHdfs, kdc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,7 @@ from acidstream.streaming.writers import StrictDelimitedInputWriter
 WIDE = {"COLUMNS": "200"}  # the summary table's rows on one line each
 
 
+@pytest.mark.slow
 def test_main_job_streams_landing_files_and_is_rerunnable(acid_spark: Any, tmp_path: Path) -> None:
     """The first run's 12 transactions leave 12 deltas in each partition: more than Hive's threshold of 10, so
     the job's compactor major-compacts every partition (while the ingest goes on or in its last pass), and

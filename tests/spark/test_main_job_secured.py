@@ -41,6 +41,7 @@ def test_the_job_conf_carries_the_hive_settings() -> None:
     }
 
 
+@pytest.mark.slow
 def test_main_job_on_a_kerberized_metastore_with_hive_settings_from_acidstream_toml(
     hive4_kerberos_metastore: str, kdc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -267,6 +267,7 @@ def _wait_until_expired(kdc: Any, ccache: Path) -> None:
     time.sleep(COOKIE_VALIDITY + 1)
 
 
+@pytest.mark.slow
 def test_a_ticket_expiring_mid_batch_fails_the_next_commit_with_nothing_half_committed(
     secured: MiniHdfs, kdc: Any, tmp_path: Path
 ) -> None:

@@ -161,6 +161,7 @@ def _options(store: Store) -> dict[str, str]:
     return {"metastore": store.metastore, "warehouse": store.warehouse}
 
 
+@pytest.mark.slow
 def test_spark_writes_a_batch_and_reads_it_back(acid_spark: Any, store: Store, alerts: Metastore) -> None:
     frame = acid_spark.range(0, 200, numPartitions=2).selectExpr(
         "cast(id as int) id", "concat('m', id) msg", "if(id % 2 = 0, 'us', 'eu') region"
