@@ -159,7 +159,7 @@ def main() -> None:
 def await_executors(spark: Any, count: int, deadline: float = 300.0) -> None:
     """Wait until ``count`` executors have registered: Spark's ``minRegisteredResourcesRatio`` waits at most
     ``maxRegisteredResourcesWaitingTime`` (30 s), and a worker still releasing an earlier job's executor on a
-    loaded machine can take longer, leaving every probed task on one executor."""
+    loaded machine can take longer, while a stalled task's speculative copy or retry needs the other executor."""
     import time
 
     tracker = spark.sparkContext._jsc.sc().statusTracker()
